@@ -1,0 +1,104 @@
+#include "meshnn/runtime/thread_pool.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include "meshnn/core/error.hpp"
+
+namespace meshnn {
+namespace {
+
+void pin_current_thread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  // Best effort: a cpu outside the allowed set (containers) leaves the thread where it was.
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads, std::vector<int> cpu_ids) : num_threads_(num_threads) {
+  MESHNN_CHECK(num_threads >= 1, "a thread pool needs at least one thread, got {}", num_threads);
+  MESHNN_CHECK(cpu_ids.empty() || static_cast<int>(cpu_ids.size()) == num_threads,
+               "thread pool of {} threads given {} cpu ids", num_threads, cpu_ids.size());
+  // Worker 0 is the calling thread (it stays on the rank's whole core set); the others get one
+  // core each so that two busy workers never share a core.
+  for (int i = 1; i < num_threads; ++i) {
+    const int cpu = cpu_ids.empty() ? -1 : cpu_ids[static_cast<size_t>(i)];
+    workers_.emplace_back([this, i, cpu] {
+      if (cpu >= 0) pin_current_thread(cpu);
+      worker_loop(i);
+    });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int)>* job = nullptr;
+    {
+      std::unique_lock lock(mutex_);
+      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      job = job_;
+    }
+    std::exception_ptr error;
+    try {
+      (*job)(index);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard lock(mutex_);
+    if (error && !first_error_) first_error_ = error;
+    if (--pending_ == 0) work_done_.notify_one();
+  }
+}
+
+void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
+  if (num_threads_ == 1) {
+    fn(0);
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    job_ = &fn;
+    pending_ = num_threads_ - 1;
+    first_error_ = nullptr;
+    ++generation_;
+  }
+  work_ready_.notify_all();
+  std::exception_ptr mine;
+  try {
+    fn(0);
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  std::unique_lock lock(mutex_);
+  work_done_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
+  if (mine) std::rethrow_exception(mine);
+  if (first_error_) std::rethrow_exception(first_error_);
+}
+
+void ThreadPool::parallel_for(int64_t count, const std::function<void(int64_t, int64_t, int)>& fn) {
+  if (count <= 0) return;
+  const int64_t n = num_threads_;
+  run_on_all([&](int t) {
+    const int64_t begin = count * t / n;
+    const int64_t end = count * (t + 1) / n;
+    if (begin < end) fn(begin, end, t);
+  });
+}
+
+}  // namespace meshnn

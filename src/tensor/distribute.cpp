@@ -1,0 +1,196 @@
+#include "meshnn/tensor/distribute.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/core/mpi_utils.hpp"
+#include "meshnn/tensor/concat.hpp"
+
+namespace meshnn {
+namespace {
+
+constexpr int kComposeTag = 0x6d00;  // composers' point-to-point gather
+
+void check_mapper(const MeshMapperConfig& mapper) {
+  for (int axis = 0; axis < 2; ++axis)
+    MESHNN_CHECK(!is_partial(mapper.placements[axis]),
+                 "a mapper cannot place a host tensor as {} on mesh axis {}: Partial is the result of a "
+                 "computation awaiting a reduction",
+                 to_string(mapper.placements[axis]), axis);
+}
+
+// This rank's chunk `index` of `count` along dim (torch.chunk sizes), padded up to `chunk` when
+// the mapper allows padding: the last chunks may be short or even empty.
+Tensor take_chunk(const Tensor& t, int dim, int64_t chunk, int index, float pad_value) {
+  const int64_t size = t.shape()[dim];
+  const int64_t begin = std::min(size, chunk * index);
+  const int64_t end = std::min(size, begin + chunk);
+  return pad_to(slice(t, dim, begin, end), dim, chunk, pad_value);
+}
+
+// Every rank's shard, in device-id order, on every rank (root empty) or on the root only.
+// Shards have one shape on every rank, so every message size is known up front.
+std::vector<Tensor> gather_shards(const MeshTensor& t, std::optional<int> root) {
+  const MeshDevice& mesh = t.mesh_device();
+  const int n = mesh.num_devices();
+  const int me = mesh.device_id();
+  const Tensor& local = t.local();
+  const int bytes = checked_mpi_count(static_cast<int64_t>(local.size_bytes()));
+  const bool receiver = !root || *root == me;
+
+  std::vector<Tensor> shards;
+  std::vector<MPI_Request> requests;
+  if (receiver) {
+    for (int src = 0; src < n; ++src) {
+      shards.push_back(src == me ? local : Tensor(local.shape(), local.dtype(), local.layout()));
+      if (src == me) continue;
+      requests.emplace_back();
+      MESHNN_MPI_CHECK(MPI_Irecv(shards.back().data<std::byte>(), bytes, MPI_BYTE, src, kComposeTag, mesh.comm(),
+                                 &requests.back()));
+    }
+  }
+  for (int dst = 0; dst < n; ++dst) {
+    if (dst == me || (root && *root != dst)) continue;
+    requests.emplace_back();
+    MESHNN_MPI_CHECK(MPI_Isend(local.data<std::byte>(), bytes, MPI_BYTE, dst, kComposeTag, mesh.comm(),
+                               &requests.back()));
+  }
+  MESHNN_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  return shards;
+}
+
+// A sharded mesh axis must be composed along the dim it shards; a Partial one must be reduced.
+void check_axis_composition(const MeshTensor& t, int axis, int composed_dim, const char* composer) {
+  const Placement& p = t.placement(axis);
+  MESHNN_CHECK(!is_partial(p),
+               "{}: the tensor is {} on mesh axis {}; reduce it (all_reduce or reduce_scatter) before composing",
+               composer, to_string(p), axis);
+  if (const auto* s = std::get_if<Shard>(&p))
+    MESHNN_CHECK(s->dim == composed_dim || t.mesh_device().axis_size(axis) == 1,
+                 "{}: the tensor is Shard({}) on mesh axis {} but the composer concatenates that axis on dim {}",
+                 composer, s->dim, axis, composed_dim);
+}
+
+// Composed shards cover each padded dim exactly when the composer concatenates along it as the
+// mapper split it; then the padding is at the end and is cut off.
+Tensor drop_padding(const MeshTensor& t, Tensor composed) {
+  for (int d = 0; d < t.shape().rank(); ++d) {
+    const int64_t padded = t.shard_shape()[d] * shard_count(t.placements(), t.mesh_device().shape(), d);
+    if (padded == t.shape()[d]) continue;
+    if (composed.shape()[d] != padded) continue;  // copies of a replicated axis: validated earlier
+    composed = slice(composed, d, 0, t.shape()[d]);
+  }
+  return composed;
+}
+
+Shape composed_shape(const MeshTensor& t, const MeshComposerConfig& c) {
+  std::vector<int64_t> dims = t.shard_shape().dims();
+  const MeshShape ms = t.mesh_device().shape();
+  if (c.kind == MeshComposerConfig::Kind::Concat) {
+    dims[static_cast<size_t>(c.dim)] *= ms.num_devices();
+  } else {
+    dims[static_cast<size_t>(c.row_dim)] *= ms.rows;
+    dims[static_cast<size_t>(c.col_dim)] *= ms.cols;
+  }
+  return Shape(dims);
+}
+
+MeshComposerConfig normalized(const MeshComposerConfig& c, const Shape& shape) {
+  MeshComposerConfig out = c;
+  if (c.kind == MeshComposerConfig::Kind::Concat) out.dim = shape.normalize_dim(c.dim);
+  if (c.kind == MeshComposerConfig::Kind::Concat2d) {
+    out.row_dim = shape.normalize_dim(c.row_dim);
+    out.col_dim = shape.normalize_dim(c.col_dim);
+    MESHNN_CHECK(out.row_dim != out.col_dim, "ConcatMesh2dToTensor needs two different dims, got {} and {}",
+                 c.row_dim, c.col_dim);
+  }
+  return out;
+}
+
+}  // namespace
+
+MeshMapperConfig ReplicateTensorToMesh() { return {}; }
+
+MeshMapperConfig ShardTensorToMesh(int dim, bool allow_padding) {
+  return {{Shard{dim}, Shard{dim}}, allow_padding, 0.0f};
+}
+
+MeshMapperConfig ShardTensor2dMesh(std::optional<int> row_dim, std::optional<int> col_dim, bool allow_padding) {
+  MESHNN_CHECK(!(row_dim && col_dim && *row_dim == *col_dim),
+               "ShardTensor2dMesh needs different dims for mesh rows and cols, got {} twice (use ShardTensorToMesh "
+               "to split one dim over the whole mesh)",
+               *row_dim);
+  MeshMapperConfig m;
+  if (row_dim) m.placements[0] = Shard{*row_dim};
+  if (col_dim) m.placements[1] = Shard{*col_dim};
+  m.allow_padding = allow_padding;
+  return m;
+}
+
+MeshTensor distribute_tensor(const Tensor& host, const MeshMapperConfig& mapper, const MeshDevicePtr& mesh) {
+  MESHNN_CHECK(mesh != nullptr && mesh->is_open(), "distribute_tensor needs an open MeshDevice");
+  check_mapper(mapper);
+  const Placements ps = normalize_placements(mapper.placements, host.shape().rank());
+  const Shape shard = shard_shape_for(host.shape(), ps, mesh->shape(), mapper.allow_padding);
+
+  // Dim by dim: a dim split by one axis takes that axis's chunk; a dim split by both takes the
+  // row-major chunk (shard_index).
+  Tensor local = host;
+  for (int d = 0; d < host.shape().rank(); ++d) {
+    if (shard_count(ps, mesh->shape(), d) == 1) continue;
+    local = take_chunk(local, d, shard[d], shard_index(ps, mesh->shape(), mesh->coordinate(), d), mapper.pad_value);
+  }
+  return MeshTensor(mesh, host.shape(), ps, std::move(local));
+}
+
+MeshComposerConfig ConcatMeshToTensor(int dim) { return {MeshComposerConfig::Kind::Concat, dim, 0, 0}; }
+
+MeshComposerConfig ConcatMesh2dToTensor(int row_dim, int col_dim) {
+  MESHNN_CHECK(row_dim != col_dim, "ConcatMesh2dToTensor needs two different dims, got {} twice", row_dim);
+  return {MeshComposerConfig::Kind::Concat2d, 0, row_dim, col_dim};
+}
+
+MeshComposerConfig ListMeshToTensor() { return {MeshComposerConfig::Kind::List, 0, 0, 0}; }
+
+Tensor aggregate_tensor(const MeshTensor& t, const MeshComposerConfig& composer, std::optional<int> root) {
+  MESHNN_CHECK(composer.kind != MeshComposerConfig::Kind::List,
+               "ListMeshToTensor gives one tensor per device: call aggregate_tensor_list");
+  const MeshDevice& mesh = t.mesh_device();
+  MESHNN_CHECK(!root || (*root >= 0 && *root < mesh.num_devices()), "root {} is not a device of the {} mesh",
+               root.value_or(-1), mesh.shape().to_string());
+  const MeshComposerConfig c = normalized(composer, t.shape());
+  const char* name = c.kind == MeshComposerConfig::Kind::Concat ? "ConcatMeshToTensor" : "ConcatMesh2dToTensor";
+  for (int axis = 0; axis < 2; ++axis)
+    check_axis_composition(t, axis, c.kind == MeshComposerConfig::Kind::Concat ? c.dim : (axis == 0 ? c.row_dim : c.col_dim),
+                           name);
+  if (t.is_padded()) {
+    const Shape out = composed_shape(t, c);
+    for (int d = 0; d < t.shape().rank(); ++d) {
+      const int64_t padded = t.shard_shape()[d] * shard_count(t.placements(), mesh.shape(), d);
+      MESHNN_CHECK(padded == t.shape()[d] || out[d] == padded,
+                   "{}: the tensor is padded on dim {} ({} -> {}); compose it along that dim to drop the padding",
+                   name, d, t.shape()[d], padded);
+    }
+  }
+
+  std::vector<Tensor> shards = gather_shards(t, root);
+  if (shards.empty()) return Tensor();
+  if (c.kind == MeshComposerConfig::Kind::Concat) return drop_padding(t, concat(shards, c.dim));
+  const MeshShape ms = mesh.shape();
+  std::vector<Tensor> rows;
+  for (int r = 0; r < ms.rows; ++r)
+    rows.push_back(concat(std::span<const Tensor>(shards).subspan(static_cast<size_t>(r * ms.cols), ms.cols), c.col_dim));
+  return drop_padding(t, concat(rows, c.row_dim));
+}
+
+std::vector<Tensor> aggregate_tensor_list(const MeshTensor& t, std::optional<int> root) {
+  const MeshDevice& mesh = t.mesh_device();
+  MESHNN_CHECK(!root || (*root >= 0 && *root < mesh.num_devices()), "root {} is not a device of the {} mesh",
+               root.value_or(-1), mesh.shape().to_string());
+  return gather_shards(t, root);
+}
+
+}  // namespace meshnn

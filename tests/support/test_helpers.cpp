@@ -1,0 +1,76 @@
+#include "support/test_helpers.hpp"
+
+#include <cstring>
+#include <functional>
+
+#include "meshnn/tensor/bfloat16.hpp"
+
+namespace meshnn::testing {
+
+namespace {
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+std::vector<float> seeded_values(int64_t count, uint64_t seed, bool integers) {
+  std::vector<float> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const uint64_t h = splitmix64(seed * 0x100000001B3ull + static_cast<uint64_t>(i));
+    if (integers)
+      v[static_cast<size_t>(i)] = static_cast<float>(static_cast<int64_t>(h % 2001) - 1000);
+    else
+      v[static_cast<size_t>(i)] = static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  }
+  return v;
+}
+
+Tensor seeded_tensor(const Shape& shape, DataType dtype, Layout layout, uint64_t seed) {
+  std::vector<float> v = seeded_values(shape.volume(), seed, is_integer(dtype));
+  if (dtype == DataType::UINT32)
+    for (float& x : v) x = x < 0 ? -x : x;
+  return Tensor::from_float(v, shape, dtype, layout);
+}
+
+bool all_ranks_ok(bool ok, MPI_Comm comm) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, comm);
+  return all != 0;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  if (is_integer(a.dtype()) || a.dtype() == DataType::FLOAT32 || a.dtype() == DataType::BFLOAT16) {
+    // Compare logical elements bit for bit (the padding of TILE storage may differ).
+    const Tensor ra = is_block_float(a.dtype()) ? a : a.to_layout(Layout::ROW_MAJOR);
+    const Tensor rb = is_block_float(b.dtype()) ? b : b.to_layout(Layout::ROW_MAJOR);
+    return ra.size_bytes() == rb.size_bytes() && std::memcmp(ra.data<std::byte>(), rb.data<std::byte>(), ra.size_bytes()) == 0;
+  }
+  const std::vector<float> fa = a.to_float(), fb = b.to_float();
+  return std::memcmp(fa.data(), fb.data(), fa.size() * sizeof(float)) == 0;
+}
+
+bool same_on_all_ranks(const std::string& s, MPI_Comm comm) {
+  const uint64_t h = std::hash<std::string>{}(s);
+  uint64_t lo = h, hi = h;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, comm);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, comm);
+  return lo == hi;
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int world_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+}  // namespace meshnn::testing
