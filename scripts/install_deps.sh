@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs meshnn's build and run dependencies from Debian packages, only those missing.
+set -euo pipefail
+packages=(cmake g++ make pkg-config openmpi-bin libopenmpi-dev libhwloc-dev libfmt-dev libhdf5-dev
+          hdf5-tools libgtest-dev libopenblas-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+sudo_cmd=()
+[ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
