@@ -1,5 +1,7 @@
 #include "meshnn/runtime/app.hpp"
 
+#include "meshnn/runtime/options.hpp"
+
 #include <cstdio>
 
 namespace meshnn {
@@ -9,6 +11,9 @@ int run_app(int argc, char** argv, const std::function<int(Runtime&, int, char**
   int status = 0;
   try {
     status = body(runtime, argc, argv);
+  } catch (const HelpRequested& e) {
+    if (runtime.world_rank() == 0) std::printf("%s", e.what());
+    status = 0;
   } catch (const UsageError& e) {
     if (runtime.world_rank() == 0) std::fprintf(stderr, "meshnn: usage error: %s\n", e.what());
     status = kExitUsage;

@@ -1,0 +1,97 @@
+// Weights and activations in HDF5, read shard by shard (layout: README "Weight files").
+//
+// Every rank opens the file read-only and reads only the part of a dataset its shard needs (plus
+// tile padding), converting on the fly to the dtype and layout the run asks for. A PyTorch Linear
+// weight [out_features, in_features] is transposed on load to the [K, N] = [in, out] the kernels
+// use, one 32-row block at a time, so no rank ever holds a whole weight or a float32 copy of its
+// shard.
+//
+// Failure model: problems found while reading (missing dataset, wrong shape or element type,
+// truncated or corrupt file, NaN/inf in weights) can differ between ranks, so each load ends with
+// an agreement step and then throws the same meshnn::Error on every rank, naming the file, the
+// dataset and what was expected. All loaders are therefore collective over the mesh.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/tensor/mesh_tensor.hpp"
+
+namespace meshnn::io {
+
+// How a dataset's elements are stored: native float32 / float16 / int32 / int64, or bfloat16 as
+// uint16 with the attribute dtype = "bfloat16".
+enum class StoredType { FLOAT32, FLOAT16, BFLOAT16, INT32, INT64 };
+std::string_view to_string(StoredType t);
+
+struct DatasetInfo {
+  std::vector<int64_t> shape;
+  StoredType type = StoredType::FLOAT32;
+};
+
+struct LoadOptions {
+  DataType dtype = DataType::BFLOAT16;
+  Layout layout = Layout::TILE;
+  // Linear weights: stored [out, in], wanted [in, out]. Only for 2-D datasets.
+  bool transpose = false;
+  // When set, the stored shape must equal this (before any transpose), else an error.
+  std::optional<std::vector<int64_t>> expected_shape;
+  // Reject NaN and inf values (on for weights).
+  bool reject_non_finite = true;
+};
+
+// Loads `dataset` of `file` into a mesh tensor placed by `mapper` (placements refer to the tensor
+// as loaded, i.e. after the transpose). Collective over the mesh.
+MeshTensor load_tensor(const std::string& file, const std::string& dataset, const MeshMapperConfig& mapper,
+                       const MeshDevicePtr& mesh, const LoadOptions& options);
+
+// The model configuration in the root attributes (Hugging Face config.json names). Absent
+// attributes are absent from the map; numbers come back as double, strings as string.
+using AttributeValue = std::variant<int64_t, double, std::string>;
+using Attributes = std::map<std::string, AttributeValue>;
+Attributes read_root_attributes(const std::string& file, const MeshDevicePtr& mesh);
+// An integer attribute that must exist ("'hidden_size' missing from root attributes of f.h5").
+int64_t required_int_attribute(const Attributes& attrs, const std::string& name, const std::string& file);
+
+// Shape and element type of a dataset, collective (same error on every rank).
+DatasetInfo inspect_dataset(const std::string& file, const std::string& dataset, const MeshDevicePtr& mesh);
+
+// Rank-local writing, atomic: everything goes to "<file>.tmp.<pid>", renamed over `file` only by
+// commit() after a clean close, so a failure never leaves a half-written file (the destructor of an
+// uncommitted writer deletes the temporary). Errors throw meshnn::Error (rank-local: call it on the
+// rank that writes and agree afterwards).
+class Hdf5Writer {
+ public:
+  explicit Hdf5Writer(std::string file);
+  ~Hdf5Writer();
+  Hdf5Writer(const Hdf5Writer&) = delete;
+  Hdf5Writer& operator=(const Hdf5Writer&) = delete;
+
+  // A dataset of `shape` stored as FLOAT32 or BFLOAT16 (uint16 + attribute dtype="bfloat16");
+  // chunked (row blocks) and optionally deflate-compressed (level 1-9, 0 = off).
+  void create_dataset(const std::string& name, const std::vector<int64_t>& shape, StoredType type,
+                      bool chunked = false, int deflate_level = 0);
+  // Rows [row_begin, row_begin + values.size() / row_size) along the first dim, row-major floats.
+  void write_rows(const std::string& name, int64_t row_begin, std::span<const float> values);
+  void set_attribute(const std::string& name, const AttributeValue& value);  // on the root group
+  void commit();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Convenience: a file of float32 datasets holding tensors' logical values plus root attributes.
+struct NamedTensor {
+  std::string dataset;
+  const Tensor* tensor;
+};
+void write_file(const std::string& file, const std::vector<NamedTensor>& tensors, const Attributes& root_attributes);
+
+}  // namespace meshnn::io

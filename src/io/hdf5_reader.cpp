@@ -1,0 +1,337 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "hdf5_handles.hpp"
+#include "meshnn/core/mpi_utils.hpp"
+#include "meshnn/io/hdf5_io.hpp"
+#include "meshnn/tensor/bfloat16.hpp"
+#include "meshnn/tensor/tile_layout.hpp"
+
+namespace meshnn::io {
+namespace {
+
+using detail::Handle;
+
+Handle open_file(const std::string& file) {
+  detail::silence_hdf5_errors();
+  if (std::FILE* f = std::fopen(file.c_str(), "rb"); f == nullptr) {
+    throw Error(fmt::format("cannot open '{}': {}", file, std::strerror(errno)));
+  } else {
+    std::fclose(f);
+  }
+  if (H5Fis_hdf5(file.c_str()) <= 0)
+    throw Error(fmt::format("'{}' is not a readable HDF5 file (not HDF5, truncated or corrupt)", file));
+  Handle h(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!h.valid()) throw Error(fmt::format("cannot open HDF5 file '{}' (truncated or corrupt?)", file));
+  return h;
+}
+
+Handle open_dataset(const Handle& f, const std::string& file, const std::string& dataset) {
+  if (dataset.empty() || dataset.find('/') != std::string::npos || H5Lexists(f.get(), dataset.c_str(), H5P_DEFAULT) <= 0)
+    throw Error(fmt::format("dataset '{}' not found in '{}'", dataset, file));
+  Handle d(H5Dopen2(f.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!d.valid()) throw Error(fmt::format("cannot open dataset '{}' in '{}' (corrupt file?)", dataset, file));
+  return d;
+}
+
+std::string string_attribute(hid_t object, const char* name) {
+  if (H5Aexists(object, name) <= 0) return "";
+  Handle a(H5Aopen(object, name, H5P_DEFAULT), H5Aclose);
+  Handle type(H5Aget_type(a.get()), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING) return "";
+  if (H5Tis_variable_str(type.get()) > 0) {
+    char* value = nullptr;
+    Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(mem.get(), H5T_VARIABLE);
+    if (H5Aread(a.get(), mem.get(), &value) < 0 || value == nullptr) return "";
+    std::string out(value);
+    H5free_memory(value);
+    return out;
+  }
+  // One byte more than stored, so a null-padded string that fills its whole size keeps its last
+  // character when HDF5 converts it to a null-terminated one.
+  const size_t size = H5Tget_size(type.get()) + 1;
+  std::string out(size, '\0');
+  Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(mem.get(), size);
+  if (H5Aread(a.get(), mem.get(), out.data()) < 0) return "";
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+DatasetInfo describe(const Handle& d, const std::string& file, const std::string& dataset) {
+  DatasetInfo info;
+  Handle space(H5Dget_space(d.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 1 || rank > kMaxRank)
+    throw Error(fmt::format("dataset '{}' in '{}' has rank {}; meshnn reads 1 to {} dims", dataset, file, rank, kMaxRank));
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  for (hsize_t x : dims) info.shape.push_back(static_cast<int64_t>(x));
+
+  Handle type(H5Dget_type(d.get()), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.get());
+  const size_t size = H5Tget_size(type.get());
+  if (cls == H5T_FLOAT && size == 4) info.type = StoredType::FLOAT32;
+  else if (cls == H5T_FLOAT && size == 2) info.type = StoredType::FLOAT16;
+  else if (cls == H5T_INTEGER && size == 2 && H5Tget_sign(type.get()) == H5T_SGN_NONE &&
+           string_attribute(d.get(), "dtype") == "bfloat16")
+    info.type = StoredType::BFLOAT16;
+  else if (cls == H5T_INTEGER && size == 4) info.type = StoredType::INT32;
+  else if (cls == H5T_INTEGER && size == 8) info.type = StoredType::INT64;
+  else
+    throw Error(fmt::format("dataset '{}' in '{}' has an unsupported element type (class {}, {} bytes); expected "
+                            "float32, float16, bfloat16 (uint16 with attribute dtype=\"bfloat16\"), int32 or int64",
+                            dataset, file, static_cast<int>(cls), size));
+  return info;
+}
+
+// Reads the box [start, start + count) of the dataset as float32 values, row-major.
+std::vector<float> read_box(const Handle& d, const DatasetInfo& info, const std::vector<int64_t>& start,
+                            const std::vector<int64_t>& count, const std::string& file, const std::string& dataset) {
+  int64_t volume = 1;
+  for (int64_t c : count) volume *= c;
+  std::vector<float> out(static_cast<size_t>(volume));
+  if (volume == 0) return out;
+  std::vector<hsize_t> hstart(start.begin(), start.end()), hcount(count.begin(), count.end());
+  Handle file_space(H5Dget_space(d.get()), H5Sclose);
+  H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, hstart.data(), nullptr, hcount.data(), nullptr);
+  Handle mem_space(H5Screate_simple(static_cast<int>(hcount.size()), hcount.data(), nullptr), H5Sclose);
+  herr_t rc;
+  if (info.type == StoredType::BFLOAT16) {
+    std::vector<uint16_t> bits(out.size());
+    rc = H5Dread(d.get(), H5T_NATIVE_UINT16, mem_space.get(), file_space.get(), H5P_DEFAULT, bits.data());
+    bfloat16_to_float(bits, out);
+  } else {
+    // HDF5 converts float16 and integers to float32 itself.
+    rc = H5Dread(d.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(), H5P_DEFAULT, out.data());
+  }
+  if (rc < 0)
+    throw Error(fmt::format("reading dataset '{}' from '{}' failed (file truncated or corrupt?)", dataset, file));
+  return out;
+}
+
+void check_finite(const std::vector<float>& values, const std::string& file, const std::string& dataset) {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      throw Error(fmt::format("dataset '{}' in '{}' contains {} (weights must be finite)", dataset, file,
+                              std::isnan(values[i]) ? "NaN" : "inf"));
+}
+
+// The part of one dim a shard covers: [begin, begin + valid) of the stored data, then padding up
+// to `size` (the shard's extent along that dim).
+struct Extent {
+  int64_t begin = 0, valid = 0, size = 0;
+};
+
+std::vector<Extent> shard_extents(const Shape& global, const Placements& ps, const MeshDevice& mesh, const Shape& shard) {
+  std::vector<Extent> extents;
+  for (int d = 0; d < global.rank(); ++d) {
+    const int64_t chunk = shard[d];
+    const int64_t begin = std::min(global[d], chunk * shard_index(ps, mesh.shape(), mesh.coordinate(), d));
+    extents.push_back({begin, std::min(global[d], begin + chunk) - begin, chunk});
+  }
+  return extents;
+}
+
+// Puts `valid` row-major values of box `count` into a zero-padded box of `sizes`.
+std::vector<float> pad_box(const std::vector<float>& values, const std::vector<int64_t>& count,
+                           const std::vector<int64_t>& sizes, float pad_value) {
+  if (count == sizes) return values;
+  int64_t volume = 1;
+  for (int64_t s : sizes) volume *= s;
+  std::vector<float> out(static_cast<size_t>(volume), pad_value);
+  const size_t rank = sizes.size();
+  std::vector<int64_t> index(rank, 0);
+  const int64_t rows = values.size() / static_cast<size_t>(std::max<int64_t>(count.back(), 1));
+  for (int64_t r = 0; r < rows && count.back() > 0; ++r) {
+    int64_t rem = r, dst = 0, stride = 1;
+    for (size_t d = rank - 1; d-- > 0;) {
+      index[d] = rem % count[d];
+      rem /= count[d];
+    }
+    for (size_t d = rank; d-- > 0;) {
+      dst += (d == rank - 1 ? 0 : index[d]) * stride;
+      stride *= sizes[d];
+    }
+    std::memcpy(&out[static_cast<size_t>(dst)], &values[static_cast<size_t>(r * count.back())],
+                static_cast<size_t>(count.back()) * sizeof(float));
+  }
+  return out;
+}
+
+// Linear weight [N, K] stored, shard of [K, N] wanted. One block of 32 stored rows is one tile
+// column of the shard: read it, transpose it, pack it, copy its tiles into place. The staging is
+// 32 x K floats, however large the weight.
+Tensor load_transposed_tiles(const Handle& d, const DatasetInfo& info, const Extent& k, const Extent& n,
+                             const LoadOptions& o, const std::string& file, const std::string& dataset) {
+  Tensor out(Shape{k.size, n.size}, o.dtype, Layout::TILE);
+  const int64_t tile_cols = round_up_to_tile(n.size) / kTileWidth;
+  const int64_t tile_rows = round_up_to_tile(k.size) / kTileHeight;
+  const size_t bytes_per_tile = tile_bytes(o.dtype);
+  std::vector<float> block(static_cast<size_t>(k.size * kTileWidth));
+  for (int64_t tc = 0; tc < tile_cols; ++tc) {
+    const int64_t rows = std::clamp<int64_t>(n.valid - tc * kTileWidth, 0, kTileWidth);
+    std::fill(block.begin(), block.end(), 0.0f);
+    if (rows > 0) {
+      const std::vector<float> stored = read_box(d, info, {n.begin + tc * kTileWidth, k.begin}, {rows, k.valid}, file, dataset);
+      if (o.reject_non_finite) check_finite(stored, file, dataset);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < k.valid; ++c) block[static_cast<size_t>(c * kTileWidth + r)] = stored[static_cast<size_t>(r * k.valid + c)];
+    }
+    const Tensor packed = Tensor::from_float(block, Shape{k.size, kTileWidth}, o.dtype, Layout::TILE);
+    for (int64_t tr = 0; tr < tile_rows; ++tr)
+      std::memcpy(out.data<std::byte>() + static_cast<size_t>(tr * tile_cols + tc) * bytes_per_tile,
+                  packed.data<std::byte>() + static_cast<size_t>(tr) * bytes_per_tile, bytes_per_tile);
+  }
+  return out;
+}
+
+Tensor load_local_shard(const std::string& file, const std::string& dataset, const MeshMapperConfig& mapper,
+                        const MeshDevice& mesh, const LoadOptions& o, Shape& global_out, Placements& placements_out) {
+  const Handle f = open_file(file);
+  const Handle d = open_dataset(f, file, dataset);
+  const DatasetInfo info = describe(d, file, dataset);
+  if (o.expected_shape && *o.expected_shape != info.shape)
+    throw Error(fmt::format("dataset '{}' in '{}' has shape [{}], expected [{}]", dataset, file, fmt::join(info.shape, ", "),
+                            fmt::join(*o.expected_shape, ", ")));
+  if (o.transpose && info.shape.size() != 2)
+    throw Error(fmt::format("dataset '{}' in '{}' has rank {}; a Linear weight is 2-D [out, in]", dataset, file,
+                            info.shape.size()));
+  std::vector<int64_t> loaded = info.shape;
+  if (o.transpose) std::swap(loaded[0], loaded[1]);
+  global_out = Shape(loaded);
+  placements_out = normalize_placements(mapper.placements, global_out.rank());
+  const Shape shard = shard_shape_for(global_out, placements_out, mesh.shape(), mapper.allow_padding);
+  const std::vector<Extent> ext = shard_extents(global_out, placements_out, mesh, shard);
+
+  if (o.transpose && o.layout == Layout::TILE) return load_transposed_tiles(d, info, ext[0], ext[1], o, file, dataset);
+
+  // Everything else is read as one box (activations, 1-D weights, row-major requests).
+  std::vector<int64_t> start, count, sizes;
+  for (const Extent& e : ext) {
+    start.push_back(e.begin);
+    count.push_back(e.valid);
+    sizes.push_back(e.size);
+  }
+  if (o.transpose) {
+    std::swap(start[0], start[1]);
+    std::swap(count[0], count[1]);
+  }
+  std::vector<float> values = read_box(d, info, start, count, file, dataset);
+  if (o.reject_non_finite) check_finite(values, file, dataset);
+  if (o.transpose) {
+    std::vector<float> t(values.size());
+    for (int64_t r = 0; r < count[0]; ++r)
+      for (int64_t c = 0; c < count[1]; ++c) t[static_cast<size_t>(c * count[0] + r)] = values[static_cast<size_t>(r * count[1] + c)];
+    values.swap(t);
+    std::swap(count[0], count[1]);
+  }
+  return Tensor::from_float(pad_box(values, count, sizes, mapper.pad_value), shard, o.dtype, o.layout);
+}
+
+}  // namespace
+
+std::string_view to_string(StoredType t) {
+  switch (t) {
+    case StoredType::FLOAT32: return "float32";
+    case StoredType::FLOAT16: return "float16";
+    case StoredType::BFLOAT16: return "bfloat16";
+    case StoredType::INT32: return "int32";
+    case StoredType::INT64: return "int64";
+  }
+  return "?";
+}
+
+MeshTensor load_tensor(const std::string& file, const std::string& dataset, const MeshMapperConfig& mapper,
+                       const MeshDevicePtr& mesh, const LoadOptions& options) {
+  MESHNN_CHECK(mesh != nullptr && mesh->is_open(), "load_tensor needs an open MeshDevice");
+  for (const Placement& p : mapper.placements)
+    MESHNN_CHECK(!is_partial(p), "a loaded tensor cannot be placed as {}", to_string(p));
+  Tensor local;
+  Shape global;
+  Placements placements;
+  std::string message;
+  try {
+    local = load_local_shard(file, dataset, mapper, *mesh, options, global, placements);
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  agree_on_failure(mesh->comm(), fmt::format("loading '{}' from '{}'", dataset, file), message.empty(), message);
+  return MeshTensor(mesh, global, placements, std::move(local));
+}
+
+DatasetInfo inspect_dataset(const std::string& file, const std::string& dataset, const MeshDevicePtr& mesh) {
+  DatasetInfo info;
+  std::string message;
+  try {
+    const Handle f = open_file(file);
+    info = describe(open_dataset(f, file, dataset), file, dataset);
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  agree_on_failure(mesh->comm(), fmt::format("inspecting '{}' in '{}'", dataset, file), message.empty(), message);
+  return info;
+}
+
+namespace {
+herr_t collect_attribute(hid_t object, const char* name, const H5A_info_t*, void* data) {
+  auto& attrs = *static_cast<Attributes*>(data);
+  Handle a(H5Aopen(object, name, H5P_DEFAULT), H5Aclose);
+  Handle type(H5Aget_type(a.get()), H5Tclose);
+  Handle space(H5Aget_space(a.get()), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) return 0;  // arrays: not configuration values
+  switch (H5Tget_class(type.get())) {
+    case H5T_INTEGER: {
+      int64_t v = 0;
+      if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) >= 0) attrs[name] = v;
+      break;
+    }
+    case H5T_FLOAT: {
+      double v = 0;
+      if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) >= 0) attrs[name] = v;
+      break;
+    }
+    case H5T_STRING:
+      attrs[name] = string_attribute(object, name);
+      break;
+    case H5T_ENUM: {  // h5py stores Python bools as an int8 enum
+      int8_t v = 0;
+      if (H5Aread(a.get(), H5T_NATIVE_INT8, &v) >= 0) attrs[name] = static_cast<int64_t>(v);
+      break;
+    }
+    default:
+      break;
+  }
+  return 0;
+}
+}  // namespace
+
+Attributes read_root_attributes(const std::string& file, const MeshDevicePtr& mesh) {
+  Attributes attrs;
+  std::string message;
+  try {
+    const Handle f = open_file(file);
+    hsize_t index = 0;
+    if (H5Aiterate2(f.get(), H5_INDEX_NAME, H5_ITER_NATIVE, &index, collect_attribute, &attrs) < 0)
+      throw Error(fmt::format("cannot read the root attributes of '{}' (corrupt file?)", file));
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  agree_on_failure(mesh->comm(), fmt::format("reading attributes of '{}'", file), message.empty(), message);
+  return attrs;
+}
+
+int64_t required_int_attribute(const Attributes& attrs, const std::string& name, const std::string& file) {
+  const auto it = attrs.find(name);
+  MESHNN_CHECK(it != attrs.end(), "root attribute '{}' is missing from '{}'", name, file);
+  if (const auto* i = std::get_if<int64_t>(&it->second)) return *i;
+  if (const auto* d = std::get_if<double>(&it->second); d && *d == std::floor(*d)) return static_cast<int64_t>(*d);
+  throw Error(fmt::format("root attribute '{}' of '{}' is not an integer", name, file));
+}
+
+}  // namespace meshnn::io
