@@ -186,6 +186,31 @@ Tensor aggregate_tensor(const MeshTensor& t, const MeshComposerConfig& composer,
   return drop_padding(t, concat(rows, c.row_dim));
 }
 
+Tensor full_tensor(const MeshTensor& t, std::optional<int> root) {
+  const MeshDevice& mesh = t.mesh_device();
+  MESHNN_CHECK(!root || (*root >= 0 && *root < mesh.num_devices()), "root {} is not a device of the {} mesh",
+               root.value_or(-1), mesh.shape().to_string());
+  for (int axis = 0; axis < 2; ++axis)
+    MESHNN_CHECK(!is_partial(t.placement(axis)),
+                 "full_tensor: the tensor is {} on mesh axis {}; reduce it (all_reduce or reduce_scatter) first",
+                 to_string(t.placement(axis)), axis);
+  std::vector<Tensor> shards = gather_shards(t, root);
+  if (shards.empty()) return Tensor();
+  const MeshShape ms = mesh.shape();
+  const auto* row_shard = std::get_if<Shard>(&t.placement(0));
+  const auto* col_shard = std::get_if<Shard>(&t.placement(1));
+  if (row_shard && col_shard && row_shard->dim == col_shard->dim)  // one dim split row-major
+    return drop_padding(t, concat(shards, row_shard->dim));
+  // Each mesh row: its shards joined on the column axis's dim (or its first device if replicated);
+  // then the rows joined on the row axis's dim (or the first row).
+  std::vector<Tensor> rows;
+  for (int r = 0; r < ms.rows; ++r) {
+    const auto row = std::span<const Tensor>(shards).subspan(static_cast<size_t>(r * ms.cols), ms.cols);
+    rows.push_back(col_shard ? concat(row, col_shard->dim) : row.front());
+  }
+  return drop_padding(t, row_shard ? concat(rows, row_shard->dim) : rows.front());
+}
+
 std::vector<Tensor> aggregate_tensor_list(const MeshTensor& t, std::optional<int> root) {
   const MeshDevice& mesh = t.mesh_device();
   MESHNN_CHECK(!root || (*root >= 0 && *root < mesh.num_devices()), "root {} is not a device of the {} mesh",

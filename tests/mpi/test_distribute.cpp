@@ -103,6 +103,23 @@ TEST(Distribute, ReplicateKeepsWholeTensorAndListComposerReturnsEveryDevice) {
   }
 }
 
+TEST(Distribute, FullTensorComposesByPlacementsWhateverTheMix) {
+  const Shape odd{5, 3, 40, 72};  // nothing divides evenly: padding on every sharded dim
+  const Tensor host = seeded_tensor(odd, DataType::BFLOAT16, Layout::TILE, 31);
+  for (MeshShape ms : all_mesh_shapes(world_size())) {
+    auto mesh = MeshDevice::open(ms);
+    for (const Placements& ps : {Placements{Replicate{}, Replicate{}}, Placements{Shard{0}, Replicate{}},
+                                 Placements{Replicate{}, Shard{-1}}, Placements{Shard{2}, Shard{3}},
+                                 Placements{Shard{1}, Shard{1}}}) {
+      const MeshTensor mt = distribute_tensor(host, MeshMapperConfig{ps, true, 0.0f}, mesh);
+      EXPECT_TRUE(all_ranks_ok(bitwise_equal(full_tensor(mt), host))) << ms.to_string() << " " << to_string(ps);
+    }
+    const MeshTensor partial(mesh, odd, {Partial{}, Replicate{}}, host);
+    const std::string message = testing::error_message_of([&] { full_tensor(partial); });
+    EXPECT_TRUE(all_ranks_ok(message.find("Partial(sum)") != std::string::npos)) << message;
+  }
+}
+
 TEST(Distribute, GatherToRootLeavesOtherRanksEmpty) {
   auto mesh = MeshDevice::open({1, world_size()});
   const Tensor host = seeded_tensor(kShape, DataType::FLOAT32, Layout::TILE, 9);

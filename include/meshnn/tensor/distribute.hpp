@@ -46,6 +46,11 @@ MeshComposerConfig ListMeshToTensor();
 // than the root the result is an empty Tensor. Collective over the mesh.
 Tensor aggregate_tensor(const MeshTensor& tensor, const MeshComposerConfig& composer,
                         std::optional<int> root = std::nullopt);
+// The composer the placements imply (torch's DTensor.full_tensor()): a Shard(d) axis is
+// concatenated on d, a Replicate axis contributes one copy, padding is dropped. Throws
+// meshnn::Error for a Partial axis (reduce first). Collective over the mesh.
+Tensor full_tensor(const MeshTensor& tensor, std::optional<int> root = std::nullopt);
+
 // ListMeshToTensor: one tensor per device, in device-id order.
 std::vector<Tensor> aggregate_tensor_list(const MeshTensor& tensor, std::optional<int> root = std::nullopt);
 
