@@ -3,6 +3,8 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config openmpi-bin libopenmpi-dev libhwloc-dev libfmt-dev libhdf5-dev
           hdf5-tools libgtest-dev libopenblas-dev)
+# --plot: also what scripts/scaling.py needs to draw (Debian's matplotlib for /usr/bin/python3).
+[ "${1:-}" = "--plot" ] && packages+=(python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Scaling benchmark for the Falcon MLP job (meshnn-mlp).
+
+Sweeps rank counts, parallel modes, weight dtypes and batch sizes; runs the job once per point
+through scripts/mpirun.sh; writes a CSV table and a PNG plot (time per token, speed-up against the
+ideal line, and the compute/communication split).
+
+Strong scaling keeps the batch fixed as ranks grow; weak scaling grows the batch with the ranks.
+Speed-up is throughput against the 1-rank run of the same mode, dtype and scaling kind:
+(1-rank time per token) / (N-rank time per token); ideal = N.
+
+  scripts/scaling.sh                                   # defaults: ranks 1,2,4,8, tp and dp, bfloat16
+  scripts/scaling.sh --ranks 1,2 --modes tp --dtypes bfloat16,bfloat8_b --hidden 256 --intermediate 1024
+  scripts/scaling.sh --hostfile hostfiles/t3000.txt --ranks 8 --modes 2d
+"""
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def mesh_for(mode, ranks):
+    """Mesh shape for a mode: 1-D modes use 1xN; 2d and hybrid use two rows when they can."""
+    if mode in ("2d", "hybrid") and ranks >= 4 and ranks % 2 == 0:
+        return (2, ranks // 2)
+    return (1, ranks)
+
+
+def run_point(args, build, weights, ranks, mode, dtype, batch, json_path):
+    rows, cols = mesh_for(mode, ranks)
+    cmd = [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks)]
+    if args.hostfile:
+        cmd += ["--hostfile", args.hostfile]
+    cmd += [os.path.join(build, "apps", "meshnn-mlp"), "--mesh", f"{rows}x{cols}", "--mode", mode,
+            "--tp-variant", args.tp_variant, "--weights", weights, "--weight-dtype", dtype,
+            "--act-dtype", args.act_dtype, "--batch", str(batch), "--seq", str(args.seq),
+            "--iterations", str(args.iterations), "--warmup", "1", "--json", json_path]
+    print("+", " ".join(cmd), flush=True)
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        sys.stdout.write(result.stdout)
+        raise SystemExit(f"run failed with status {result.returncode}")
+    with open(json_path) as f:
+        record = json.load(f)
+    record["mesh"] = f"{rows}x{cols}"
+    return record
+
+
+def plot(rows, png, cores):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5))
+    series = {}
+    for r in rows:
+        series.setdefault((r["mode"], r["weight_dtype"], r["scaling"]), []).append(r)
+    max_ranks = max(r["ranks"] for r in rows)
+    for (mode, dtype, scaling), points in sorted(series.items()):
+        points.sort(key=lambda r: r["ranks"])
+        xs = [p["ranks"] for p in points]
+        label = f"{mode} {dtype} {scaling}"
+        axes[0].plot(xs, [p["time_per_token_ms"] for p in points], marker="o", label=label)
+        axes[1].plot(xs, [p["speedup"] for p in points], marker="o", label=label)
+    ideal = [x for x in (1, 2, 4, 8, 16, 32, 64) if x <= max_ranks]
+    axes[1].plot(ideal, ideal, "k--", label="ideal")
+    for ax in axes[:2]:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("ranks")
+        if cores:
+            ax.axvspan(cores + 0.5, max(max_ranks, cores + 1) * 1.2, color="grey", alpha=0.12,
+                       label=f"oversubscribed (> {cores} cores)")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("time per token (ms)")
+    axes[0].set_title("Falcon MLP: time per token")
+    axes[1].set_ylabel("speed-up vs 1 rank")
+    axes[1].set_title("speed-up (throughput)")
+    labels = [f"{r['mode']} {r['weight_dtype'][:9]} {r['scaling'][0]} {r['ranks']}r" for r in rows]
+    compute = [r["compute_ms"] for r in rows]
+    comm = [r["comm_ms"] for r in rows]
+    positions = range(len(rows))
+    axes[2].bar(positions, compute, label="compute")
+    axes[2].bar(positions, comm, bottom=compute, label="communication")
+    axes[2].set_xticks(list(positions))
+    axes[2].set_xticklabels(labels, rotation=90, fontsize=6)
+    axes[2].set_ylabel("ms per forward pass (slowest rank)")
+    axes[2].set_title("compute / communication split")
+    axes[2].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ranks", default="1,2,4,8")
+    p.add_argument("--modes", default="tp,dp")
+    p.add_argument("--dtypes", default="bfloat16")
+    p.add_argument("--batch", type=int, default=1, help="strong-scaling batch (and weak-scaling batch per rank)")
+    p.add_argument("--scaling", default="strong,weak", help="strong, weak or both")
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--hidden", type=int, default=4544)
+    p.add_argument("--intermediate", type=int, default=18176)
+    p.add_argument("--act-dtype", default="bfloat16")
+    p.add_argument("--tp-variant", default="reduce_scatter")
+    p.add_argument("--iterations", type=int, default=3)
+    p.add_argument("--hostfile", default="")
+    p.add_argument("--out-dir", default=os.path.join(ROOT, "results", "scaling"))
+    p.add_argument("--build", default=os.environ.get("MESHNN_BUILD", os.path.join(ROOT, "build")))
+    args = p.parse_args()
+
+    ranks_list = [int(x) for x in args.ranks.split(",")]
+    if 1 not in ranks_list:
+        ranks_list = [1] + ranks_list  # speed-ups need the 1-rank baseline
+    os.makedirs(args.out_dir, exist_ok=True)
+    cores = os.cpu_count() if not args.hostfile else 0
+    weights = os.path.join(args.out_dir, f"falcon_mlp_{args.hidden}x{args.intermediate}.h5")
+    if not os.path.exists(weights):
+        subprocess.run([os.path.join(args.build, "apps", "meshnn-make-weights"), "--output", weights,
+                        "--hidden", str(args.hidden), "--intermediate", str(args.intermediate)], check=True)
+
+    rows = []
+    for scaling in args.scaling.split(","):
+        for mode in args.modes.split(","):
+            for dtype in args.dtypes.split(","):
+                baseline = None
+                for ranks in sorted(ranks_list):
+                    batch = args.batch * (ranks if scaling == "weak" else 1)
+                    rec = run_point(args, args.build, weights, ranks, mode, dtype, batch,
+                                    os.path.join(args.out_dir, "last_run.json"))
+                    if baseline is None:
+                        baseline = rec["time_per_token_ms"]
+                    rows.append({
+                        "ranks": ranks, "mesh": rec["mesh"], "mode": mode, "weight_dtype": dtype,
+                        "batch": batch, "seq": args.seq, "scaling": scaling,
+                        "time_per_token_ms": round(rec["time_per_token_ms"], 6),
+                        "speedup": round(baseline / rec["time_per_token_ms"], 3),
+                        "compute_ms": round(rec["compute_ms"], 3), "comm_ms": round(rec["comm_ms"], 3),
+                        "oversubscribed": bool(cores) and ranks > cores,
+                    })
+                    print(rows[-1], flush=True)
+    csv_path = os.path.join(args.out_dir, "scaling.csv")
+    with open(csv_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    png_path = os.path.join(args.out_dir, "scaling.png")
+    plot(rows, png_path, cores)
+    over = sorted({r["ranks"] for r in rows if r["oversubscribed"]})
+    print(f"wrote {csv_path} and {png_path}")
+    print(f"oversubscribed rank counts on this machine ({cores} cores): {over or 'none'}" if cores else
+          "ran over a hostfile: oversubscription not judged")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+#include "meshnn/models/mlp_job.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "meshnn/core/mpi_utils.hpp"
+#include "meshnn/io/hdf5_io.hpp"
+#include "meshnn/io/synthetic_model.hpp"
+#include "meshnn/ops/pcc.hpp"
+#include "meshnn/runtime/memory.hpp"
+#include "meshnn/runtime/runtime.hpp"
+#include "meshnn/tensor/distribute.hpp"
+
+namespace meshnn::models {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Rank 0 writes the synthetic model into a private temporary directory; everyone agrees on the
+// outcome. The file is removed when the job ends.
+struct GeneratedWeights {
+  std::string dir, file;
+  MPI_Comm comm;
+  GeneratedWeights(const MlpJobConfig& c, MPI_Comm comm_) : comm(comm_) {
+    std::string message;
+    int pid = static_cast<int>(getpid());
+    MESHNN_MPI_CHECK(MPI_Bcast(&pid, 1, MPI_INT, 0, comm));
+    const char* tmp = std::getenv("TMPDIR");
+    dir = fmt::format("{}/meshnn-mlp-{}", tmp != nullptr && *tmp ? tmp : "/tmp", pid);
+    file = dir + "/falcon_mlp.h5";
+    if (comm_rank(comm) == 0) {
+      try {
+        std::system(fmt::format("mkdir -p '{}'", dir).c_str());
+        io::SyntheticFalconMlp spec;
+        spec.hidden_size = c.hidden;
+        spec.intermediate_size = c.intermediate;
+        spec.seed = c.seed;
+        spec.storage = io::StoredType::BFLOAT16;
+        io::write_synthetic_falcon_mlp(file, spec);
+      } catch (const std::exception& e) {
+        message = e.what();
+      }
+    }
+    agree_on_failure(comm, "generating the synthetic model", message.empty(), message);
+  }
+  ~GeneratedWeights() {
+    MPI_Barrier(comm);  // nobody is still reading
+    if (comm_rank(comm) == 0) std::system(fmt::format("rm -rf '{}'", dir).c_str());
+  }
+};
+
+struct RankReport {
+  double load = 0, compute = 0, communication = 0, total = 0;
+  double weight_mib = 0, load_growth_mib = 0, peak_mib = 0;
+};
+
+std::vector<RankReport> gather_reports(const RankReport& mine, MPI_Comm comm) {
+  std::vector<RankReport> all(static_cast<size_t>(comm_size(comm)));
+  // Control-plane numbers for the report, not tensor data.
+  MESHNN_MPI_CHECK(MPI_Allgather(&mine, sizeof(RankReport), MPI_BYTE, all.data(), sizeof(RankReport), MPI_BYTE, comm));
+  return all;
+}
+
+std::string time_table(const std::vector<RankReport>& reports, int iterations) {
+  std::string out = fmt::format("{:>6} {:>10} {:>12} {:>12} {:>12} {:>12} {:>14} {:>10}\n", "rank", "load s",
+                                "compute ms", "comm ms", "total ms", "weights MiB", "load growth MiB", "peak MiB");
+  RankReport slowest;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    const RankReport& p = reports[r];
+    out += fmt::format("{:>6} {:>10.3f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.1f} {:>14.1f} {:>10.1f}\n", r, p.load,
+                       1e3 * p.compute / iterations, 1e3 * p.communication / iterations, 1e3 * p.total / iterations,
+                       p.weight_mib, p.load_growth_mib, p.peak_mib);
+    slowest.load = std::max(slowest.load, p.load);
+    slowest.compute = std::max(slowest.compute, p.compute);
+    slowest.communication = std::max(slowest.communication, p.communication);
+    slowest.total = std::max(slowest.total, p.total);
+  }
+  out += fmt::format("{:>6} {:>10.3f} {:>12.2f} {:>12.2f} {:>12.2f}   (per forward pass)\n", "max", slowest.load,
+                     1e3 * slowest.compute / iterations, 1e3 * slowest.communication / iterations,
+                     1e3 * slowest.total / iterations);
+  return out;
+}
+
+// Single-device reference on the root: full weights and input loaded on a 1x1 mesh of its own.
+struct CheckResult {
+  double pcc = 0, max_abs_error = 0, max_abs_reference = 0;
+};
+CheckResult single_device_check(const MlpJobConfig& c, const std::string& weights, const Tensor& x_host,
+                                const Tensor& y) {
+  auto self = MeshDevice::open({1, 1}, Topology::Ring, MPI_COMM_SELF);
+  io::LoadOptions lo{c.mlp.weight_dtype, Layout::TILE, true};
+  const MeshTensor w1 = io::load_tensor(weights, io::falcon_mlp_key(c.layer, "dense_h_to_4h.weight"), ReplicateTensorToMesh(), self, lo);
+  const MeshTensor w2 = io::load_tensor(weights, io::falcon_mlp_key(c.layer, "dense_4h_to_h.weight"), ReplicateTensorToMesh(), self, lo);
+  const Tensor reference = falcon_mlp_reference(x_host, w1.local(), w2.local(), c.mlp.act_dtype);
+  const std::vector<float> a = reference.to_float(), b = y.to_float();
+  CheckResult r;
+  r.pcc = pcc(a, b);
+  for (size_t i = 0; i < a.size(); ++i) {
+    r.max_abs_error = std::max(r.max_abs_error, std::abs(double(a[i]) - b[i]));
+    r.max_abs_reference = std::max(r.max_abs_reference, std::abs(double(a[i])));
+  }
+  return r;
+}
+
+}  // namespace
+
+int run_mlp_job(const MlpJobConfig& c) {
+  auto mesh = MeshDevice::open(c.mesh, c.mlp.topology);
+  const bool root = mesh->device_id() == 0;
+  MESHNN_CHECK(c.iterations >= 1 && c.warmup >= 0, "iterations must be >= 1 and warmup >= 0");
+  if (root) std::printf("%s\n", visualize_mesh_device(*mesh).c_str());
+
+  std::unique_ptr<GeneratedWeights> generated;
+  if (c.weights.empty()) generated = std::make_unique<GeneratedWeights>(c, mesh->comm());
+  const std::string weights = generated ? generated->file : c.weights;
+
+  // Load: each rank reads only its shards; memory growth is measured around it.
+  RankReport mine;
+  const size_t rss_before = current_rss_bytes();
+  auto start = std::chrono::steady_clock::now();
+  const FalconMlp mlp = FalconMlp::load(weights, c.layer, mesh, c.mlp);
+  MeshTensor x;
+  Tensor x_host;  // the whole input, kept for --check
+  if (c.input.empty()) {
+    const std::vector<float> values =
+        io::synthetic_values(c.seed, io::kInputTensorId, c.batch * c.seq * mlp.hidden_size(), 1.0);
+    x_host = Tensor::from_float(values, Shape{c.batch, c.seq, mlp.hidden_size()}, c.mlp.act_dtype, Layout::TILE);
+    x = distribute_tensor(x_host, mlp.input_mapper(), mesh);
+  } else {
+    io::LoadOptions lo{c.mlp.act_dtype, Layout::TILE, false};
+    x = io::load_tensor(c.input, "input", mlp.input_mapper(), mesh, lo);
+  }
+  mine.load = seconds_since(start);
+  mine.weight_mib = static_cast<double>(mlp.weight_bytes()) / (1 << 20);
+  mine.load_growth_mib = static_cast<double>(peak_rss_bytes() - std::min(peak_rss_bytes(), rss_before)) / (1 << 20);
+  if (root) std::printf("%s%s\n", mlp.describe().c_str(), x.describe().c_str());
+
+  // Forward passes: warm-up first, then the timed ones.
+  MeshTensor y;
+  for (int i = 0; i < c.warmup; ++i) {
+    PhaseTimes ignored;
+    y = mlp.forward(x, ignored);
+  }
+  mesh->synchronize();
+  PhaseTimes times;
+  start = std::chrono::steady_clock::now();
+  for (int i = 0; i < c.iterations; ++i) y = mlp.forward(x, times);
+  mine.total = seconds_since(start);
+  mine.compute = times.compute;
+  mine.communication = times.communication;
+  mine.peak_mib = static_cast<double>(peak_rss_bytes()) / (1 << 20);
+
+  const std::vector<RankReport> reports = gather_reports(mine, mesh->comm());
+  double slowest = 0, slowest_compute = 0, slowest_comm = 0;
+  for (const RankReport& r : reports) {
+    slowest = std::max(slowest, r.total);
+    slowest_compute = std::max(slowest_compute, r.compute);
+    slowest_comm = std::max(slowest_comm, r.communication);
+  }
+  const int64_t tokens = x.shape()[0] * x.shape()[-2];
+  const double per_pass = slowest / c.iterations;
+  if (root) {
+    std::printf("output %s placements %s\n", y.shape().to_string().c_str(), to_string(y.placements()).c_str());
+    std::printf("%s", time_table(reports, c.iterations).c_str());
+    std::printf("tokens %lld per pass: %.1f tokens/s, %.4f ms per token (slowest rank)\n", static_cast<long long>(tokens),
+                tokens / per_pass, 1e3 * per_pass / tokens);
+  }
+
+  // Compose the output on the root; check and write there; everyone agrees on the outcome.
+  const Tensor y_host = full_tensor(y, 0);
+  int status = 0;
+  std::string message;
+  CheckResult check;
+  if (root) {
+    try {
+      if (c.check) {
+        if (x_host.size_bytes() == 0) {
+          auto self = MeshDevice::open({1, 1}, Topology::Ring, MPI_COMM_SELF);
+          x_host = io::load_tensor(c.input, "input", ReplicateTensorToMesh(), self, {c.mlp.act_dtype, Layout::TILE, false}).local();
+        }
+        check = single_device_check(c, weights, x_host, y_host);
+        const double threshold = is_block_float(c.mlp.weight_dtype) || c.mlp.act_dtype == DataType::BFLOAT16 ? 0.999 : 0.9999;
+        status = check.pcc >= threshold ? 0 : 1;
+        std::printf("check vs single-device result: PCC %.6f (need >= %g), max abs error %.3g (max |ref| %.3g): %s\n",
+                    check.pcc, threshold, check.max_abs_error, check.max_abs_reference, status == 0 ? "PASS" : "FAIL");
+      }
+      if (!c.output.empty()) {
+        io::write_file(c.output, {{"output", &y_host}},
+                       {{"mesh", c.mesh.to_string()},
+                        {"mode", std::string(to_string(c.mlp.mode))},
+                        {"tp_variant", std::string(to_string(c.mlp.tp_variant))},
+                        {"weight_dtype", std::string(to_string(c.mlp.weight_dtype))},
+                        {"act_dtype", std::string(to_string(c.mlp.act_dtype))},
+                        {"weights", weights},
+                        {"seed", static_cast<int64_t>(c.seed)},
+                        {"iterations", static_cast<int64_t>(c.iterations)},
+                        {"time_per_pass_s", per_pass},
+                        {"compute_s", slowest_compute / c.iterations},
+                        {"communication_s", slowest_comm / c.iterations}});
+        std::printf("wrote %s\n", c.output.c_str());
+      }
+      if (!c.json.empty()) {
+        std::FILE* f = std::fopen(c.json.c_str(), "w");
+        if (f == nullptr) throw Error(fmt::format("cannot write '{}'", c.json));
+        std::fprintf(f,
+                     "{\"ranks\": %d, \"mesh\": \"%s\", \"mode\": \"%s\", \"tp_variant\": \"%s\", \"weight_dtype\": "
+                     "\"%s\", \"act_dtype\": \"%s\", \"batch\": %lld, \"seq\": %lld, \"hidden\": %lld, "
+                     "\"intermediate\": %lld, \"time_per_pass_ms\": %.6f, \"time_per_token_ms\": %.6f, "
+                     "\"compute_ms\": %.6f, \"comm_ms\": %.6f, \"load_s\": %.4f, \"pcc\": %.8f}\n",
+                     mesh->num_devices(), c.mesh.to_string().c_str(), std::string(to_string(c.mlp.mode)).c_str(),
+                     std::string(to_string(c.mlp.tp_variant)).c_str(), std::string(to_string(c.mlp.weight_dtype)).c_str(),
+                     std::string(to_string(c.mlp.act_dtype)).c_str(), static_cast<long long>(c.batch),
+                     static_cast<long long>(c.seq), static_cast<long long>(mlp.hidden_size()),
+                     static_cast<long long>(mlp.intermediate_size()), 1e3 * per_pass, 1e3 * per_pass / tokens,
+                     1e3 * slowest_compute / c.iterations, 1e3 * slowest_comm / c.iterations, reports[0].load,
+                     c.check ? check.pcc : -1.0);
+        std::fclose(f);
+      }
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+  }
+  agree_on_failure(mesh->comm(), "finishing the job", message.empty(), message);
+  MESHNN_MPI_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, mesh->comm()));
+  return status;
+}
+
+}  // namespace meshnn::models
