@@ -2,9 +2,11 @@
 # Installs meshnn's build and run dependencies from Debian packages, only those missing.
 set -euo pipefail
 packages=(cmake g++ make pkg-config openmpi-bin libopenmpi-dev libhwloc-dev libfmt-dev libhdf5-dev
-          hdf5-tools libgtest-dev libopenblas-dev)
+          hdf5-tools libgtest-dev libopenblas-dev python3)
 # --plot: also what scripts/scaling.py needs to draw (Debian's matplotlib for /usr/bin/python3).
 [ "${1:-}" = "--plot" ] && packages+=(python3-matplotlib)
+# --fuzz: clang with libFuzzer for scripts/fuzz.sh.
+[ "${1:-}" = "--fuzz" ] && packages+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

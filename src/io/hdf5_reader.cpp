@@ -265,12 +265,29 @@ MeshTensor load_tensor(const std::string& file, const std::string& dataset, cons
   return MeshTensor(mesh, global, placements, std::move(local));
 }
 
+DatasetInfo inspect_dataset_local(const std::string& file, const std::string& dataset) {
+  const Handle f = open_file(file);
+  return describe(open_dataset(f, file, dataset), file, dataset);
+}
+
+std::vector<float> read_dataset_local(const std::string& file, const std::string& dataset, const LoadOptions& o) {
+  const Handle f = open_file(file);
+  const Handle d = open_dataset(f, file, dataset);
+  const DatasetInfo info = describe(d, file, dataset);
+  if (o.expected_shape && *o.expected_shape != info.shape)
+    throw Error(fmt::format("dataset '{}' in '{}' has shape [{}], expected [{}]", dataset, file, fmt::join(info.shape, ", "),
+                            fmt::join(*o.expected_shape, ", ")));
+  std::vector<int64_t> start(info.shape.size(), 0);
+  std::vector<float> values = read_box(d, info, start, info.shape, file, dataset);
+  if (o.reject_non_finite) check_finite(values, file, dataset);
+  return values;
+}
+
 DatasetInfo inspect_dataset(const std::string& file, const std::string& dataset, const MeshDevicePtr& mesh) {
   DatasetInfo info;
   std::string message;
   try {
-    const Handle f = open_file(file);
-    info = describe(open_dataset(f, file, dataset), file, dataset);
+    info = inspect_dataset_local(file, dataset);
   } catch (const std::exception& e) {
     message = e.what();
   }
@@ -311,14 +328,20 @@ herr_t collect_attribute(hid_t object, const char* name, const H5A_info_t*, void
 }
 }  // namespace
 
+Attributes read_root_attributes_local(const std::string& file) {
+  Attributes attrs;
+  const Handle f = open_file(file);
+  hsize_t index = 0;
+  if (H5Aiterate2(f.get(), H5_INDEX_NAME, H5_ITER_NATIVE, &index, collect_attribute, &attrs) < 0)
+    throw Error(fmt::format("cannot read the root attributes of '{}' (corrupt file?)", file));
+  return attrs;
+}
+
 Attributes read_root_attributes(const std::string& file, const MeshDevicePtr& mesh) {
   Attributes attrs;
   std::string message;
   try {
-    const Handle f = open_file(file);
-    hsize_t index = 0;
-    if (H5Aiterate2(f.get(), H5_INDEX_NAME, H5_ITER_NATIVE, &index, collect_attribute, &attrs) < 0)
-      throw Error(fmt::format("cannot read the root attributes of '{}' (corrupt file?)", file));
+    attrs = read_root_attributes_local(file);
   } catch (const std::exception& e) {
     message = e.what();
   }

@@ -62,6 +62,13 @@ int64_t required_int_attribute(const Attributes& attrs, const std::string& name,
 // Shape and element type of a dataset, collective (same error on every rank).
 DatasetInfo inspect_dataset(const std::string& file, const std::string& dataset, const MeshDevicePtr& mesh);
 
+// Rank-local forms (no agreement step: they throw meshnn::Error on this rank only), for tools,
+// single-process programs and the loader's fuzz target.
+DatasetInfo inspect_dataset_local(const std::string& file, const std::string& dataset);
+Attributes read_root_attributes_local(const std::string& file);
+// The whole dataset as float32 values, validated as load_tensor validates (shape, type, finiteness).
+std::vector<float> read_dataset_local(const std::string& file, const std::string& dataset, const LoadOptions& options);
+
 // Rank-local writing, atomic: everything goes to "<file>.tmp.<pid>", renamed over `file` only by
 // commit() after a clean close, so a failure never leaves a half-written file (the destructor of an
 // uncommitted writer deletes the temporary). Errors throw meshnn::Error (rank-local: call it on the

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""The error tier: runs meshnn's apps on bad input across 2, 4 and 8 ranks and checks, per case,
+the exit status, that the user sees one clear message (or, for faults that cannot be symmetric, an
+abort naming the rank), that no output file is left behind, and that the job ended within the
+time bound.
+
+  error_cases.py BUILD_DIR WORK_DIR [--list]   (--list prints the cases as a Markdown table)
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+TIME_BOUND_S = 60
+USAGE, ERROR, ABORT = 2, 1, "abort"
+
+
+class Case:
+    def __init__(self, name, ranks, app, args, status, text, absent=None, env=None):
+        self.name, self.ranks, self.app, self.args = name, ranks, app, args
+        self.status, self.text, self.absent, self.env = status, text, absent, env or {}
+
+
+def cases(work):
+    w = lambda f: os.path.join(work, f)
+    small = ["--hidden", "64", "--intermediate", "256", "--seq", "8", "--iterations", "1", "--warmup", "0"]
+    good = ["--weights", w("good.h5"), "--seq", "8", "--iterations", "1", "--warmup", "0"]
+    mlp, demo, gen = "meshnn-mlp", "meshnn-demo", "meshnn-make-weights"
+    return [
+        # mesh shape vs rank count
+        Case("mesh larger than the job", 2, demo, ["--mesh", "1x3"], ERROR, "MeshShape(1, 3) needs 3 devices"),
+        Case("mesh smaller than the job", 4, demo, ["--mesh", "1x2"], ERROR, "needs 2 devices (one MPI rank each) but the job has 4"),
+        Case("2-D mesh of the wrong size", 8, mlp, ["--mesh", "3x3"] + small, ERROR, "MeshShape(3, 3) needs 9 devices"),
+        Case("mesh of zero rows", 2, demo, ["--mesh", "0x2"], USAGE, "not of the form RxC"),
+        Case("mesh not RxC", 2, mlp, ["--mesh", "two"] + small, USAGE, "not of the form RxC"),
+        # bad dims, non-divisible shards and scatters
+        Case("shard dim out of range", 2, demo, ["--dim", "7"], ERROR, "dim 7 is out of range"),
+        Case("negative shard dim out of range", 4, demo, ["--dim", "-5"], ERROR, "dim -5 is out of range"),
+        Case("non-divisible shard", 2, demo, ["--shape", "1,1,64,255"], ERROR, "cannot shard dim 3 of size 255"),
+        Case("non-divisible shard on 8", 8, demo, ["--shape", "3,5", "--dim", "0"], ERROR, "cannot shard dim 0 of size 3"),
+        Case("non-divisible reduce_scatter", 8, mlp, ["--hidden", "100", "--intermediate", "256", "--seq", "8",
+                                                      "--iterations", "1", "--warmup", "0"], ERROR, "reduce_scatter"),
+        Case("shapes differ across ranks (checked mode)", 4, "fault_drill", ["mismatch"], ERROR, "differ"),
+        # unknown options and values
+        Case("demo: unknown option", 2, demo, ["--frobnicate"], USAGE, "unknown option"),
+        Case("mlp: unknown option", 2, mlp, ["--frobnicate"], USAGE, "unknown option '--frobnicate'"),
+        Case("mlp: unknown mode", 2, mlp, ["--mode", "pp"], USAGE, "unknown mode 'pp'"),
+        Case("mlp: unknown tp variant", 2, mlp, ["--tp-variant", "ring"], USAGE, "unknown tp variant"),
+        Case("mlp: unsupported weight dtype", 2, mlp, ["--weight-dtype", "float16"], USAGE, "'float16' is not one of"),
+        Case("mlp: block-float activations", 4, mlp, ["--act-dtype", "bfloat8_b"], USAGE, "'bfloat8_b' is not one of"),
+        Case("mlp: batch of zero", 2, mlp, ["--batch", "0"], USAGE, "--batch: 0 is out of range"),
+        Case("mlp: batch not a number", 2, mlp, ["--batch", "two"], USAGE, "'two' is not a whole number"),
+        Case("mlp: negative seq", 2, mlp, ["--seq", "-5"], USAGE, "out of range"),
+        Case("mlp: option without value", 2, mlp, ["--iterations"], USAGE, "needs a value"),
+        Case("mlp: unknown topology", 2, mlp, ["--topology", "torus"], USAGE, "unknown topology 'torus'"),
+        Case("mlp: too many links", 2, mlp, ["--num-links", "99"], USAGE, "out of range"),
+        Case("mlp: stray argument", 2, mlp, ["extra"], USAGE, "unexpected argument 'extra'"),
+        Case("make-weights: no output", 1, gen, [], USAGE, "option '--output' is required"),
+        Case("make-weights: bad storage", 1, gen, ["--output", w("x.h5"), "--storage", "int8"], USAGE, "'int8' is not one of",
+             absent=w("x.h5")),
+        Case("make-weights: zero hidden", 1, gen, ["--output", w("x.h5"), "--hidden", "0"], USAGE, "out of range",
+             absent=w("x.h5")),
+        Case("ccl-bench: unknown option", 2, "meshnn-ccl-bench", ["--frobnicate"], USAGE, "frobnicate"),
+        Case("ccl-bench: bad size", 2, "meshnn-ccl-bench", ["-b", "1X"], USAGE, "1X"),
+        Case("kernel-bench: unknown option", 1, "meshnn-kernel-bench", ["--frobnicate"], USAGE, "frobnicate"),
+        # files
+        Case("weights file missing", 2, mlp, ["--weights", w("nope.h5")] + good[2:], ERROR, "cannot open"),
+        Case("weights file not HDF5", 4, mlp, ["--weights", w("text.h5")] + good[2:], ERROR, "not a readable HDF5 file"),
+        Case("weights file truncated", 2, mlp, ["--weights", w("truncated.h5")] + good[2:], ERROR, "truncated"),
+        Case("weights file corrupt", 8, mlp, ["--weights", w("corrupt.h5")] + good[2:], ERROR, "corrupt"),
+        Case("weight dataset missing", 2, mlp, ["--weights", w("missing_dataset.h5")] + good[2:], ERROR,
+             "dataset 'dense_4h_to_h.weight' not found"),
+        Case("weight of the wrong shape", 4, mlp, ["--weights", w("wrong_shape.h5")] + good[2:], ERROR,
+             "has shape [128, 64], expected [256, 64]"),
+        Case("weight of an unsupported type", 2, mlp, ["--weights", w("wrong_type.h5")] + good[2:], ERROR,
+             "unsupported element type"),
+        Case("model attributes missing", 2, mlp, ["--weights", w("no_attributes.h5")] + good[2:], ERROR,
+             "root attribute 'hidden_size' is missing"),
+        Case("NaN in weights", 4, mlp, ["--weights", w("nan.h5")] + good[2:], ERROR, "contains NaN"),
+        Case("inf in weights", 2, mlp, ["--weights", w("inf.h5")] + good[2:], ERROR, "contains inf"),
+        Case("NaN in weights, 8 ranks, 2d", 8, mlp, ["--weights", w("nan.h5"), "--mesh", "2x4", "--mode", "2d"] + good[2:],
+             ERROR, "contains NaN"),
+        Case("layer absent from checkpoint", 2, mlp, good + ["--layer", "3"], ERROR,
+             "transformer.h.3.mlp.dense_h_to_4h.weight' not found"),
+        Case("input file missing", 2, mlp, good + ["--input", w("nope_input.h5")], ERROR, "cannot open"),
+        Case("input dataset missing", 2, mlp, good + ["--input", w("input_wrong_name.h5")], ERROR,
+             "dataset 'input' not found"),
+        Case("NaN in input", 4, mlp, good + ["--input", w("input_nan.h5")], ERROR, "contains NaN"),
+        Case("input of the wrong hidden size", 2, mlp, good + ["--input", w("input_wrong_hidden.h5")], ERROR,
+             "does not match the model's 64"),
+        Case("output path not writable", 2, mlp, good + ["--output", "/proc/meshnn_out.h5"], ERROR, "cannot create",
+             absent="/proc/meshnn_out.h5"),
+        Case("output directory missing", 4, mlp, good + ["--output", w("no/such/dir/out.h5")], ERROR, "cannot create",
+             absent=w("no/such/dir/out.h5")),
+        Case("json path not writable", 2, mlp, good + ["--json", "/proc/meshnn.json"], ERROR, "cannot write"),
+        # faults that cannot be symmetric: the job aborts, naming the lost rank, leaving no output
+        Case("rank killed mid-collective", 4, "fault_drill", ["kill", "2", w("killed.h5")], ABORT, r"rank 2",
+             absent=w("killed.h5")),
+        Case("rank stopped mid-collective", 2, "fault_drill", ["stop", "1", w("stopped.h5")], ABORT, r"peer 1|rank 1",
+             absent=w("stopped.h5"), env={"MESHNN_WATCHDOG_SECONDS": "10"}),
+    ]
+
+
+def app_path(build, app):
+    for sub in ("apps", "tests"):
+        p = os.path.join(build, sub, app)
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def run_case(c, build, mpiexec_flags):
+    exe = app_path(build, c.app)
+    if exe is None:
+        return False, f"binary {c.app} not built", 0.0
+    if c.app == "meshnn-make-weights":
+        cmd = [exe] + c.args
+    else:
+        cmd = ["mpirun", "-np", str(c.ranks)] + mpiexec_flags + [exe] + c.args
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", MESHNN_WATCHDOG_SECONDS="30", **c.env)
+    start = time.time()
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                           timeout=TIME_BOUND_S)
+    except subprocess.TimeoutExpired:
+        subprocess.run(["pkill", "-9", "-f", exe])
+        return False, f"no end within {TIME_BOUND_S} s (hang)", time.time() - start
+    took = time.time() - start
+    out = r.stdout + r.stderr
+    problems = []
+    if c.absent and os.path.exists(c.absent):
+        problems.append(f"{c.absent} was left behind")
+    if c.status == ABORT:
+        if r.returncode == 0:
+            problems.append("exit status 0, expected an abort")
+        if not re.search(c.text, out):
+            problems.append(f"no message matching '{c.text}'")
+    else:
+        if r.returncode != c.status:
+            problems.append(f"exit status {r.returncode}, expected {c.status}")
+        lines = [l for l in out.splitlines() if "error:" in l]
+        if len(lines) != 1:
+            problems.append(f"{len(lines)} error lines, expected exactly one")
+        elif c.text not in lines[0]:
+            problems.append(f"message lacks '{c.text}'")
+    message = next((l for l in out.splitlines() if "error:" in l), "") if c.status != ABORT else \
+        next((l for l in out.splitlines() if re.search(c.text, l)), "")
+    if problems:
+        return False, "; ".join(problems) + "\n--- output ---\n" + out[-3000:], took
+    return True, message.strip(), took
+
+
+def main():
+    build, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    subprocess.run([os.path.join(build, "tests", "make_bad_files"), work], check=True)
+    all_cases = cases(work)
+    if "--list" in sys.argv:
+        print("| case | ranks | what the user sees |\n|---|---|---|")
+    failures = 0
+    counts = {}
+    for c in all_cases:
+        ok, detail, took = run_case(c, build, ["--oversubscribe"])
+        counts[c.ranks] = counts.get(c.ranks, 0) + 1
+        status = "ok  " if ok else "FAIL"
+        if "--list" in sys.argv:
+            print(f"| {c.name} | {c.ranks} | `{detail}` |")
+        else:
+            print(f"[{status}] {took:5.1f}s np={c.ranks} {c.name}: {detail}", flush=True)
+        failures += 0 if ok else 1
+    print(f"{len(all_cases) - failures} of {len(all_cases)} cases passed "
+          f"(by ranks: {', '.join(f'{n}: {k}' for n, k in sorted(counts.items()))})")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
