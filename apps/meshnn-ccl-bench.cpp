@@ -1,0 +1,234 @@
+// meshnn-ccl-bench: nccl-tests-style sweep of meshnn's collectives, with MPI's own collective on
+// the same data in the same run.
+//
+//   mpirun -np 2 meshnn-ccl-bench -b 1M -e 256M -f 2 [-c all] [-d float32] [-w 5] [-n 20]
+//          [--topology ring] [--algo auto] [--links 1] [--chunk 0] [--json out.json]
+//
+// Sizes are nccl-tests' S: all_gather = the gathered output, reduce_scatter = one rank's input,
+// all_reduce = the buffer. Time = the slowest rank's mean over -n iterations after -w warm-ups;
+// algbw = S / time; busbw = algbw * (n-1)/n (gather, scatter) or * 2(n-1)/n (all_reduce).
+// ratio = MPI time / our time (= our busbw / MPI busbw; > 1 means faster than MPI).
+// #wrong: elements differing from MPI's result (inputs are small integers, so every summation
+// order is exact), summed over ranks. For 16-bit and block dtypes MPI gathers the same bytes and
+// reduces the same values in float32.
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "meshnn/ccl/ccl.hpp"
+#include "meshnn/core/error.hpp"
+#include "meshnn/runtime/app.hpp"
+#include "meshnn/runtime/options.hpp"
+
+namespace meshnn {
+namespace {
+
+struct Row {
+  std::string collective, topology, dtype;
+  int ranks;
+  size_t bytes;
+  double time_us, algbw, busbw, mpi_time_us, mpi_busbw, ratio;
+  int64_t wrong;
+};
+
+double slowest(double t, MPI_Comm comm) {
+  double m = 0;
+  MPI_Allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return m;
+}
+
+template <class Fn>
+double time_loop(int warmup, int iters, MPI_Comm comm, Fn&& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  MPI_Barrier(comm);
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < iters; ++i) fn();
+  return slowest((MPI_Wtime() - t0) / iters, comm);
+}
+
+// Small integers: exact in every dtype here and in every summation order.
+std::vector<float> bench_values(int64_t count, int rank) {
+  std::vector<float> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) v[i] = static_cast<float>((i * 7 + rank * 13) % 31 - 15);
+  return v;
+}
+
+Tensor make_tensor(const std::vector<float>& v, DataType dtype) {
+  const Shape shape{1, static_cast<int64_t>(v.size())};
+  const Layout layout = is_block_float(dtype) ? Layout::TILE : Layout::ROW_MAJOR;
+  return Tensor::from_float(v, shape, dtype, layout);
+}
+
+int64_t count_wrong(const Tensor& ours, const std::vector<float>& mpi) {
+  const std::vector<float> v = ours.to_float();
+  int64_t wrong = 0;
+  for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != mpi[i];
+  return wrong;
+}
+
+int bench_main(Runtime& rt, int argc, char** argv) {
+  // nccl-tests' short options, mapped to long ones.
+  std::vector<std::string> args;
+  const std::map<std::string, std::string> shorts = {{"-b", "--minbytes"}, {"-e", "--maxbytes"}, {"-f", "--stepfactor"},
+                                                     {"-c", "--collective"}, {"-d", "--dtype"}, {"-w", "--warmup_iters"},
+                                                     {"-n", "--iters"}};
+  for (int i = 0; i < argc; ++i) {
+    auto it = shorts.find(argv[i]);
+    args.push_back(it != shorts.end() ? it->second : argv[i]);
+  }
+  std::vector<char*> argp;
+  for (auto& a : args) argp.push_back(a.data());
+  OptionParser cli("meshnn-ccl-bench", "nccl-tests-style benchmark of meshnn's collectives against MPI's own");
+  cli.add_option("minbytes", "SIZE", "-b: smallest size (K/M/G suffixes)", "1M");
+  cli.add_option("maxbytes", "SIZE", "-e: largest size", "256M");
+  cli.add_option("stepfactor", "F", "-f: size multiplier between rows", "2");
+  cli.add_option("collective", "C", "-c: all_gather | reduce_scatter | all_reduce | all", "all");
+  cli.add_option("dtype", "T", "-d: float32 | bfloat16 | bfloat8_b | int32 | uint32", "float32");
+  cli.add_option("warmup_iters", "N", "-w: warm-up iterations", "5");
+  cli.add_option("iters", "N", "-n: timed iterations", "20");
+  cli.add_option("topology", "T", "ring | linear", "ring");
+  cli.add_option("algo", "A", "auto | ring | bidirectional_ring | line | direct", "auto");
+  cli.add_option("links", "L", "channels a transfer is striped over", "1");
+  cli.add_option("chunk", "SIZE", "bytes per pipelined message (0: by message size)", "0");
+  cli.add_option("json", "FILE", "also write one JSON record per row");
+  cli.parse(static_cast<int>(argp.size()), argp.data());
+
+  const int64_t min_bytes = cli.get_int("minbytes", 4, int64_t{1} << 40, true);
+  const int64_t max_bytes = cli.get_int("maxbytes", min_bytes, int64_t{1} << 40, true);
+  const int64_t factor = cli.get_int("stepfactor", 2, 1024);
+  const std::string which = cli.get_choice("collective", {"all_gather", "reduce_scatter", "all_reduce", "all"});
+  const DataType dtype = parse_data_type(cli.get_choice("dtype", {"float32", "bfloat16", "bfloat8_b", "int32", "uint32"}));
+  const int warmup = static_cast<int>(cli.get_int("warmup_iters", 0, 100000));
+  const int iters = static_cast<int>(cli.get_int("iters", 1, 100000));
+  const Topology topology = parse_topology(cli.get("topology"));
+  const int links = static_cast<int>(cli.get_int("links", 1, ccl::kMaxLinks));
+  CclOptions options;
+  options.algorithm = ccl::parse_algorithm(cli.get("algo"));
+  options.chunk_bytes = static_cast<size_t>(cli.get_int("chunk", 0, int64_t{1} << 30, true));
+
+  const int n = rt.world_size(), rank = rt.world_rank();
+  auto mesh = MeshDevice::open({1, n}, topology);
+  MPI_Comm comm = mesh->comm();
+  const bool integer = is_integer(dtype);
+  // Storage bytes per element (block floats: 1088 bytes per 1024 values).
+  const double elem_bytes = dtype == DataType::BFLOAT8_B ? 1088.0 / 1024 : static_cast<double>(std::max<size_t>(1, element_bytes(dtype)));
+  // Elements are whole multiples of n (and of a tile row for block floats).
+  const int64_t quantum = static_cast<int64_t>(n) * (is_block_float(dtype) ? 1024 : 1);
+
+  std::vector<std::string> collectives;
+  if (which == "all") collectives = {"all_gather", "reduce_scatter", "all_reduce"};
+  else collectives = {which};
+
+  if (rank == 0) {
+    std::printf("# meshnn-ccl-bench: %d ranks, mesh 1x%d, dtype %s, topology %s, algo %s, links %d, iters %d, warmup %d\n",
+                n, n, std::string(to_string(dtype)).c_str(), std::string(to_string(topology)).c_str(),
+                std::string(ccl::to_string(options.algorithm)).c_str(), links, iters, warmup);
+    std::printf("# ratio = MPI time / our time (our busbw / MPI busbw)\n");
+    std::printf("%-15s %12s %12s %10s %9s %9s %7s | %10s %9s | %6s %s\n", "collective", "size(B)", "count", "time(us)",
+                "algbw", "busbw", "#wrong", "mpi(us)", "mpi_bus", "ratio", "schedule");
+  }
+  std::vector<Row> rows;
+  for (const std::string& coll : collectives) {
+    for (int64_t size = min_bytes; size <= max_bytes; size *= factor) {
+      int64_t count = static_cast<int64_t>(size / elem_bytes) / quantum * quantum;  // elements in S
+      if (count == 0) count = quantum;
+      const size_t bytes = static_cast<size_t>(count * elem_bytes);
+      double ours = 0, mpi = 0;
+      int64_t wrong = 0;
+      std::string schedule;
+      if (coll == "all_gather") {
+        const int64_t piece = count / n;
+        const std::vector<float> mine = bench_values(piece, rank);
+        const Tensor local = make_tensor(mine, dtype);
+        const Shape global{1, count};
+        const MeshTensor in(mesh, global, {Replicate{}, Shard{1}}, local);
+        MeshTensor out = all_gather(in, 1, std::nullopt, topology, links, options);
+        ours = time_loop(warmup, iters, comm, [&] { all_gather_into(in, out, 1, std::nullopt, topology, links, options); });
+        std::vector<std::byte> mpi_out(local.size_bytes() * n);
+        const int b = static_cast<int>(local.size_bytes());
+        mpi = time_loop(warmup, iters, comm, [&] {
+          MPI_Allgather(local.data<std::byte>(), b, MPI_BYTE, mpi_out.data(), b, MPI_BYTE, comm);
+        });
+        wrong = std::memcmp(mpi_out.data(), out.local().data<std::byte>(), mpi_out.size()) != 0;
+        if (wrong) {
+          wrong = 0;
+          for (size_t i = 0; i < mpi_out.size(); ++i) wrong += mpi_out[i] != out.local().data<std::byte>()[i];
+        }
+        const auto s = planned_schedule(in, ccl::Collective::AllGather, std::nullopt, topology, options);
+        schedule = fmt::format("{}/{}K", ccl::to_string(s.algorithm), s.chunk_bytes >> 10);
+      } else {
+        const bool scatter = coll == "reduce_scatter";
+        const std::vector<float> mine = bench_values(count, rank);
+        const Tensor local = make_tensor(mine, dtype);
+        const Shape global{1, count};
+        const MeshTensor in(mesh, global, {Partial{}, Partial{}}, local);
+        MeshTensor out = scatter ? reduce_scatter(in, 1, ReduceOp::SUM, std::nullopt, topology, links, options)
+                                 : all_reduce(in, ReduceOp::SUM, std::nullopt, topology, links, options);
+        ours = time_loop(warmup, iters, comm, [&] {
+          if (scatter) reduce_scatter_into(in, out, 1, ReduceOp::SUM, std::nullopt, topology, links, options);
+          else all_reduce_into(in, out, ReduceOp::SUM, std::nullopt, topology, links, options);
+        });
+        // MPI on the same values (float32, or the integers themselves).
+        std::vector<float> mpi_in_f = mine, mpi_out_f(scatter ? count / n : count);
+        std::vector<int32_t> mpi_in_i, mpi_out_i;
+        if (integer) {
+          mpi_in_i.assign(mine.begin(), mine.end());
+          mpi_out_i.resize(mpi_out_f.size());
+        }
+        void* src = integer ? static_cast<void*>(mpi_in_i.data()) : mpi_in_f.data();
+        void* dst = integer ? static_cast<void*>(mpi_out_i.data()) : mpi_out_f.data();
+        const MPI_Datatype type = integer ? MPI_INT : MPI_FLOAT;
+        mpi = time_loop(warmup, iters, comm, [&] {
+          if (scatter) MPI_Reduce_scatter_block(src, dst, static_cast<int>(count / n), type, MPI_SUM, comm);
+          else MPI_Allreduce(src, dst, static_cast<int>(count), type, MPI_SUM, comm);
+        });
+        if (integer) mpi_out_f.assign(mpi_out_i.begin(), mpi_out_i.end());
+        wrong = count_wrong(out.local(), mpi_out_f);
+        const auto s = planned_schedule(in, scatter ? ccl::Collective::ReduceScatter : ccl::Collective::AllReduce,
+                                        std::nullopt, topology, options);
+        schedule = fmt::format("{}/{}K", ccl::to_string(s.algorithm), s.chunk_bytes >> 10);
+      }
+      int64_t total_wrong = 0;
+      MPI_Allreduce(&wrong, &total_wrong, 1, MPI_INT64_T, MPI_SUM, comm);
+      const double factor_bus = coll == "all_reduce" ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
+      Row r{coll, std::string(to_string(topology)), std::string(to_string(dtype)), n, bytes, ours * 1e6,
+            bytes / ours / 1e9, bytes / ours / 1e9 * factor_bus, mpi * 1e6, bytes / mpi / 1e9 * factor_bus, mpi / ours,
+            total_wrong};
+      rows.push_back(r);
+      if (rank == 0)
+        std::printf("%-15s %12zu %12lld %10.1f %9.2f %9.2f %7lld | %10.1f %9.2f | %6.2f %s\n", coll.c_str(), bytes,
+                    static_cast<long long>(count), r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong),
+                    r.mpi_time_us, r.mpi_busbw, r.ratio, schedule.c_str());
+      std::fflush(stdout);
+      if (size > max_bytes / factor) break;
+    }
+  }
+  if (rank == 0 && cli.has("json")) {
+    FILE* f = std::fopen(cli.get("json").c_str(), "w");
+    MESHNN_CHECK(f != nullptr, "cannot write {}", cli.get("json"));
+    std::fprintf(f, "[\n");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::fprintf(f,
+                   "  {\"collective\": \"%s\", \"topology\": \"%s\", \"dtype\": \"%s\", \"ranks\": %d, \"bytes\": %zu, "
+                   "\"time_us\": %.3f, \"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f, \"mpi_busbw_GBps\": %.4f, "
+                   "\"ratio\": %.4f, \"wrong\": %lld}%s\n",
+                   r.collective.c_str(), r.topology.c_str(), r.dtype.c_str(), r.ranks, r.bytes, r.time_us, r.algbw,
+                   r.busbw, r.mpi_busbw, r.ratio, static_cast<long long>(r.wrong), i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "]\n");
+    std::fclose(f);
+  }
+  int64_t all_wrong = 0;
+  for (const Row& r : rows) all_wrong += r.wrong;
+  return all_wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace meshnn
+
+int main(int argc, char** argv) { return meshnn::run_app(argc, argv, meshnn::bench_main); }

@@ -1,0 +1,315 @@
+// meshnn-kernel-bench: matmul GFLOP/s and weight GB/s per weight format, beside OpenBLAS sgemm
+// (sgemv for M = 1) on float32 weights of the same shape, measured in the same run.
+//
+//   meshnn-kernel-bench [--threads 1,2] [--shapes prefill128,decode1,...|MxKxN,...]
+//                       [--dtypes float32,bfloat16,bfloat8_b,bfloat4_b] [--act float32|bfloat16]
+//                       [--min-time S] [--json FILE]
+//
+// The machine's single-core peak FMA rate (for the instruction set the kernels use) and read
+// bandwidth (one thread streaming 1 GiB) are measured first; "%peak" is GFLOP/s against the
+// peak times threads, "%bw" weight bytes/s against the single-core read bandwidth.
+// OpenBLAS runs with the same number of threads as our row (openblas_set_num_threads), in
+// alternation with ours; each side reports its best time.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "meshnn/kernels/matmul_kernels.hpp"
+#include "meshnn/ops/matmul.hpp"
+#include "meshnn/runtime/thread_pool.hpp"
+#include "meshnn/tensor/tensor.hpp"
+
+#ifdef MESHNN_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace {
+
+using namespace meshnn;
+using Clock = std::chrono::steady_clock;
+
+struct BenchShape {
+  std::string name;
+  int64_t m, k, n;
+};
+
+const std::vector<BenchShape> kShapes = {
+    {"prefill128", 128, 4544, 18176}, {"prefill2048", 2048, 4544, 4544}, {"decode32", 32, 4544, 18176},
+    {"decode1", 1, 4544, 18176},      {"decode32_70b", 32, 8192, 3584},   {"decode1_70b", 1, 8192, 3584},
+    {"cube1024", 1024, 1024, 1024},
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = s.find(sep, start);
+    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Best time of fn over at least min_time seconds (and at least 2 runs after one warm-up).
+template <class Fn>
+double best_time(Fn&& fn, double min_time) {
+  fn();
+  double best = 1e30, total = 0;
+  int runs = 0;
+  while (runs < 2 || total < min_time) {
+    const auto t0 = Clock::now();
+    fn();
+    const double t = seconds_since(t0);
+    best = std::min(best, t);
+    total += t;
+    ++runs;
+  }
+  return best;
+}
+
+// Peak FMA throughput of one core: 12 independent accumulator chains (enough to cover latency x
+// ports on current x86 cores), FLOPs = chains * lanes * 2 per iteration.
+__attribute__((target("avx512f"))) double peak_gflops_avx512() {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  const int64_t iters = 50'000'000;
+  const auto t0 = Clock::now();
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  const double t = seconds_since(t0);
+  float buf[16], sink = 0;
+  for (int i = 0; i < 12; ++i) {
+    _mm512_storeu_ps(buf, acc[i]);
+    sink += buf[0];
+  }
+  if (sink == 12345.0f) std::puts("");
+  return 12.0 * 16 * 2 * iters / t / 1e9;
+}
+
+__attribute__((target("avx2,fma"))) double peak_gflops_avx2() {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+  const int64_t iters = 50'000'000;
+  const auto t0 = Clock::now();
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+  const double t = seconds_since(t0);
+  float buf[8], sink = 0;
+  for (int i = 0; i < 12; ++i) {
+    _mm256_storeu_ps(buf, acc[i]);
+    sink += buf[0];
+  }
+  if (sink == 12345.0f) std::puts("");
+  return 12.0 * 8 * 2 * iters / t / 1e9;
+}
+
+// One pass summing buf with wide loads (4 chains so the adds never limit a memory-bound loop).
+__attribute__((target("avx2"))) float sum_buffer(const float* buf, size_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (size_t i = 0; i < n; i += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(buf + i));
+    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(buf + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(buf + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(buf + i + 24));
+  }
+  float out[8];
+  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  return out[0];
+}
+
+// One thread streaming a 1 GiB buffer (far beyond any cache).
+double read_bandwidth_gbps() {
+  const size_t n = (size_t{1} << 30) / sizeof(float);
+  std::vector<float> buf(n, 1.0f);
+  volatile float sink = 0;
+  const double t = best_time([&] { sink = sum_buffer(buf.data(), n); }, 1.0);
+  (void)sink;
+  return static_cast<double>(n * sizeof(float)) / t / 1e9;
+}
+
+std::vector<float> random_values(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// One OpenBLAS call on float32 weights of the same shape (sgemv for M = 1, as a decode would).
+void openblas_run(const BenchShape& s, const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& c) {
+#ifdef MESHNN_HAVE_OPENBLAS
+  if (s.m == 1)
+    cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(s.k), static_cast<int>(s.n), 1.0f, b.data(),
+                static_cast<int>(s.n), a.data(), 1, 0.0f, c.data(), 1);
+  else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s.m), static_cast<int>(s.n),
+                static_cast<int>(s.k), 1.0f, a.data(), static_cast<int>(s.k), b.data(), static_cast<int>(s.n), 0.0f,
+                c.data(), static_cast<int>(s.n));
+#endif
+}
+
+// Best times of two functions run in alternation (one warm-up each, then rounds until both have
+// had min_time): on a shared machine both see the same quiet and busy moments.
+template <class F, class G>
+std::pair<double, double> best_times_alternating(F&& f, G&& g, bool run_g, double min_time) {
+  f();
+  if (run_g) g();
+  double best_f = 1e30, best_g = 1e30, total = 0;
+  int rounds = 0;
+  while (rounds < 3 || total < min_time) {
+    auto t0 = Clock::now();
+    f();
+    const double tf = seconds_since(t0);
+    best_f = std::min(best_f, tf);
+    double tg = 0;
+    if (run_g) {
+      t0 = Clock::now();
+      g();
+      tg = seconds_since(t0);
+      best_g = std::min(best_g, tg);
+    }
+    total += std::max(tf, tg);
+    ++rounds;
+  }
+  return {best_f, run_g ? best_g : 0.0};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> thread_counts{1};
+  std::vector<std::string> shape_names;
+  std::vector<DataType> dtypes{DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B};
+  DataType act = DataType::FLOAT32;
+  std::string json_path;
+  double min_time = 0.5;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        fmt::print(stderr, "{} needs a value\n", arg);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--threads") {
+      thread_counts.clear();
+      for (const auto& t : split(value(), ',')) thread_counts.push_back(std::stoi(t));
+    } else if (arg == "--shapes") {
+      shape_names = split(value(), ',');
+    } else if (arg == "--dtypes") {
+      dtypes.clear();
+      for (const auto& d : split(value(), ',')) dtypes.push_back(parse_data_type(d));
+    } else if (arg == "--act") {
+      act = parse_data_type(value());
+    } else if (arg == "--json") {
+      json_path = value();
+    } else if (arg == "--min-time") {
+      min_time = std::stod(value());
+    } else {
+      fmt::print(stderr,
+                 "usage: meshnn-kernel-bench [--threads 1,2] [--shapes name|MxKxN,...] [--dtypes d,...] "
+                 "[--act float32|bfloat16] [--min-time s] [--json FILE]\nshapes:");
+      for (const auto& s : kShapes) fmt::print(stderr, " {}={}x{}x{}", s.name, s.m, s.k, s.n);
+      fmt::print(stderr, "\n");
+      return arg == "--help" ? 0 : 2;
+    }
+  }
+  std::vector<BenchShape> shapes;
+  if (shape_names.empty()) shapes = kShapes;
+  for (const auto& name : shape_names) {
+    auto it = std::find_if(kShapes.begin(), kShapes.end(), [&](const BenchShape& s) { return s.name == name; });
+    if (it != kShapes.end()) {
+      shapes.push_back(*it);
+      continue;
+    }
+    const auto dims = split(name, 'x');
+    if (dims.size() != 3) {
+      fmt::print(stderr, "unknown shape '{}' (a name or MxKxN)\n", name);
+      return 2;
+    }
+    shapes.push_back({name, std::stoll(dims[0]), std::stoll(dims[1]), std::stoll(dims[2])});
+  }
+
+  const kernels::Isa isa = kernels::active_isa();
+  const double peak = isa == kernels::Isa::AVX512 ? peak_gflops_avx512()
+                      : isa == kernels::Isa::AVX2 ? peak_gflops_avx2()
+                                                  : peak_gflops_avx2() / 4;  // nominal for the portable path
+  const double bandwidth = read_bandwidth_gbps();
+  fmt::print("# kernels: {}  single-core peak {:.1f} GFLOP/s  single-core read bandwidth {:.1f} GB/s\n",
+             kernels::to_string(isa), peak, bandwidth);
+  fmt::print("# activations {}, output float32; OpenBLAS float32 sgemm (sgemv for M=1) with the same threads\n",
+             to_string(act));
+  fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}\n", "op", "M", "K", "N",
+             "weights", "thr", "GFLOP/s", "%peak", "weightGB/s", "%bw", "OpenBLAS", "ratio");
+
+  std::FILE* json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
+  if (!json_path.empty() && json == nullptr) {
+    fmt::print(stderr, "cannot write {}\n", json_path);
+    return 1;
+  }
+  if (json) std::fputs("[\n", json);
+  bool first_record = true;
+
+  for (const BenchShape& s : shapes) {
+    const std::vector<float> a_values = random_values(s.m * s.k, 1), w_values = random_values(s.k * s.n, 2);
+    const Tensor a = Tensor::from_float(a_values, Shape{s.m, s.k}, act, Layout::TILE);
+    std::vector<float> blas_c(static_cast<size_t>(s.m * s.n));
+    for (int threads : thread_counts) {
+      ThreadPool pool(threads);
+#ifdef MESHNN_HAVE_OPENBLAS
+      openblas_set_num_threads(threads);
+      constexpr bool kHaveBlas = true;
+#else
+      constexpr bool kHaveBlas = false;
+#endif
+      for (DataType wd : dtypes) {
+        const Tensor w = Tensor::from_float(w_values, Shape{s.k, s.n}, wd, Layout::TILE);
+        MatmulOptions opt;
+        opt.output_dtype = DataType::FLOAT32;
+        opt.pool = &pool;
+        const auto [t, t_blas] = best_times_alternating([&] { (void)matmul(a, w, false, false, opt); },
+                                                        [&] { openblas_run(s, a_values, w_values, blas_c); },
+                                                        kHaveBlas, min_time);
+        const double flops = 2.0 * s.m * s.k * s.n;
+        const double gflops = flops / t / 1e9;
+        const double blas = kHaveBlas ? flops / t_blas / 1e9 : 0.0;
+        const double weight_gbps = static_cast<double>(w.size_bytes()) / t / 1e9;
+        const double ratio = blas > 0 ? gflops / blas : 0.0;
+        const std::string op = s.m == 1 ? "matmul(gemv)" : "matmul";
+        fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:>9.1f} {:>5.0f}% {:>9.2f} {:>5.0f}% {:>9.1f} {:>6.2f}\n", op,
+                   s.m, s.k, s.n, to_string(wd), threads, gflops, 100 * gflops / (peak * threads), weight_gbps,
+                   100 * weight_gbps / bandwidth, blas, ratio);
+        std::fflush(stdout);
+        if (json) {
+          fmt::print(json,
+                     "{}  {{\"op\": \"{}\", \"M\": {}, \"K\": {}, \"N\": {}, \"weight_dtype\": \"{}\", \"threads\": {}, "
+                     "\"gflops\": {:.3f}, \"weight_GBps\": {:.3f}, \"openblas_gflops\": {:.3f}, \"ratio\": {:.4f}, "
+                     "\"activation_dtype\": \"{}\", \"isa\": \"{}\", \"peak_gflops\": {:.1f}, \"read_GBps\": {:.2f}}}",
+                     first_record ? "" : ",\n", op, s.m, s.k, s.n, to_string(wd), threads, gflops, weight_gbps, blas,
+                     ratio, to_string(act), kernels::to_string(isa), peak, bandwidth);
+          first_record = false;
+        }
+      }
+    }
+  }
+  if (json) {
+    std::fputs("\n]\n", json);
+    std::fclose(json);
+  }
+  return 0;
+}

@@ -1,0 +1,107 @@
+// Collectives on plain buffers over a Transport: the schedules themselves, and how one is chosen.
+// The mesh-tensor API (ccl/ccl.hpp) is built on these; they are also what the unit tests run over
+// the in-process transport for 1..16 virtual ranks.
+//
+// Every member of the group must call the same collective with the same sizes, options and
+// tag_base (a hang or a job abort otherwise: the watchdog reports it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "meshnn/ccl/reduce.hpp"
+#include "meshnn/ccl/transport.hpp"
+#include "meshnn/mesh/mesh_device.hpp"
+
+namespace meshnn::ccl {
+
+// Which schedule runs (semantics.md §3):
+//  Ring              unidirectional ring; all_gather relays each block N-1 hops; reduce_scatter
+//                    forwards partials N-1 hops, member j's slice is complete after the last.
+//  BidirectionalRing both ring directions at once. all_gather: each block goes some hops forward
+//                    and the rest backward (HopSplit); reduce_scatter: first half of every slice
+//                    around the forward ring, second half around the backward ring.
+//  Line              no wrap-around link. all_gather: N-1-i hops forward and i backward from
+//                    position i; reduce_scatter: partials flow from both ends toward the owner.
+//  Direct            one step: every member sends straight to every other (small messages).
+//  Auto              chosen from the topology, group size and message size (choose_schedule).
+// all_reduce runs reduce_scatter then all_gather of the same family, pipelined chunk by chunk
+// (Direct: everyone sends its whole buffer to everyone and reduces locally).
+enum class Algorithm { Auto, Ring, BidirectionalRing, Line, Direct };
+std::string_view to_string(Algorithm a);  // "auto", "ring", "bidirectional_ring", "line", "direct"
+Algorithm parse_algorithm(std::string_view name);  // throws meshnn::Error listing the choices
+
+// How a bidirectional ring all_gather splits a block's N-1 hops (semantics.md §3):
+//  SplitFarthest  ceil/floor halves; on an even ring the farthest member gets the first half of the
+//                 block forward and the second half backward, so both directions carry (N-1)/2.
+//  ParitySwap     ceil((N-1)/2) forward and the rest backward, swapped on even positions (TT-NN's
+//                 original split).
+enum class HopSplit { SplitFarthest, ParitySwap };
+
+enum class Collective { AllGather, ReduceScatter, AllReduce };
+std::string_view to_string(Collective c);  // "all_gather", "reduce_scatter", "all_reduce"
+
+struct CclOptions {
+  Algorithm algorithm = Algorithm::Auto;
+  HopSplit hop_split = HopSplit::SplitFarthest;
+  // Bytes per pipelined message (0: chosen by message size). Chunks are striped over num_links.
+  size_t chunk_bytes = 0;
+  // Ship partial results of float reductions as bfloat16 instead of float32: half the traffic but
+  // each hop rounds the running partial (less accurate; off by default, as TT-NN's failing is to
+  // do this silently). Integer reductions ignore it.
+  bool partials_in_input_dtype = false;
+  // Exchange a description of each collective's arguments among the group before running and throw
+  // the same meshnn::Error on every member when they differ. Also enabled by MESHNN_CCL_CHECKED=1.
+  bool checked = false;
+  // Watchdog timeout (<= 0: MESHNN_WATCHDOG_SECONDS, default 600).
+  double watchdog_seconds = 0;
+  // Staging slots per lane for pipelined reductions.
+  int slots_per_lane = 4;
+};
+
+// The resolved choice, identical on every member (a pure function of its arguments).
+struct Schedule {
+  Algorithm algorithm = Algorithm::Ring;
+  size_t chunk_bytes = 0;
+};
+// bytes: all_gather: one member's block; reduce_scatter: one member's whole input; all_reduce: the
+// buffer.
+Schedule choose_schedule(Collective c, int group_size, size_t bytes, Topology topology, const CclOptions& options);
+
+// Tags: each collective gets kLanesPerOp consecutive tags, taken round-robin from the transport's
+// tag space by operation id (MeshDevice::next_operation_id()).
+inline constexpr int kLanesPerOp = 64;
+inline constexpr int kMaxLinks = 16;
+inline constexpr int kControlLane = kLanesPerOp - 1;
+int tag_base_for(uint64_t operation_id, const Transport& transport);
+
+// Everything a collective call needs besides its buffers.
+struct CallContext {
+  Transport& transport;
+  int tag_base = 0;
+  Topology topology = Topology::Ring;
+  int num_links = 1;  // 1..kMaxLinks
+  CclOptions options;
+  std::string op_name;  // for watchdog reports; default: the collective's name
+};
+
+// out holds size() blocks of `bytes`; block j receives member j's `mine`. `mine` may alias block
+// position() of out (then nothing is copied locally).
+void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, void* out);
+
+// in: size() slices of `count` elements (slice j = elements [j*count, (j+1)*count)) in the
+// reduction's compute type; out: `count` elements = slice position() reduced over the group.
+void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red);
+
+// in, out: `count` elements (must not alias); out = the reduction over the group, identical on every
+// member.
+void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red);
+
+// Element range of slice j when `count` elements are cut into n nearly equal slices (all_reduce's
+// internal reduce_scatter).
+inline int64_t slice_begin(int64_t count, int n, int j) { return count * j / n; }
+
+}  // namespace meshnn::ccl

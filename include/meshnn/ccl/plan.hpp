@@ -1,0 +1,149 @@
+// A collective as a plan of point-to-point transfers, run by one progress loop with a watchdog,
+// and the NCCL-style primitives schedules are written in.
+//
+// A schedule adds ops to a Plan in step order: sends, receives (with an optional action on
+// arrival, e.g. a reduction) and local actions, each after a list of ops it depends on. run() posts
+// every op as soon as its dependencies are done, keeping the posting order per (peer, lane, kind)
+// equal to the plan order, so the k-th send on a lane meets the peer's k-th receive on that lane
+// (lane = tag offset; one per link channel and direction). Dependencies only ever point to earlier
+// steps, so a plan is deadlock-free whenever every member builds the mirror image of its peers'.
+//
+// Watchdog: if no op completes for `watchdog_seconds`, the stuck member reports
+//   "<op> stuck at step S waiting for peer P (B bytes outstanding)"
+// through the stuck handler (default meshnn::fatal, which aborts the job). Never a silent hang.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "meshnn/ccl/reduce.hpp"
+#include "meshnn/ccl/transport.hpp"
+
+namespace meshnn::ccl {
+
+using OpId = int;
+using Deps = std::vector<OpId>;
+
+// MESHNN_WATCHDOG_SECONDS (default 600).
+double watchdog_seconds_from_env();
+// Replaces what the watchdog does with its report (default: meshnn::fatal). For tests: a handler
+// that throws lets the test observe the report. Process-wide; pass {} to restore the default.
+void set_stuck_handler(std::function<void(const std::string&)> handler);
+
+class Plan {
+ public:
+  // tag_base + lane is the MPI tag of every message on that lane.
+  Plan(Transport& transport, std::string op_name, int tag_base, double watchdog_seconds);
+
+  Transport& transport() { return transport_; }
+  int size() const { return transport_.size(); }
+  int position() const { return transport_.position(); }
+  // Position `offset` hops away on the ring (wraps).
+  int peer(int offset) const { return ((position() + offset) % size() + size()) % size(); }
+
+  OpId send(int peer, int lane, int step, const void* src, size_t bytes, const Deps& after = {});
+  // `then` runs once the data has arrived (before dependents are released).
+  OpId recv(int peer, int lane, int step, void* dst, size_t bytes, const Deps& after = {},
+            std::function<void()> then = {});
+  OpId local(int step, std::function<void()> fn, const Deps& after = {});
+
+  // Executes every op; returns when all are complete.
+  void run();
+
+ private:
+  enum class Kind { Send, Recv, Local };
+  struct Op {
+    Kind kind = Kind::Local;
+    int peer = -1, lane = -1, step = 0;
+    void* buffer = nullptr;
+    size_t bytes = 0;
+    std::function<void()> then;
+    int pending_deps = 0;
+    std::vector<OpId> dependents;
+    int request = -1;
+    bool posted = false, done = false;
+  };
+  static Op make_op(Kind kind, int peer, int lane, int step, void* buffer, size_t bytes, std::function<void()> then);
+  OpId add(Op op, const Deps& after);
+  void complete(OpId id);
+  [[noreturn]] void report_stuck();
+
+  Transport& transport_;
+  std::string op_name_;
+  int tag_base_;
+  double watchdog_seconds_;
+  std::vector<Op> ops_;
+  // FIFO of ops per (peer, lane, kind): posting order = plan order.
+  std::vector<std::vector<OpId>> queues_;
+  std::vector<size_t> queue_heads_;
+  std::vector<int> queue_of_op_;
+  std::vector<OpId> ready_locals_;
+  int64_t remaining_ = 0;
+};
+
+// Scratch memory reused across collectives (per thread), so staging buffers are warm in cache and
+// never page-faulted twice. Acquisitions are released when the innermost ScratchScope ends.
+class ScratchScope {
+ public:
+  ScratchScope();
+  ~ScratchScope();
+  ScratchScope(const ScratchScope&) = delete;
+  ScratchScope& operator=(const ScratchScope&) = delete;
+  // Uninitialised, 64-byte aligned, valid until this scope ends.
+  std::byte* acquire(size_t bytes);
+
+ private:
+  size_t saved_;
+};
+
+// NCCL's vocabulary over a Plan. Receives of partials land in rotating staging slots (per lane), so
+// a long pipelined transfer needs only `slots_per_lane` chunks of staging memory.
+class Prims {
+ public:
+  // max_chunk_count: the largest element count any one reducing transfer carries.
+  Prims(Plan& plan, ScratchScope& scratch, const Reduction* reduction = nullptr, int64_t max_chunk_count = 0,
+        int slots_per_lane = 4);
+
+  Plan& plan() { return plan_; }
+
+  // Push bytes to a peer.
+  OpId send(int peer, int lane, int step, const void* src, size_t bytes, const Deps& after = {}) {
+    return plan_.send(peer, lane, step, src, bytes, after);
+  }
+  // Receive straight into the final place (no staging copy).
+  OpId direct_recv(int peer, int lane, int step, void* dst, size_t bytes, const Deps& after = {}) {
+    return plan_.recv(peer, lane, step, dst, bytes, after);
+  }
+  // First hop of a reduction chain: own contribution to the wire (a staging copy only if the wire
+  // format differs from the compute type).
+  OpId send_own(int peer, int lane, int step, const void* own, int64_t count);
+  // Receive a partial, combine own contribution into it, forward it. Returns the send.
+  OpId recv_reduce_send(int from, int to, int lane, int step, const void* own, int64_t count);
+  // Receive a partial, write partial (+) own to out (and MEAN's scaling if `finish`). Returns the
+  // receive (complete once out is written).
+  OpId recv_reduce_copy(int from, int lane, int step, const void* own, void* out, int64_t count, bool finish = true);
+  // Receive a partial and fold it into out (out = out (+) partial), after `after`.
+  OpId recv_reduce_into(int from, int lane, int step, void* out, int64_t count, const Deps& after, bool finish);
+
+ private:
+  struct Slot {
+    std::byte* data = nullptr;
+    OpId release = -1;  // op whose completion frees the slot
+  };
+  Slot& next_slot(int pool);  // pool 2*lane: receives, 2*lane+1: own contributions
+
+  Plan& plan_;
+  ScratchScope& scratch_;
+  const Reduction* reduction_;
+  size_t slot_bytes_;
+  int slots_per_lane_;
+  std::vector<std::vector<Slot>> lanes_;
+  std::vector<size_t> lane_cursor_;
+};
+
+}  // namespace meshnn::ccl

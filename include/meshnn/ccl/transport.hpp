@@ -1,0 +1,85 @@
+// Point-to-point byte transport among the members of one collective group.
+//
+// A collective schedule (ccl/plan.hpp) only ever posts sends and receives of byte ranges to a peer
+// *position* in the group (0..size-1) with a tag, and tests them for completion. Two transports:
+//  - MpiTransport: one MPI communicator (a mesh, or one of its axis communicators); Isend/Irecv
+//    matched by source and tag (never MPI_ANY_SOURCE), messages above 1 GiB split into pieces.
+//  - InProcessTransport: N virtual ranks as threads of one process (1..16 in unit tests), so the
+//    very same schedules are testable without MPI.
+// Matching follows MPI's non-overtaking rule on both: between one (sender, receiver, tag) the k-th
+// send matches the k-th receive.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace meshnn::ccl {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int size() const = 0;      // members in the group
+  virtual int position() const = 0;  // this member, 0..size()-1
+  // Tags are 0..max_tag().
+  virtual int max_tag() const = 0;
+
+  // Posts a send / receive of `bytes` bytes and returns a request handle. The buffer must stay
+  // valid and (for a send) unchanged until test() reports completion. A receive must be posted with
+  // the exact size the matching send has; a mismatch is a broken invariant and aborts the job.
+  virtual int post_send(int peer, int tag, const void* data, size_t bytes) = 0;
+  virtual int post_recv(int peer, int tag, void* data, size_t bytes) = 0;
+  // Non-blocking. True once the request completed; the handle is released then.
+  virtual bool test(int request) = 0;
+
+  // "device 5 (1, 1)": how messages (the watchdog's) name a member.
+  virtual std::string describe_member(int position) const { return "position " + std::to_string(position); }
+};
+
+// Over an MPI communicator; position = rank in `comm`. `namer` (optional) feeds describe_member(),
+// called only when a message needs it. The communicator is borrowed, not owned.
+class MpiTransport final : public Transport {
+ public:
+  explicit MpiTransport(MPI_Comm comm, std::function<std::string(int)> namer = {});
+  ~MpiTransport() override;
+
+  int size() const override { return size_; }
+  int position() const override { return rank_; }
+  int max_tag() const override { return max_tag_; }
+  int post_send(int peer, int tag, const void* data, size_t bytes) override;
+  int post_recv(int peer, int tag, void* data, size_t bytes) override;
+  bool test(int request) override;
+  std::string describe_member(int position) const override;
+
+  // Largest piece one MPI message carries (MPI counts are int).
+  static constexpr size_t kMaxPieceBytes = size_t{1} << 30;
+
+ private:
+  struct Slot;
+  int allocate_slot();
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  int max_tag_ = 32767;
+  std::function<std::string(int)> namer_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<int> free_slots_;
+};
+
+// N virtual ranks in one process. Build one fabric, then run a function on every member's thread:
+//   InProcessFabric::run(4, [](Transport& t) { ... schedule ... });
+// Sends complete only when matched by the receiver (rendezvous), which is stricter than MPI's eager
+// protocol, so a schedule that relies on buffering deadlocks here instead of hiding the bug.
+class InProcessFabric {
+ public:
+  // Runs fn on `size` threads, one per member (position = thread index). Returns when all are done;
+  // rethrows the first exception any member threw.
+  static void run(int size, const std::function<void(Transport&)>& fn);
+};
+
+}  // namespace meshnn::ccl

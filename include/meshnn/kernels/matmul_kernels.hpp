@@ -1,0 +1,81 @@
+// Hot loops of matmul/linear over TILE-layout weights (internal to meshnn; ops/matmul.hpp is the
+// public entry). Weights stay in their stored format: every kernel decodes B one 32x32 tile at a
+// time into a small L1-resident float buffer (or straight into registers for small M).
+//
+// Three instruction sets are compiled into every binary and chosen at run time:
+//   PORTABLE  plain C++ (whatever the baseline x86-64 / other target gives)
+//   AVX2      AVX2 + FMA + F16C          (src/kernels/*_avx2.cpp)
+//   AVX512    AVX-512F/BW/VL micro-kernel (src/kernels/*_avx512.cpp; decode shared with AVX2)
+// MESHNN_KERNELS=portable|avx2|avx512 caps the choice (a request the CPU cannot run falls back to
+// the best supported set below it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "meshnn/core/types.hpp"
+
+namespace meshnn::kernels {
+
+enum class Isa { PORTABLE = 0, AVX2 = 1, AVX512 = 2 };
+
+const char* to_string(Isa isa);
+Isa best_supported_isa();       // what this CPU (and OS) can run
+// best_supported_isa() capped by MESHNN_KERNELS (read on every call; cheap next to a kernel) and
+// by set_isa_cap().
+Isa active_isa();
+// Process-wide cap for tests and benchmarks (overrides MESHNN_KERNELS); reset_isa_cap() undoes it.
+void set_isa_cap(Isa isa);
+void reset_isa_cap();
+
+// A matrix of 32x32 tiles as TT-NN stores one [Kp, Np] slice of a TILE tensor: tiles row-major
+// over (tile row, tile column), each tile in face order, `tile_bytes(dtype)` bytes each.
+struct TileMatrix {
+  const std::byte* data = nullptr;
+  DataType dtype = DataType::FLOAT32;  // FLOAT32, BFLOAT16, BFLOAT8_B or BFLOAT4_B
+  int64_t tile_rows = 0;               // Kp / 32
+  int64_t tile_cols = 0;               // Np / 32
+  const std::byte* tile(int64_t tr, int64_t tc) const {
+    return data + static_cast<size_t>(tr * tile_cols + tc) * tile_bytes(dtype);
+  }
+};
+
+// One instruction set's inner loops.
+struct KernelSet {
+  Isa isa;
+  // Decodes one tile into 32x32 row-major floats with row stride ld (>= 32).
+  void (*decode_tile)(const std::byte* tile, DataType dtype, float* dst, int64_t ld);
+  // C[mr][32] = (accumulate ? C : 0) + A_panel * B_panel, where A_panel is [kc][mr] (packed,
+  // column of A per k), B_panel [kc][32] row-major; 1 <= mr <= max_mr; C row stride ldc.
+  void (*micro_kernel)(int mr, int64_t kc, const float* a_panel, const float* b_panel, float* c, int64_t ldc,
+                       bool accumulate);
+  int max_mr;
+  // Small-M path (m <= small_m_max): C[m][nt*32 .. nt_end*32) = A[m][0..Kp) * B over those tile
+  // columns, streaming B tile row by tile row straight from its stored format (no panel buffer):
+  // A row-major with stride lda and zeros beyond K; C row stride ldc (overwritten).
+  void (*small_m)(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
+                  float* c, int64_t ldc);
+  int small_m_max;
+};
+
+const KernelSet& kernel_set(Isa isa);
+
+// Per-ISA tables (defined in the matching source files).
+const KernelSet& portable_kernel_set();
+const KernelSet& avx2_kernel_set();
+const KernelSet& avx512_kernel_set();
+
+// Scale of a block-float code: value = signed magnitude * block_float_scale(E, W).
+// 2^(E - 127 - (W - 1)), exact (denormal scales included).
+float block_float_scale(int exponent, int mantissa_bits);
+// 256-entry tables (index: shared exponent byte) for W = 7 and W = 3.
+const float* block_float_scale_table(DataType dtype);
+
+// C = A * B for the tile columns [nt_begin, nt_end) of B (C and A as in small_m: A row-major
+// [m][Kp] with zeros beyond K, C row-major with stride ldc, written in full for those columns).
+// B may be stored transposed (`b_transposed`: the tiles hold B^T, i.e. tile_rows counts N).
+// Chooses the small-M path or packs A into panels and runs the micro-kernel over decoded B panels.
+void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const TileMatrix& b,
+                 bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc);
+
+}  // namespace meshnn::kernels

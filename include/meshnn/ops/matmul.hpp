@@ -1,0 +1,50 @@
+// matmul / linear on one rank's TILE tensors (semantics.md §4), float32 accumulation.
+//
+// dtypes: activations (a, x) float32 or bfloat16; weights (b, w) float32, bfloat16, bfloat8_b or
+// bfloat4_b, kept in their stored format (decoded tile by tile inside the kernel); output dtype
+// chosen by MatmulOptions (default: the activation dtype). Work is spread over the rank's
+// ThreadPool by columns of 32 (and by batch when there are more batches than threads).
+#pragma once
+
+#include <optional>
+
+#include "meshnn/core/types.hpp"
+#include "meshnn/runtime/thread_pool.hpp"
+#include "meshnn/tensor/tensor.hpp"
+
+namespace meshnn {
+
+enum class Activation { NONE, GELU, GELU_TANH, SILU, RELU };
+
+struct MatmulOptions {
+  std::optional<DataType> output_dtype;  // float32, bfloat16, bfloat8_b or bfloat4_b; default a's dtype
+  // Worker threads; nullptr: the Runtime's pool if a Runtime exists, else the calling thread only.
+  ThreadPool* pool = nullptr;
+  bool force_portable = false;  // run the portable kernels whatever the CPU (tests, comparisons)
+};
+
+// a [..., M, K] (transpose_a: stored [..., K, M]) times b [..., K, N] (transpose_b: stored
+// [..., N, K]) -> [..., M, N] in TILE layout. Leading (batch) dims broadcast as in numpy/TT-NN:
+// aligned from the right, each pair equal or one of them 1; so a rank-2 b multiplies every batch
+// of a. Only the M valid rows are computed (decode with M = 1 costs one row, not 32).
+// Throws meshnn::Error for: rank < 2, a not float32/bfloat16, b not TILE or an unsupported dtype,
+// inner dims that differ (naming both shapes), batch dims that do not broadcast, an output dtype
+// that is not float32/bfloat16/bfloat8_b/bfloat4_b.
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false,
+              const MatmulOptions& options = {});
+
+// x [..., M, K] times w [K, N] (rank >= 2; w's leading dims broadcast like matmul's b) plus bias
+// (nullptr, or any dtype/layout with N values: shape [N], [1, N], [1, 1, N] ...), then the fused
+// activation (applied after the bias). Throws meshnn::Error as matmul does, and for a bias whose
+// volume or last dim is not N.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr, Activation activation = Activation::NONE,
+              const MatmulOptions& options = {});
+
+// The activation applied elementwise in float32 (the fused epilogue of linear and the gelu/silu/
+// relu ops use the same functions): gelu = x * Phi(x) with erf; gelu_tanh = 0.5 x (1 + tanh(
+// sqrt(2/pi) (x + 0.044715 x^3))); silu = x / (1 + exp(-x)); relu = max(x, 0). At -inf all give
+// the limit 0 (not NaN); at +inf, +inf.
+float apply_activation(Activation activation, float x);
+std::string_view to_string(Activation activation);  // "none", "gelu", "gelu_tanh", "silu", "relu"
+
+}  // namespace meshnn

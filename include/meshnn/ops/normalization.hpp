@@ -1,0 +1,22 @@
+// Normalisations and softmax over the last dim of one rank's tensors (semantics.md §4).
+// Statistics are accumulated in float64; outputs keep x's dtype and layout.
+#pragma once
+
+#include "meshnn/tensor/tensor.hpp"
+
+namespace meshnn {
+
+// y = h / sqrt(eps + mean(h^2)) * weight, h = x (+ residual, same shape as x, added first).
+// weight: nullptr or W values in its last dim (shape [W], [1, W], ...), W = x's last dim.
+// Throws meshnn::Error for a weight/residual of the wrong size or shape.
+Tensor rms_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* residual = nullptr);
+
+// y = (h - mean(h)) / sqrt(var(h) + eps) * weight + bias (biased variance, as torch), h as above.
+Tensor layer_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* bias = nullptr,
+                  const Tensor* residual = nullptr);
+
+// Numerically stable softmax over `dim` (max subtracted first). -inf entries (masks) give 0; a
+// slice that is all -inf gives NaN, as torch does.
+Tensor softmax(const Tensor& x, int dim = -1);
+
+}  // namespace meshnn

@@ -1,0 +1,102 @@
+// all_reduce: reduce_scatter then all_gather of the same family, pipelined chunk by chunk (a chunk
+// of our slice starts its all_gather the moment its reduction completes), or the one-step direct
+// exchange for small buffers.
+#include <algorithm>
+#include <cstring>
+
+#include "builders.hpp"
+#include "meshnn/core/error.hpp"
+
+namespace meshnn::ccl {
+
+void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red) {
+  using namespace detail;
+  Transport& t = ctx.transport;
+  const int n = t.size(), p = t.position();
+  MESHNN_CHECK(ctx.num_links >= 1 && ctx.num_links <= kMaxLinks, "all_reduce: num_links must be 1..{}, got {}",
+               kMaxLinks, ctx.num_links);
+  MESHNN_FATAL_IF(in == out && count > 0, "all_reduce_values: input and output must not alias");
+  const auto* src = static_cast<const std::byte*>(in);
+  auto* dst = static_cast<std::byte*>(out);
+  if (n == 1) {
+    std::memcpy(dst, src, red.compute_bytes(count));
+    red.finish(dst, count);
+    return;
+  }
+  // Slice j (owned by member j in the reduce_scatter phase): elements [count*j/n, count*(j+1)/n).
+  std::vector<ElemRange> slices(n);
+  std::vector<ByteRange> blocks(n);
+  for (int j = 0; j < n; ++j) {
+    const int64_t b = slice_begin(count, n, j), e = slice_begin(count, n, j + 1);
+    slices[j] = {b, e - b};
+    blocks[j] = {static_cast<size_t>(b) * 4, static_cast<size_t>(e - b) * 4};
+  }
+  const Schedule sched = choose_schedule(Collective::AllReduce, n, red.compute_bytes(count), ctx.topology, ctx.options);
+  const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
+  const double watchdog = ctx.options.watchdog_seconds > 0 ? ctx.options.watchdog_seconds : watchdog_seconds_from_env();
+  Plan plan(t, ctx.op_name.empty() ? "all_reduce" : ctx.op_name, ctx.tag_base, watchdog);
+  ScratchScope scratch;
+
+  if (sched.algorithm == Algorithm::Direct) {
+    const Reduction r = direct_reduction(red);
+    Prims prims(plan, scratch, &r);
+    // Step 0: the whole buffer to every peer. Then every member combines slice j in the ring's
+    // order (x[j+1], ..., x[j+n-1], x[j]): identical bits on every member, and equal to Ring.
+    std::byte* staging = scratch.acquire(r.compute_bytes(count) * (n - 1));
+    auto source = [&](int q) -> const std::byte* {
+      return q == p ? src : staging + r.compute_bytes(count) * mod(q - p - 1, n);
+    };
+    const int64_t nc = chunk_count(count, chunk);
+    std::vector<Deps> arrived(nc);
+    for (int q = 1; q < n; ++q) {
+      const int to = plan.peer(q), from = plan.peer(-q);
+      for (int64_t c = 0; c < nc; ++c) {
+        const int64_t off = c * chunk, len = std::min(chunk, count - off);
+        const int lane = lane_of(static_cast<int>(c), 0, ctx.num_links, 0);
+        prims.send(to, lane, 0, src + off * 4, r.compute_bytes(len));
+        arrived[c].push_back(prims.direct_recv(from, lane, 0, const_cast<std::byte*>(source(from)) + off * 4,
+                                               r.compute_bytes(len)));
+      }
+    }
+    for (int64_t c = 0; c < nc; ++c) {
+      const int64_t cb = c * chunk, ce = std::min(count, cb + chunk);
+      plan.local(1, [&, cb, ce] {
+        std::vector<const void*> sources(n);
+        for (int j = 0; j < n; ++j) {
+          const int64_t b = std::max(cb, slices[j].begin), e = std::min(ce, slices[j].begin + slices[j].count);
+          if (b >= e) continue;
+          for (int k = 1; k <= n; ++k) sources[k - 1] = source(mod(j + k, n)) + b * 4;
+          r.combine_sources(sources, dst + b * 4, e - b);
+          r.finish(dst + b * 4, e - b);
+        }
+      }, arrived[c]);
+    }
+    plan.run();
+    return;
+  }
+
+  Prims prims(plan, scratch, &red, chunk, ctx.options.slots_per_lane);
+  std::byte* mine = dst + blocks[p].offset;
+  std::vector<RangeOp> reduced;
+  Algorithm gather = sched.algorithm;
+  // Phase 1: reduce_scatter into our slice of out.
+  switch (sched.algorithm) {
+    case Algorithm::Line: reduced = build_reduce_line(prims, src, slices, mine, blocks[p].offset, chunk, ctx.num_links); break;
+    case Algorithm::BidirectionalRing: {
+      reduced = build_reduce_ring(prims, src, slices, mine, blocks[p].offset, +1, 0, 2, chunk, ctx.num_links);
+      auto back = build_reduce_ring(prims, src, slices, mine, blocks[p].offset, -1, 1, 2, chunk, ctx.num_links);
+      reduced.insert(reduced.end(), back.begin(), back.end());
+      break;
+    }
+    default:
+      gather = Algorithm::Ring;
+      reduced = build_reduce_ring(prims, src, slices, mine, blocks[p].offset, +1, 0, 1, chunk, ctx.num_links);
+      break;
+  }
+  // Phase 2: all_gather the reduced slices in place; each chunk waits only for its own reduction.
+  build_gather_relay(prims, blocks, mine, dst, gather, ctx.options.hop_split, static_cast<size_t>(chunk) * 4,
+                     ctx.num_links, 1, [&reduced](size_t offset, size_t bytes) { return ops_overlapping(reduced, offset, bytes); });
+  plan.run();
+}
+
+}  // namespace meshnn::ccl

@@ -1,0 +1,311 @@
+#include "meshnn/ccl/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include "meshnn/core/error.hpp"
+
+namespace meshnn::ccl {
+namespace {
+
+std::mutex& handler_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::function<void(const std::string&)>& stuck_handler() {
+  static std::function<void(const std::string&)> h;
+  return h;
+}
+
+// Per-thread arena: blocks kept across collectives, handed out in acquisition order.
+struct Arena {
+  struct Block {
+    std::byte* data = nullptr;
+    size_t size = 0;
+  };
+  std::vector<Block> blocks;
+  size_t next = 0;
+  ~Arena() {
+    for (auto& b : blocks) std::free(b.data);
+  }
+};
+Arena& arena() {
+  thread_local Arena a;
+  return a;
+}
+
+}  // namespace
+
+double watchdog_seconds_from_env() {
+  if (const char* v = std::getenv("MESHNN_WATCHDOG_SECONDS")) {
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (end != v && s > 0) return s;
+  }
+  return 600.0;
+}
+
+void set_stuck_handler(std::function<void(const std::string&)> handler) {
+  std::lock_guard lock(handler_mutex());
+  stuck_handler() = std::move(handler);
+}
+
+ScratchScope::ScratchScope() : saved_(arena().next) {}
+ScratchScope::~ScratchScope() { arena().next = saved_; }
+
+std::byte* ScratchScope::acquire(size_t bytes) {
+  Arena& a = arena();
+  bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  if (a.next == a.blocks.size()) a.blocks.push_back({});
+  Arena::Block& b = a.blocks[a.next];
+  // Blocks at or after `next` are free, so a too-small one can be replaced.
+  if (b.size < bytes) {
+    std::free(b.data);
+    b.data = static_cast<std::byte*>(std::aligned_alloc(64, bytes));
+    MESHNN_FATAL_IF(!b.data, "ccl: cannot allocate {} bytes of staging memory", bytes);
+    b.size = bytes;
+  }
+  ++a.next;
+  return b.data;
+}
+
+Plan::Plan(Transport& transport, std::string op_name, int tag_base, double watchdog_seconds)
+    : transport_(transport), op_name_(std::move(op_name)), tag_base_(tag_base), watchdog_seconds_(watchdog_seconds) {}
+
+OpId Plan::add(Op op, const Deps& after) {
+  const OpId id = static_cast<OpId>(ops_.size());
+  for (OpId d : after) {
+    if (d < 0) continue;
+    if (!ops_[d].done) {
+      ++op.pending_deps;
+      ops_[d].dependents.push_back(id);
+    }
+  }
+  ops_.push_back(std::move(op));
+  return id;
+}
+
+Plan::Op Plan::make_op(Kind kind, int peer, int lane, int step, void* buffer, size_t bytes, std::function<void()> then) {
+  Op op;
+  op.kind = kind;
+  op.peer = peer;
+  op.lane = lane;
+  op.step = step;
+  op.buffer = buffer;
+  op.bytes = bytes;
+  op.then = std::move(then);
+  return op;
+}
+
+OpId Plan::send(int peer, int lane, int step, const void* src, size_t bytes, const Deps& after) {
+  return add(make_op(Kind::Send, peer, lane, step, const_cast<void*>(src), bytes, {}), after);
+}
+
+OpId Plan::recv(int peer, int lane, int step, void* dst, size_t bytes, const Deps& after, std::function<void()> then) {
+  return add(make_op(Kind::Recv, peer, lane, step, dst, bytes, std::move(then)), after);
+}
+
+OpId Plan::local(int step, std::function<void()> fn, const Deps& after) {
+  return add(make_op(Kind::Local, -1, -1, step, nullptr, 0, std::move(fn)), after);
+}
+
+void Plan::complete(OpId id) {
+  Op& op = ops_[id];
+  if (op.then) op.then();
+  op.done = true;
+  --remaining_;
+  for (OpId d : op.dependents) {
+    Op& dep = ops_[d];
+    if (--dep.pending_deps == 0 && dep.kind == Kind::Local) ready_locals_.push_back(d);
+  }
+}
+
+void Plan::run() {
+  // Queues per (peer, lane, kind) in plan order.
+  // Few distinct (peer, lane, kind) triples: a linear scan beats a map for small collectives.
+  std::vector<std::tuple<int, int, int>> queue_keys;
+  queue_of_op_.assign(ops_.size(), -1);
+  for (OpId id = 0; id < static_cast<OpId>(ops_.size()); ++id) {
+    const Op& op = ops_[id];
+    if (op.kind == Kind::Local) {
+      if (op.pending_deps == 0) ready_locals_.push_back(id);
+      continue;
+    }
+    const std::tuple<int, int, int> key{op.peer, op.lane, static_cast<int>(op.kind)};
+    size_t q = 0;
+    while (q < queue_keys.size() && queue_keys[q] != key) ++q;
+    if (q == queue_keys.size()) {
+      queue_keys.push_back(key);
+      queues_.emplace_back();
+    }
+    queues_[q].push_back(id);
+    queue_of_op_[id] = static_cast<int>(q);
+  }
+  queue_heads_.assign(queues_.size(), 0);
+  remaining_ = static_cast<int64_t>(ops_.size());
+
+  std::vector<OpId> in_flight;
+  using Clock = std::chrono::steady_clock;
+  auto last_progress = Clock::now();
+  int idle_rounds = 0;
+  while (remaining_ > 0) {
+    bool progress = false;
+    // Post every queue head whose dependencies are done (receives first: a posted receive lets
+    // the peer's rendezvous send start).
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t q = 0; q < queues_.size(); ++q) {
+        auto& queue = queues_[q];
+        size_t& head = queue_heads_[q];
+        while (head < queue.size()) {
+          Op& op = ops_[queue[head]];
+          if ((op.kind == Kind::Recv) != (pass == 0)) break;
+          if (op.pending_deps > 0) break;
+          const OpId id = queue[head++];
+          op.posted = true;
+          if (op.bytes == 0) {  // both sides know the size: nothing to exchange
+            complete(id);
+          } else {
+            const int tag = tag_base_ + op.lane;
+            op.request = op.kind == Kind::Send ? transport_.post_send(op.peer, tag, op.buffer, op.bytes)
+                                               : transport_.post_recv(op.peer, tag, op.buffer, op.bytes);
+            in_flight.push_back(id);
+          }
+          progress = true;
+        }
+      }
+    }
+    for (size_t i = 0; i < in_flight.size();) {
+      const OpId id = in_flight[i];
+      if (transport_.test(ops_[id].request)) {
+        in_flight[i] = in_flight.back();
+        in_flight.pop_back();
+        complete(id);
+        progress = true;
+      } else {
+        ++i;
+      }
+    }
+    while (!ready_locals_.empty()) {
+      const OpId id = ready_locals_.back();
+      ready_locals_.pop_back();
+      ops_[id].posted = true;
+      complete(id);
+      progress = true;
+    }
+    if (progress) {
+      idle_rounds = 0;
+      last_progress = Clock::now();
+      continue;
+    }
+    // Oversubscribed ranks (more ranks than cores) must give the core to the peer they wait for.
+    if (++idle_rounds > 64) std::this_thread::yield();
+    if ((idle_rounds & 255) == 0 &&
+        std::chrono::duration<double>(Clock::now() - last_progress).count() > watchdog_seconds_)
+      report_stuck();
+  }
+}
+
+void Plan::report_stuck() {
+  // The earliest incomplete transfer in plan order is what everything else waits behind.
+  const Op* stuck = nullptr;
+  size_t outstanding = 0;
+  for (const Op& op : ops_) {
+    if (op.done || op.kind == Kind::Local) continue;
+    outstanding += op.bytes;
+    if (!stuck && op.posted) stuck = &op;
+  }
+  std::string message;
+  if (stuck) {
+    message = fmt::format("{} stuck at step {} waiting for peer {} to {} ({} bytes outstanding, {} s without progress)",
+                          op_name_, stuck->step, transport_.describe_member(stuck->peer),
+                          stuck->kind == Kind::Send ? "receive" : "send", outstanding, watchdog_seconds_);
+  } else {
+    message = fmt::format("{} stuck with no transfer posted ({} bytes outstanding)", op_name_, outstanding);
+  }
+  std::function<void(const std::string&)> handler;
+  {
+    std::lock_guard lock(handler_mutex());
+    handler = stuck_handler();
+  }
+  if (handler) handler(message);
+  fatal(message);
+}
+
+// ---- primitives ----
+
+Prims::Prims(Plan& plan, ScratchScope& scratch, const Reduction* reduction, int64_t max_chunk_count,
+             int slots_per_lane)
+    : plan_(plan),
+      scratch_(scratch),
+      reduction_(reduction),
+      slot_bytes_(reduction ? reduction->wire_bytes(max_chunk_count) : 0),
+      slots_per_lane_(std::max(2, slots_per_lane)) {}  // one slot per lane could wait in a circle
+
+Prims::Slot& Prims::next_slot(int pool) {
+  const int lane = pool;
+  if (lane >= static_cast<int>(lanes_.size())) {
+    lanes_.resize(lane + 1);
+    lane_cursor_.resize(lane + 1, 0);
+  }
+  auto& slots = lanes_[lane];
+  if (slots.size() < static_cast<size_t>(slots_per_lane_)) {
+    slots.push_back({scratch_.acquire(slot_bytes_), -1});
+    return slots.back();
+  }
+  return slots[lane_cursor_[lane]++ % slots.size()];
+}
+
+OpId Prims::send_own(int peer, int lane, int step, const void* own, int64_t count) {
+  const Reduction& r = *reduction_;
+  if (r.wire_is_compute()) return plan_.send(peer, lane, step, own, r.wire_bytes(count));
+  // A pool apart from the receive slots: a send's slot frees only when the peer receives, so
+  // sharing one pool with our own receives could wait in a circle.
+  Slot& slot = next_slot(2 * lane + 1);
+  std::byte* wire = slot.data;
+  const OpId convert = plan_.local(step, [&r, own, wire, count] { r.to_wire(own, wire, count); }, {slot.release});
+  slot.release = plan_.send(peer, lane, step, wire, r.wire_bytes(count), {convert});
+  return slot.release;
+}
+
+OpId Prims::recv_reduce_send(int from, int to, int lane, int step, const void* own, int64_t count) {
+  const Reduction& r = *reduction_;
+  Slot& slot = next_slot(2 * lane);
+  std::byte* wire = slot.data;
+  const OpId in = plan_.recv(from, lane, step, wire, r.wire_bytes(count), {slot.release},
+                             [&r, wire, own, count] { r.combine_into_wire(wire, own, count); });
+  slot.release = plan_.send(to, lane, step, wire, r.wire_bytes(count), {in});
+  return slot.release;
+}
+
+OpId Prims::recv_reduce_copy(int from, int lane, int step, const void* own, void* out, int64_t count, bool finish) {
+  const Reduction& r = *reduction_;
+  Slot& slot = next_slot(2 * lane);
+  std::byte* wire = slot.data;
+  slot.release = plan_.recv(from, lane, step, wire, r.wire_bytes(count), {slot.release}, [&r, wire, own, out, count, finish] {
+    r.combine_wire_to(wire, own, out, count);
+    if (finish) r.finish(out, count);
+  });
+  return slot.release;
+}
+
+OpId Prims::recv_reduce_into(int from, int lane, int step, void* out, int64_t count, const Deps& after, bool finish) {
+  const Reduction& r = *reduction_;
+  Slot& slot = next_slot(2 * lane);
+  std::byte* wire = slot.data;
+  const OpId in = plan_.recv(from, lane, step, wire, r.wire_bytes(count), {slot.release});
+  Deps deps = after;
+  deps.push_back(in);
+  slot.release = plan_.local(step, [&r, wire, out, count, finish] {
+    r.accumulate_wire(out, wire, count);
+    if (finish) r.finish(out, count);
+  }, deps);
+  return slot.release;
+}
+
+}  // namespace meshnn::ccl

@@ -1,0 +1,94 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "builders.hpp"
+#include "meshnn/core/error.hpp"
+
+namespace meshnn::ccl {
+
+std::string_view to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::Auto: return "auto";
+    case Algorithm::Ring: return "ring";
+    case Algorithm::BidirectionalRing: return "bidirectional_ring";
+    case Algorithm::Line: return "line";
+    case Algorithm::Direct: return "direct";
+  }
+  return "?";
+}
+
+Algorithm parse_algorithm(std::string_view name) {
+  for (Algorithm a : {Algorithm::Auto, Algorithm::Ring, Algorithm::BidirectionalRing, Algorithm::Line, Algorithm::Direct})
+    if (to_string(a) == name) return a;
+  throw Error(fmt::format("unknown ccl algorithm '{}' (choices: auto, ring, bidirectional_ring, line, direct)", name));
+}
+
+std::string_view to_string(Collective c) {
+  switch (c) {
+    case Collective::AllGather: return "all_gather";
+    case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::AllReduce: return "all_reduce";
+  }
+  return "?";
+}
+
+namespace {
+// Below these a collective is latency-bound: one direct step beats N-1 relayed hops.
+constexpr size_t kDirectGatherBytes = 16 << 10;          // per member block
+constexpr size_t kDirectReduceScatterBytes = 512 << 10;  // per member input (TT-NN's threshold)
+constexpr size_t kDirectAllReduceBytes = 64 << 10;
+// Pipelined messages: big enough to amortise per-message cost, small enough that a received
+// partial is still in L2 when it is reduced.
+constexpr size_t kDefaultChunkBytes = 1 << 20;
+}  // namespace
+
+Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, const CclOptions& options) {
+  Schedule s;
+  s.chunk_bytes = options.chunk_bytes ? options.chunk_bytes : kDefaultChunkBytes;
+  s.chunk_bytes = std::max<size_t>(64, s.chunk_bytes / 64 * 64);
+  if (options.algorithm != Algorithm::Auto) {
+    s.algorithm = options.algorithm;
+    return s;
+  }
+  if (topology == Topology::Linear) {
+    s.algorithm = Algorithm::Line;
+    return s;
+  }
+  const size_t direct_limit = c == Collective::AllGather       ? kDirectGatherBytes
+                              : c == Collective::ReduceScatter ? kDirectReduceScatterBytes
+                                                               : kDirectAllReduceBytes;
+  if (bytes <= direct_limit) {
+    s.algorithm = Algorithm::Direct;
+  } else {
+    // On two members both ring directions reach the same peer: nothing to gain from splitting.
+    s.algorithm = n <= 2 ? Algorithm::Ring : Algorithm::BidirectionalRing;
+  }
+  return s;
+}
+
+int tag_base_for(uint64_t operation_id, const Transport& transport) {
+  const uint64_t slots = std::max<uint64_t>(1, (static_cast<uint64_t>(transport.max_tag()) + 1) / kLanesPerOp);
+  return static_cast<int>((operation_id % slots) * kLanesPerOp);
+}
+
+namespace detail {
+
+Deps ops_overlapping(std::span<const RangeOp> ops, size_t offset, size_t bytes) {
+  Deps deps;
+  for (const RangeOp& r : ops)
+    if (r.begin < offset + bytes && offset < r.end) deps.push_back(r.op);
+  return deps;
+}
+
+Reduction direct_reduction(const Reduction& red) {
+  // One hop only, so nothing accumulates on the wire: keep the exact compute type.
+  Reduction r = red;
+  r.bf16_wire = false;
+  return r;
+}
+
+int64_t chunk_elems_for(size_t chunk_bytes) { return std::max<int64_t>(16, static_cast<int64_t>(chunk_bytes / 4)); }
+
+}  // namespace detail
+}  // namespace meshnn::ccl

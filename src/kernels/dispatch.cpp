@@ -1,0 +1,91 @@
+// Run-time choice of the kernel instruction set.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "meshnn/kernels/matmul_kernels.hpp"
+
+namespace meshnn::kernels {
+
+namespace {
+
+// -1: no cap set by set_isa_cap().
+std::atomic<int> g_isa_cap{-1};
+
+Isa env_cap() {
+  const char* env = std::getenv("MESHNN_KERNELS");
+  if (env == nullptr) return Isa::AVX512;
+  const std::string_view v(env);
+  if (v == "portable") return Isa::PORTABLE;
+  if (v == "avx2") return Isa::AVX2;
+  return Isa::AVX512;
+}
+
+}  // namespace
+
+const char* to_string(Isa isa) {
+  switch (isa) {
+    case Isa::PORTABLE: return "portable";
+    case Isa::AVX2: return "avx2";
+    case Isa::AVX512: return "avx512";
+  }
+  return "?";
+}
+
+Isa best_supported_isa() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // __builtin_cpu_supports also checks that the OS saves the wider register state (XCR0).
+  static const Isa best = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      return Isa::AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+      return Isa::AVX2;
+    return Isa::PORTABLE;
+  }();
+  return best;
+#else
+  return Isa::PORTABLE;
+#endif
+}
+
+Isa active_isa() {
+  const int cap = g_isa_cap.load(std::memory_order_relaxed);
+  const Isa limit = cap >= 0 ? static_cast<Isa>(cap) : env_cap();
+  return static_cast<Isa>(std::min(static_cast<int>(limit), static_cast<int>(best_supported_isa())));
+}
+
+void set_isa_cap(Isa isa) { g_isa_cap.store(static_cast<int>(isa), std::memory_order_relaxed); }
+void reset_isa_cap() { g_isa_cap.store(-1, std::memory_order_relaxed); }
+
+const KernelSet& kernel_set(Isa isa) {
+  switch (isa) {
+    case Isa::AVX512: return avx512_kernel_set();
+    case Isa::AVX2: return avx2_kernel_set();
+    default: return portable_kernel_set();
+  }
+}
+
+float block_float_scale(int exponent, int mantissa_bits) {
+  return std::ldexp(1.0f, exponent - 127 - (mantissa_bits - 1));
+}
+
+const float* block_float_scale_table(DataType dtype) {
+  struct Tables {
+    float w7[256], w3[256];
+    Tables() {
+      for (int e = 0; e < 256; ++e) {
+        w7[e] = block_float_scale(e, 7);
+        w3[e] = block_float_scale(e, 3);
+      }
+    }
+  };
+  static const Tables tables;
+  return dtype == DataType::BFLOAT4_B ? tables.w3 : tables.w7;
+}
+
+}  // namespace meshnn::kernels

@@ -1,0 +1,63 @@
+#include "meshnn/ops/eltwise.hpp"
+
+#include <vector>
+
+#include "broadcast.hpp"
+#include "meshnn/ops/matmul.hpp"
+#include "op_utils.hpp"
+
+namespace meshnn {
+
+namespace {
+
+using ops_detail::check_float;
+
+Tensor unary(const Tensor& x, Activation activation, const char* what) {
+  check_float(x, what, "x");
+  std::vector<float> v = x.to_float();
+  for (float& e : v) e = apply_activation(activation, e);
+  return ops_detail::like(v, x.shape(), x);
+}
+
+template <class Op>
+Tensor binary(const Tensor& a, const Tensor& b, Op op, const char* what) {
+  check_float(a, what, "a");
+  check_float(b, what, "b");
+  const std::vector<int64_t> out_dims = ops_detail::broadcast_dims(a.shape().dims(), b.shape().dims(), what);
+  const std::vector<float> av = a.to_float(), bv = b.to_float();
+  std::vector<float> out(static_cast<size_t>(ops_detail::volume(out_dims)));
+  if (a.shape().dims() == out_dims && b.shape().dims() == out_dims) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = op(av[i], bv[i]);
+  } else {
+    const ops_detail::BroadcastIndex ai(a.shape().dims(), out_dims), bi(b.shape().dims(), out_dims);
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = op(av[ai(static_cast<int64_t>(i))], bv[bi(static_cast<int64_t>(i))]);
+  }
+  return ops_detail::like(out, Shape(out_dims), a);
+}
+
+}  // namespace
+
+Tensor gelu(const Tensor& x, bool approximate) {
+  return unary(x, approximate ? Activation::GELU_TANH : Activation::GELU, "gelu");
+}
+Tensor silu(const Tensor& x) { return unary(x, Activation::SILU, "silu"); }
+Tensor relu(const Tensor& x) { return unary(x, Activation::RELU, "relu"); }
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary(a, b, [](float x, float y) { return x + y; }, "add");
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary(a, b, [](float x, float y) { return x - y; }, "sub");
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary(a, b, [](float x, float y) { return x * y; }, "mul");
+}
+
+Tensor typecast(const Tensor& x, DataType dtype) {
+  MESHNN_CHECK(!is_block_float(dtype) || x.layout() == Layout::TILE,
+               "typecast: {} needs TILE layout, the tensor is {}", to_string(dtype), to_string(x.layout()));
+  return x.typecast(dtype);
+}
+
+}  // namespace meshnn

@@ -1,0 +1,98 @@
+#include "meshnn/ops/embedding.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "op_utils.hpp"
+
+namespace meshnn {
+
+Tensor embedding(const Tensor& ids, const Tensor& table, std::optional<DataType> dtype, Layout layout) {
+  MESHNN_CHECK(ids.dtype() == DataType::UINT32, "embedding: ids must be uint32, got {}", to_string(ids.dtype()));
+  MESHNN_CHECK(table.shape().rank() == 2, "embedding: table must be [vocab, dim], got {}", table.shape());
+  ops_detail::check_float(table, "embedding", "table");
+  const DataType out_dtype = dtype.value_or(table.dtype());
+  MESHNN_CHECK(!is_block_float(out_dtype) || layout == Layout::TILE, "embedding: {} output needs TILE layout",
+               to_string(out_dtype));
+  const int64_t vocab = table.shape()[0], d = table.shape()[1];
+  const std::vector<uint32_t> id = ids.to_uint32();
+  for (size_t i = 0; i < id.size(); ++i)
+    MESHNN_CHECK(id[i] < vocab, "embedding: id {} at index {} is out of range for a vocabulary of {}", id[i], i, vocab);
+  const std::vector<float> t = table.to_float();
+  std::vector<float> out(id.size() * d);
+  for (size_t i = 0; i < id.size(); ++i)
+    std::copy(t.begin() + id[i] * d, t.begin() + (id[i] + 1) * d, out.begin() + i * d);
+  std::vector<int64_t> dims = ids.shape().dims();
+  dims.push_back(d);
+  return Tensor::from_float(out, Shape(dims), out_dtype, layout);
+}
+
+RotaryTables make_rotary_tables(int64_t head_dim, int64_t max_positions, double theta) {
+  MESHNN_CHECK(head_dim > 0 && head_dim % 2 == 0, "make_rotary_tables: head_dim must be even and > 0, got {}",
+               head_dim);
+  MESHNN_CHECK(max_positions > 0, "make_rotary_tables: max_positions must be > 0, got {}", max_positions);
+  const int64_t half = head_dim / 2;
+  std::vector<float> c(max_positions * head_dim), s(max_positions * head_dim);
+  for (int64_t p = 0; p < max_positions; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(p) * std::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
+      c[p * head_dim + i] = c[p * head_dim + half + i] = static_cast<float>(std::cos(angle));
+      s[p * head_dim + i] = s[p * head_dim + half + i] = static_cast<float>(std::sin(angle));
+    }
+  const Shape shape{max_positions, head_dim};
+  return {Tensor::from_float(c, shape, DataType::FLOAT32, Layout::ROW_MAJOR),
+          Tensor::from_float(s, shape, DataType::FLOAT32, Layout::ROW_MAJOR)};
+}
+
+namespace {
+
+// Rotates each row of x (rows of D) whose position is position_of(row).
+template <class PositionOf>
+Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, PositionOf position_of, const char* what) {
+  ops_detail::check_float(x, what, "x");
+  MESHNN_CHECK(cos.shape().rank() == 2 && cos.shape() == sin.shape(),
+               "{}: cos and sin must both be [positions, head_dim], got {} and {}", what, cos.shape(), sin.shape());
+  const int64_t d = x.shape()[-1], max_pos = cos.shape()[0];
+  MESHNN_CHECK(d % 2 == 0 && cos.shape()[1] == d, "{}: head_dim {} must be even and match the tables' {}", what, d,
+               cos.shape()[1]);
+  const std::vector<float> c = cos.to_float(), s = sin.to_float();
+  std::vector<float> v = x.to_float();
+  const int64_t half = d / 2;
+  std::vector<float> row(d);
+  for (int64_t r = 0; d > 0 && r < static_cast<int64_t>(v.size()) / d; ++r) {
+    const int64_t p = position_of(r);
+    MESHNN_CHECK(p >= 0 && p < max_pos, "{}: position {} is outside the tables' [0, {})", what, p, max_pos);
+    float* xr = v.data() + r * d;
+    std::copy(xr, xr + d, row.begin());
+    const float* cr = c.data() + p * d;
+    const float* sr = s.data() + p * d;
+    for (int64_t i = 0; i < half; ++i) {
+      xr[i] = row[i] * cr[i] - row[i + half] * sr[i];
+      xr[i + half] = row[i + half] * cr[i + half] + row[i] * sr[i + half];
+    }
+  }
+  return ops_detail::like(v, x.shape(), x);
+}
+
+}  // namespace
+
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t position_offset) {
+  MESHNN_CHECK(x.shape().rank() >= 2, "rotary_embedding: x must be [..., S, D], got {}", x.shape());
+  const int64_t seq = x.shape()[-2];
+  MESHNN_CHECK(position_offset >= 0, "rotary_embedding: position_offset must be >= 0, got {}", position_offset);
+  return rotate(
+      x, cos, sin, [&](int64_t row) { return position_offset + row % seq; }, "rotary_embedding");
+}
+
+Tensor rotary_embedding_decode(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                               std::span<const int64_t> positions) {
+  MESHNN_CHECK(x.shape().rank() == 4 && x.shape()[0] == 1, "rotary_embedding_decode: x must be [1, B, H, D], got {}",
+               x.shape());
+  const int64_t users = x.shape()[1], heads = x.shape()[2];
+  MESHNN_CHECK(static_cast<int64_t>(positions.size()) == users,
+               "rotary_embedding_decode: {} positions given for {} users", positions.size(), users);
+  return rotate(
+      x, cos, sin, [&](int64_t row) { return positions[row / heads]; }, "rotary_embedding_decode");
+}
+
+}  // namespace meshnn

@@ -1,0 +1,289 @@
+// matmul / linear: validate once, lay the activations out as float rows, run the tile kernels on
+// the rank's threads, then one fused epilogue (bias, activation, output format) per output tile.
+#include "meshnn/ops/matmul.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <limits>
+#include <vector>
+
+#include "broadcast.hpp"
+#include "meshnn/core/error.hpp"
+#include "meshnn/kernels/matmul_kernels.hpp"
+#include "meshnn/runtime/runtime.hpp"
+#include "meshnn/tensor/bfloat16.hpp"
+#include "meshnn/tensor/block_float.hpp"
+#include "meshnn/tensor/tile_layout.hpp"
+
+namespace meshnn {
+
+float apply_activation(Activation activation, float x) {
+  // gelu and silu at -inf: the limit -0 rather than -inf * 0 = NaN.
+  if (activation != Activation::NONE && x == -std::numeric_limits<float>::infinity()) return -0.0f;
+  switch (activation) {
+    case Activation::NONE: return x;
+    case Activation::GELU: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Activation::GELU_TANH: {
+      const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.0f + std::tanh(inner));
+    }
+    case Activation::SILU:
+      // exp(-x) overflows to inf for x < -88: x / inf = -0, the right limit.
+      return x / (1.0f + std::exp(-x));
+    case Activation::RELU: return x > 0.0f ? x : 0.0f;
+  }
+  return x;
+}
+
+std::string_view to_string(Activation activation) {
+  switch (activation) {
+    case Activation::NONE: return "none";
+    case Activation::GELU: return "gelu";
+    case Activation::GELU_TANH: return "gelu_tanh";
+    case Activation::SILU: return "silu";
+    case Activation::RELU: return "relu";
+  }
+  return "?";
+}
+
+namespace {
+
+using ops_detail::BroadcastIndex;
+
+std::vector<int64_t> batch_dims(const Shape& s) { return {s.dims().begin(), s.dims().end() - 2}; }
+
+// Stored tile row `i` of one batch of `a`, decoded into float rows dst [M][lda] (transposed when a
+// is stored [K, M]), with zeros in the K padding. Works from the tiles directly so a bfloat16
+// activation is decoded once. Tile rows are independent, so threads can share the work.
+void load_a_tile_row(const kernels::KernelSet& ks, const Tensor& a, int64_t batch, int64_t i, bool transposed,
+                     int64_t m, int64_t k, float* dst, int64_t lda) {
+  const Shape padded = a.padded_shape();
+  const int64_t tr = padded[-2] / 32, tc = padded[-1] / 32;
+  const kernels::TileMatrix tiles{a.data<std::byte>() + static_cast<size_t>(batch * tr * tc) * tile_bytes(a.dtype()),
+                                  a.dtype(), tr, tc};
+  alignas(64) float tile[32 * 32];
+  const int64_t r_end = std::min<int64_t>(32, (transposed ? k : m) - i * 32);
+  for (int64_t j = 0; j < tc; ++j) {
+    const int64_t c_end = std::min<int64_t>(32, (transposed ? m : k) - j * 32);
+    if (!transposed && r_end == 32) {
+      ks.decode_tile(tiles.tile(i, j), a.dtype(), dst + i * 32 * lda + j * 32, lda);  // lda >= kp: fits
+    } else if (!transposed) {
+      // Last tile row: only r_end rows belong to this batch (the next batch's rows follow).
+      ks.decode_tile(tiles.tile(i, j), a.dtype(), tile, 32);
+      for (int64_t r = 0; r < r_end; ++r)
+        std::copy(tile + r * 32, tile + r * 32 + 32, dst + (i * 32 + r) * lda + j * 32);
+    } else {
+      ks.decode_tile(tiles.tile(i, j), a.dtype(), tile, 32);
+      for (int64_t r = 0; r < r_end; ++r)
+        for (int64_t c = 0; c < c_end; ++c) dst[(j * 32 + c) * lda + i * 32 + r] = tile[r * 32 + c];
+    }
+  }
+  // The tile padding may hold any pad value: the kernels need zeros beyond K.
+  if (!transposed) {
+    for (int64_t r = 0; r < r_end; ++r) std::fill(dst + (i * 32 + r) * lda + k, dst + (i * 32 + r + 1) * lda, 0.0f);
+  } else if (i == tr - 1) {
+    for (int64_t row = 0; row < m; ++row) std::fill(dst + row * lda + k, dst + (row + 1) * lda, 0.0f);
+  }
+}
+
+// Uninitialised 64-byte aligned float storage that only grows. Each calling thread keeps its
+// own pair (A rows, C rows) between calls: a prefill matmul needs tens of MB of scratch, and
+// fresh pages every call cost ~5% in page faults.
+class ScratchFloats {
+ public:
+  float* get(size_t n) {
+    if (n > capacity_) {
+      data_.reset(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)));
+      MESHNN_CHECK(data_ != nullptr, "matmul: cannot allocate {} bytes of scratch", n * sizeof(float));
+      capacity_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data_;
+  size_t capacity_ = 0;
+};
+
+// The work of one call, shared by the threads.
+struct MatmulPlan {
+  const kernels::KernelSet* ks;
+  int64_t m, k, n, kp, np;
+  int64_t groups;            // independent GEMMs (output batches, or 1 when b is not batched)
+  int64_t rows_per_group;    // M, or M * batches when the batches of a share one b
+  std::vector<int64_t> b_batch_of_group;
+  const Tensor* b;
+  bool transpose_b;
+  // [groups][rows_per_group][kp] and [groups][rows_per_group][np]; rows start 64-byte aligned
+  // (kp, np are multiples of 32 floats) so that the kernels' vector loads never split cache lines.
+  float* a_rows;
+  float* c_rows;
+  const float* bias = nullptr;  // n values or nullptr
+  Activation activation = Activation::NONE;
+  Tensor* out;
+  int64_t out_mt;  // output tile rows per batch matrix
+};
+
+// Bias, activation and encoding of output tiles (mt over all output batches' tile rows) for the
+// tile columns [nt_begin, nt_end) of one group.
+void epilogue(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_end) {
+  const DataType dtype = p.out->dtype();
+  const int64_t out_nt = p.np / 32;
+  const int64_t batches_in_group = p.rows_per_group / p.m;
+  alignas(64) float faces[32 * 32];
+  for (int64_t bi = 0; bi < batches_in_group; ++bi) {
+    const int64_t out_batch = group * batches_in_group + bi;
+    const float* c = p.c_rows + (group * p.rows_per_group + bi * p.m) * p.np;
+    for (int64_t mt = 0; mt < p.out_mt; ++mt)
+      for (int64_t nt = nt_begin; nt < nt_end; ++nt) {
+        // Padding stays 0; only the valid rows (often 1 of 32 in decode) are read and activated.
+        std::memset(faces, 0, sizeof faces);
+        const int64_t rows = std::min<int64_t>(32, p.m - mt * 32), cols = std::min<int64_t>(32, p.n - nt * 32);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* crow = c + (mt * 32 + r) * p.np + nt * 32;
+          float* face_row = faces + tile_element_index(r, 0);
+          for (int64_t col = 0; col < cols; ++col) {
+            float v = crow[col];
+            if (p.bias) v += p.bias[nt * 32 + col];
+            // Columns 16..31 live in the next face (256 floats on).
+            face_row[col < 16 ? col : col + 240] = p.activation == Activation::NONE ? v : apply_activation(p.activation, v);
+          }
+        }
+        const int64_t tile_index = (out_batch * p.out_mt + mt) * out_nt + nt;
+        std::byte* dst = p.out->data<std::byte>() + static_cast<size_t>(tile_index) * tile_bytes(dtype);
+        switch (dtype) {
+          case DataType::FLOAT32: std::memcpy(dst, faces, sizeof faces); break;
+          case DataType::BFLOAT16: {
+            uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+            for (int i = 0; i < 1024; ++i) d[i] = float_to_bfloat16(faces[i]);
+            break;
+          }
+          default: pack_block_float_tile(faces, dst, dtype); break;
+        }
+      }
+  }
+}
+
+Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, const Tensor* bias,
+                  Activation activation, const MatmulOptions& options, const char* what) {
+  MESHNN_CHECK(a.shape().rank() >= 2 && b.shape().rank() >= 2, "{}: inputs need rank >= 2, got {} and {}", what,
+               a.shape(), b.shape());
+  MESHNN_CHECK(a.dtype() == DataType::FLOAT32 || a.dtype() == DataType::BFLOAT16,
+               "{}: activations must be float32 or bfloat16, got {}", what, to_string(a.dtype()));
+  MESHNN_CHECK(a.layout() == Layout::TILE && b.layout() == Layout::TILE, "{}: inputs must be TILE layout, got {} and {}",
+               what, to_string(a.layout()), to_string(b.layout()));
+  MESHNN_CHECK(!is_integer(b.dtype()), "{}: weights must be float32, bfloat16, bfloat8_b or bfloat4_b, got {}", what,
+               to_string(b.dtype()));
+  const DataType out_dtype = options.output_dtype.value_or(a.dtype());
+  MESHNN_CHECK(!is_integer(out_dtype), "{}: output dtype must be a float format, got {}", what, to_string(out_dtype));
+
+  const int64_t m = transpose_a ? a.shape()[-1] : a.shape()[-2];
+  const int64_t k = transpose_a ? a.shape()[-2] : a.shape()[-1];
+  const int64_t kb = transpose_b ? b.shape()[-1] : b.shape()[-2];
+  const int64_t n = transpose_b ? b.shape()[-2] : b.shape()[-1];
+  MESHNN_CHECK(k == kb, "{}: inner dims differ: a {} (transpose_a={}) has K={}, b {} (transpose_b={}) has K={}", what,
+               a.shape(), transpose_a, k, b.shape(), transpose_b, kb);
+
+  const std::vector<int64_t> a_batch = batch_dims(a.shape()), b_batch = batch_dims(b.shape());
+  const std::vector<int64_t> out_batch = ops_detail::broadcast_dims(a_batch, b_batch, what);
+  const int64_t batches = ops_detail::volume(out_batch);
+
+  MatmulPlan p;
+  p.ks = &kernels::kernel_set(options.force_portable ? kernels::Isa::PORTABLE : kernels::active_isa());
+  p.m = m;
+  p.k = k;
+  p.n = n;
+  p.kp = round_up_to_tile(k);
+  p.np = round_up_to_tile(n);
+  p.b = &b;
+  p.transpose_b = transpose_b;
+  p.activation = activation;
+  p.out_mt = round_up_to_tile(m) / 32;
+
+  std::vector<int64_t> out_dims = out_batch;
+  out_dims.push_back(m);
+  out_dims.push_back(n);
+  Tensor out(Shape(out_dims), out_dtype, Layout::TILE);
+  p.out = &out;
+
+  std::vector<float> bias_values;
+  if (bias != nullptr) {
+    MESHNN_CHECK(bias->volume() == n && bias->shape()[-1] == n, "{}: bias must hold N={} values in its last dim, got {}",
+                 what, n, bias->shape());
+    bias_values = bias->to_float();
+    p.bias = bias_values.data();
+  }
+  if (m == 0 || n == 0 || batches == 0) return out;
+
+  // When b has a single matrix, all batches of a are one GEMM with M * batches rows: better
+  // blocking for decode (e.g. 32 users x 1 row) and B decoded once.
+  const bool fold = ops_detail::volume(b_batch) == 1;
+  p.groups = fold ? 1 : batches;
+  p.rows_per_group = fold ? m * batches : m;
+  const BroadcastIndex a_index(a_batch, out_batch), b_index(b_batch, out_batch);
+  p.b_batch_of_group.resize(p.groups);
+  for (int64_t g = 0; g < p.groups; ++g) p.b_batch_of_group[g] = fold ? 0 : b_index(g);
+
+  thread_local ScratchFloats a_scratch, c_scratch;
+  p.a_rows = a_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
+  p.c_rows = c_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.np));
+  ThreadPool* pool = options.pool;
+  if (pool == nullptr && Runtime::exists()) pool = &Runtime::instance().pool();
+  const int threads = pool ? pool->num_threads() : 1;
+  auto run = [&](int64_t count, const std::function<void(int64_t, int64_t, int)>& fn) {
+    if (pool != nullptr && threads > 1 && count > 1)
+      pool->parallel_for(count, fn);
+    else
+      fn(0, count, 0);
+  };
+
+  // Activations -> float rows, one item per (output batch, stored tile row).
+  const int64_t a_tile_rows = a.padded_shape()[-2] / 32;
+  run(batches * a_tile_rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t ob = item / a_tile_rows;
+      load_a_tile_row(*p.ks, a, a_index(ob), item % a_tile_rows, transpose_a, m, k, p.a_rows + ob * m * p.kp, p.kp);
+    }
+  });
+
+  const int64_t nt_total = p.np / 32;
+  // Items = (group, chunk of tile columns); enough chunks to give every thread work.
+  const int64_t chunks = std::min<int64_t>(nt_total, std::max<int64_t>(1, (threads + p.groups - 1) / p.groups));
+  const int64_t items = p.groups * chunks;
+
+  const size_t b_matrix_bytes =
+      static_cast<size_t>(b.padded_shape()[-2] / 32 * (b.padded_shape()[-1] / 32)) * tile_bytes(b.dtype());
+  auto work = [&](int64_t begin, int64_t end, int) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t g = item / chunks, chunk = item % chunks;
+      const int64_t nt_begin = nt_total * chunk / chunks, nt_end = nt_total * (chunk + 1) / chunks;
+      const kernels::TileMatrix bm{b.data<std::byte>() + p.b_batch_of_group[g] * b_matrix_bytes, b.dtype(),
+                                   b.padded_shape()[-2] / 32, b.padded_shape()[-1] / 32};
+      kernels::gemm_tile_b(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp, bm,
+                           transpose_b, nt_begin, nt_end, p.c_rows + g * p.rows_per_group * p.np, p.np);
+      epilogue(p, g, nt_begin, nt_end);
+    }
+  };
+  run(items, work);
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, const MatmulOptions& options) {
+  return run_matmul(a, b, transpose_a, transpose_b, nullptr, Activation::NONE, options, "matmul");
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation activation,
+              const MatmulOptions& options) {
+  return run_matmul(x, w, false, false, bias, activation, options, "linear");
+}
+
+}  // namespace meshnn

@@ -1,0 +1,86 @@
+#include "meshnn/ops/normalization.hpp"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "op_utils.hpp"
+
+namespace meshnn {
+
+namespace {
+
+// x (+ residual) as row-major values with rows of the last dim.
+std::vector<float> input_rows(const Tensor& x, const Tensor* residual, const char* what) {
+  ops_detail::check_float(x, what, "x");
+  std::vector<float> h = x.to_float();
+  if (residual != nullptr) {
+    MESHNN_CHECK(residual->shape() == x.shape(), "{}: residual shape {} differs from x shape {}", what,
+                 residual->shape(), x.shape());
+    ops_detail::check_float(*residual, what, "residual");
+    const std::vector<float> r = residual->to_float();
+    for (size_t i = 0; i < h.size(); ++i) h[i] += r[i];
+  }
+  return h;
+}
+
+}  // namespace
+
+Tensor rms_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* residual) {
+  std::vector<float> h = input_rows(x, residual, "rms_norm");
+  const int64_t w = x.shape()[-1];
+  const std::vector<float> g = ops_detail::channel_values(weight, w, 1.0f, "rms_norm", "weight");
+  for (size_t row = 0; w > 0 && row < h.size() / w; ++row) {
+    float* r = h.data() + row * w;
+    double sq = 0;
+    for (int64_t i = 0; i < w; ++i) sq += static_cast<double>(r[i]) * r[i];
+    const double inv = 1.0 / std::sqrt(sq / w + eps);
+    for (int64_t i = 0; i < w; ++i) r[i] = static_cast<float>(r[i] * inv * g[i]);
+  }
+  return ops_detail::like(h, x.shape(), x);
+}
+
+Tensor layer_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* bias, const Tensor* residual) {
+  std::vector<float> h = input_rows(x, residual, "layer_norm");
+  const int64_t w = x.shape()[-1];
+  const std::vector<float> g = ops_detail::channel_values(weight, w, 1.0f, "layer_norm", "weight");
+  const std::vector<float> b = ops_detail::channel_values(bias, w, 0.0f, "layer_norm", "bias");
+  for (size_t row = 0; w > 0 && row < h.size() / w; ++row) {
+    float* r = h.data() + row * w;
+    double mean = 0;
+    for (int64_t i = 0; i < w; ++i) mean += r[i];
+    mean /= w;
+    // Two passes: the variance of (x - mean) avoids cancellation for offset rows.
+    double var = 0;
+    for (int64_t i = 0; i < w; ++i) var += (r[i] - mean) * (r[i] - mean);
+    var /= w;
+    const double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < w; ++i) r[i] = static_cast<float>((r[i] - mean) * inv * g[i] + b[i]);
+  }
+  return ops_detail::like(h, x.shape(), x);
+}
+
+Tensor softmax(const Tensor& x, int dim) {
+  ops_detail::check_float(x, "softmax", "x");
+  const int d = x.shape().normalize_dim(dim);
+  const int64_t n = x.shape()[d], inner = x.shape().inner_volume(d), outer = x.shape().outer_volume(d);
+  std::vector<float> v = x.to_float();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      float* base = v.data() + o * n * inner + in;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, base[i * inner]);
+      // All -inf: exp(-inf - -inf) = NaN, as torch.
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float e = std::exp(base[i * inner] - mx);
+        base[i * inner] = e;
+        sum += e;
+      }
+      const double inv = 1.0 / sum;
+      for (int64_t i = 0; i < n; ++i) base[i * inner] = static_cast<float>(base[i * inner] * inv);
+    }
+  return ops_detail::like(v, x.shape(), x);
+}
+
+}  // namespace meshnn

@@ -1,0 +1,363 @@
+// all_gather / reduce_scatter / all_reduce on mesh tensors under MPI: a CI-sized selection of
+// ccl-cases.md in every dtype and both layouts, on every mesh shape of this rank count and every
+// cluster_axis. Verdicts are combined over ranks before any assertion.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "meshnn/ccl/ccl.hpp"
+#include "meshnn/core/error.hpp"
+#include "meshnn/ops/pcc.hpp"
+#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/tensor/tile_layout.hpp"
+#include "support/test_helpers.hpp"
+
+namespace meshnn {
+namespace {
+
+using testing::all_ranks_ok;
+using testing::same_on_all_ranks;
+using testing::seeded_tensor;
+using testing::world_rank;
+using testing::world_size;
+
+struct Config {
+  MeshShape shape;
+  std::optional<int> axis;
+  std::string name() const { return shape.to_string() + (axis ? " axis " + std::to_string(*axis) : " axis none"); }
+};
+
+std::vector<Config> configs() {
+  const int n = world_size();
+  std::vector<Config> c = {{{1, n}, std::nullopt}, {{1, n}, 1}};
+  if (n >= 4) {
+    const MeshShape two{2, n / 2};
+    c.push_back({two, 0});
+    c.push_back({two, 1});
+    c.push_back({two, std::nullopt});
+  } else {
+    c.push_back({{n, 1}, 0});
+  }
+  return c;
+}
+
+struct GroupInfo {
+  int size, position;
+  std::vector<int> axes;
+  MPI_Comm comm;
+};
+GroupInfo group_of(const MeshDevice& mesh, std::optional<int> axis) {
+  if (axis) return {mesh.axis_size(*axis), mesh.axis_position(*axis), {*axis}, mesh.axis_comm(*axis)};
+  return {mesh.num_devices(), mesh.device_id(), {0, 1}, mesh.comm()};
+}
+
+std::vector<DataType> dtypes_for(Layout layout) {
+  if (layout == Layout::TILE)
+    return {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B, DataType::INT32};
+  return {DataType::FLOAT32, DataType::BFLOAT16, DataType::UINT32};
+}
+
+// Would the shards cut tiles (then block floats are requantised: PCC instead of bit equality)?
+bool cuts_tiles(const Shape& shard, Layout layout, int d) {
+  if (layout == Layout::ROW_MAJOR) return false;
+  const int r = shard.rank();
+  return (d >= r - 2 || r == 1) && shard[d] % kTileWidth != 0;
+}
+
+struct GatherCase {
+  Shape global;
+  int dim;
+};
+
+// ---------------- all_gather ----------------
+
+TEST(CclMpiAllGather, CasesEveryDtypeLayoutAxis) {
+  const std::vector<GatherCase> cases = {
+      {Shape{4, 1, 33, 256}, 0}, {Shape{4, 1, 256, 32}, 0}, {Shape{8, 5, 13, 512}, 3}, {Shape{8, 5, 32, 384}, -1},
+      {Shape{1, 1, 32, 4096}, 3}, {Shape{1, 1, 128, 1024}, 2}, {Shape{1, 1, 1024, 128}, 3}, {Shape{8, 8, 32, 384}, 1},
+      {Shape{1, 1, 8192, 32}, -2}};
+  for (const Config& cfg : configs()) {
+    auto mesh = MeshDevice::open(cfg.shape);
+    const GroupInfo g = group_of(*mesh, cfg.axis);
+    for (Topology topo : {Topology::Ring, Topology::Linear}) {
+      for (const GatherCase& c : cases) {
+        const int d = c.dim < 0 ? c.dim + c.global.rank() : c.dim;
+        if (c.global[d] % g.size != 0) continue;
+        for (Layout layout : {Layout::ROW_MAJOR, Layout::TILE}) {
+          for (DataType dtype : dtypes_for(layout)) {
+            const Tensor host = seeded_tensor(c.global, dtype, layout, 7);
+            Placements pl{Replicate{}, Replicate{}};
+            for (int a : g.axes) pl[a] = Shard{c.dim};
+            MeshMapperConfig mapper;
+            mapper.placements = pl;
+            const MeshTensor in = distribute_tensor(host, mapper, mesh);
+            const MeshTensor out = all_gather(in, c.dim, cfg.axis, topo);
+            bool ok = out.shape() == c.global && out.local().shape() == c.global;
+            for (int a : g.axes) ok = ok && is_replicate(out.placement(a));
+            const Shape shard = in.shard_shape();
+            if (ok && is_block_float(dtype) && cuts_tiles(shard, layout, d)) {
+              ok = pcc(host, out.local()) >= 0.9999;
+            } else if (ok) {
+              ok = testing::bitwise_equal(out.local(), host) &&
+                   std::memcmp(out.local().data<std::byte>(), host.data<std::byte>(), host.size_bytes()) == 0;
+            }
+            EXPECT_TRUE(all_ranks_ok(ok)) << cfg.name() << " " << to_string(topo) << " " << c.global.to_string() << " dim "
+                                          << c.dim << " " << to_string(dtype) << " " << to_string(layout);
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---------------- reductions ----------------
+
+// Member k of the group contributes seeded_tensor(shape, seed + k): identical on every device with
+// the same group position, so the other mesh axis really is replicated.
+MeshTensor contribution(const MeshDevicePtr& mesh, const Shape& shape, DataType dtype, Layout layout,
+                        const GroupInfo& g, ReduceOp op, uint64_t seed, bool ones) {
+  Tensor local = ones ? Tensor::from_float(std::vector<float>(shape.volume(), 1.0f), shape, dtype, layout)
+                      : seeded_tensor(shape, dtype, layout, seed + g.position);
+  Placements pl{Replicate{}, Replicate{}};
+  for (int a : g.axes) pl[a] = Partial{op};
+  return MeshTensor(mesh, shape, pl, std::move(local));
+}
+
+// float64 reduction of every member's contribution, logical row-major order.
+std::vector<double> reference(const Shape& shape, DataType dtype, Layout layout, const GroupInfo& g, ReduceOp op,
+                              uint64_t seed, bool ones) {
+  std::vector<double> acc(shape.volume(), 0.0);
+  for (int k = 0; k < g.size; ++k) {
+    const std::vector<float> v = ones ? std::vector<float>(shape.volume(), 1.0f)
+                                      : seeded_tensor(shape, dtype, layout, seed + k).to_float();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (k == 0 || op == ReduceOp::SUM || op == ReduceOp::MEAN) {
+        acc[i] = k == 0 ? v[i] : acc[i] + v[i];
+      } else {
+        acc[i] = op == ReduceOp::MAX ? std::max(acc[i], static_cast<double>(v[i])) : std::min(acc[i], static_cast<double>(v[i]));
+      }
+    }
+  }
+  if (op == ReduceOp::MEAN)
+    for (double& x : acc) x /= g.size;
+  return acc;
+}
+
+// Slice p (of n) of row-major values along d.
+std::vector<double> slice_of(const std::vector<double>& v, const Shape& shape, int d, int n, int p) {
+  const int64_t outer = shape.outer_volume(d), run = shape[d] / n * shape.inner_volume(d);
+  std::vector<double> out;
+  for (int64_t k = 0; k < outer; ++k)
+    for (int64_t i = 0; i < run; ++i) out.push_back(v[(k * n + p) * run + i]);
+  return out;
+}
+
+// Max error relative to the largest reference magnitude; tolerance per output dtype.
+double max_rel_error(const std::vector<double>& ref, const std::vector<float>& got) {
+  double scale = 1e-30, err = 0;
+  for (double r : ref) scale = std::max(scale, std::abs(r));
+  for (size_t i = 0; i < ref.size(); ++i) err = std::max(err, std::abs(ref[i] - got[i]));
+  return err / scale;
+}
+double tolerance(DataType dtype) {
+  switch (dtype) {
+    case DataType::BFLOAT16: return 8e-3;
+    case DataType::BFLOAT8_B: return 3e-2;
+    case DataType::BFLOAT4_B: return 0.3;
+    case DataType::FLOAT32: return 1e-6;
+    default: return 0;
+  }
+}
+
+struct ReduceCase {
+  Shape out_shape;  // per device output (reduce_scatter) / per device shape (all_reduce)
+  int dim;
+};
+
+TEST(CclMpiReduceScatter, CasesEveryDtypeLayoutAxis) {
+  const std::vector<ReduceCase> cases = {{Shape{1, 2, 32, 256}, 3}, {Shape{1, 1, 32, 256}, 3}, {Shape{1, 1, 224, 128}, -1},
+                                         {Shape{1, 1, 32, 1280}, 1}, {Shape{1, 1, 64, 48}, 2}, {Shape{2, 3, 5, 7}, 0}};
+  double worst[6] = {0};
+  for (const Config& cfg : configs()) {
+    auto mesh = MeshDevice::open(cfg.shape);
+    const GroupInfo g = group_of(*mesh, cfg.axis);
+    for (Topology topo : {Topology::Ring, Topology::Linear}) {
+      for (const ReduceCase& c : cases) {
+        const int d = c.dim < 0 ? c.dim + c.out_shape.rank() : c.dim;
+        Shape in_shape = c.out_shape;
+        in_shape[d] = in_shape[d] * g.size;
+        for (Layout layout : {Layout::ROW_MAJOR, Layout::TILE}) {
+          for (DataType dtype : dtypes_for(layout)) {
+            for (bool ones : {false, true}) {
+              const ReduceOp op = ReduceOp::SUM;
+              const MeshTensor in = contribution(mesh, in_shape, dtype, layout, g, op, 100, ones);
+              const MeshTensor out = reduce_scatter(in, c.dim, op, cfg.axis, topo);
+              bool ok = out.local().shape() == c.out_shape;
+              for (int a : g.axes) ok = ok && out.placement(a) == Placement{Shard{d}};
+              const auto ref = slice_of(reference(in_shape, dtype, layout, g, op, 100, ones), in_shape, d, g.size, g.position);
+              const std::vector<float> got = out.local().to_float();
+              const double err = max_rel_error(ref, got);
+              ok = ok && err <= (ones ? 0.0 : tolerance(dtype));
+              worst[static_cast<int>(dtype)] = std::max(worst[static_cast<int>(dtype)], err);
+              EXPECT_TRUE(all_ranks_ok(ok)) << cfg.name() << " " << to_string(topo) << " " << in_shape.to_string() << " dim " << c.dim
+                                            << " " << to_string(dtype) << " " << to_string(layout) << " ones=" << ones
+                                            << " err=" << err;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (world_rank() == 0)
+    std::printf("reduce_scatter max relative error: float32 %.3g bfloat16 %.3g bfloat8_b %.3g bfloat4_b %.3g\n", worst[0],
+                worst[1], worst[2], worst[3]);
+}
+
+TEST(CclMpiAllReduce, CasesEveryDtypeLayoutAxisAndOp) {
+  const std::vector<Shape> shapes = {Shape{1, 1, 32, 1024}, Shape{1, 1, 1024, 32}, Shape{1, 4, 64, 32},
+                                     Shape{2, 2, 64, 64}, Shape{3, 5, 7}};
+  double worst[6] = {0};
+  for (const Config& cfg : configs()) {
+    auto mesh = MeshDevice::open(cfg.shape);
+    const GroupInfo g = group_of(*mesh, cfg.axis);
+    for (Topology topo : {Topology::Ring, Topology::Linear}) {
+      for (const Shape& shape : shapes) {
+        for (Layout layout : {Layout::ROW_MAJOR, Layout::TILE}) {
+          for (DataType dtype : dtypes_for(layout)) {
+            for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::MEAN}) {
+              for (bool ones : {false, true}) {
+                if (ones && op != ReduceOp::SUM) continue;
+                if (is_integer(dtype) && op == ReduceOp::MEAN) continue;
+                const MeshTensor in = contribution(mesh, shape, dtype, layout, g, op, 300, ones);
+                const MeshTensor out = all_reduce(in, op, cfg.axis, topo);
+                bool ok = out.local().shape() == shape;
+                for (int a : g.axes) ok = ok && is_replicate(out.placement(a));
+                const auto ref = reference(shape, dtype, layout, g, op, 300, ones);
+                const double err = max_rel_error(ref, out.local().to_float());
+                // max/min of quantised values need no rounding at all.
+                const double tol = ones || op == ReduceOp::MAX ? 0.0 : tolerance(dtype);
+                ok = ok && err <= tol && same_on_all_ranks(std::string(
+                                            reinterpret_cast<const char*>(out.local().data<std::byte>()), 64), g.comm);
+                worst[static_cast<int>(dtype)] = std::max(worst[static_cast<int>(dtype)], err);
+                EXPECT_TRUE(all_ranks_ok(ok)) << cfg.name() << " " << to_string(topo) << " " << shape.to_string() << " "
+                                              << to_string(dtype) << " " << to_string(layout) << " " << to_string(op)
+                                              << " ones=" << ones << " err=" << err;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (world_rank() == 0)
+    std::printf("all_reduce max relative error: float32 %.3g bfloat16 %.3g bfloat8_b %.3g bfloat4_b %.3g\n", worst[0],
+                worst[1], worst[2], worst[3]);
+}
+
+// ---------------- float32 sum against MPI's own collectives ----------------
+
+TEST(CclMpiAgainstMpi, Float32SumElementByElement) {
+  for (const Config& cfg : configs()) {
+    auto mesh = MeshDevice::open(cfg.shape);
+    const GroupInfo g = group_of(*mesh, cfg.axis);
+    for (Algorithm algo : {Algorithm::Auto, Algorithm::Ring, Algorithm::BidirectionalRing, Algorithm::Line, Algorithm::Direct}) {
+      CclOptions opts;
+      opts.algorithm = algo;
+      opts.chunk_bytes = 4096;  // several pipelined chunks even at CI sizes
+      const int64_t count = 3 * 1024 + 64;
+      const Shape shape{1, count * g.size};
+      // Integer-valued data: every order of summation is exact, so MPI and we must agree bit for bit.
+      std::vector<float> mine = testing::seeded_values(shape.volume(), 900 + g.position, true);
+      Placements pl{Replicate{}, Replicate{}};
+      for (int a : g.axes) pl[a] = Partial{};
+      const MeshTensor in(mesh, shape, pl, Tensor::from_float(mine, shape, DataType::FLOAT32, Layout::ROW_MAJOR));
+
+      std::vector<float> mpi_rs(count), mpi_ar(shape.volume()), mpi_ag(shape.volume() * g.size);
+      MPI_Reduce_scatter_block(mine.data(), mpi_rs.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, g.comm);
+      MPI_Allreduce(mine.data(), mpi_ar.data(), static_cast<int>(shape.volume()), MPI_FLOAT, MPI_SUM, g.comm);
+
+      const MeshTensor rs = reduce_scatter(in, 1, ReduceOp::SUM, cfg.axis, std::nullopt, 2, opts);
+      const MeshTensor ar = all_reduce(in, ReduceOp::SUM, cfg.axis, std::nullopt, 2, opts);
+      bool ok = std::memcmp(rs.local().data<float>(), mpi_rs.data(), count * 4) == 0 &&
+                std::memcmp(ar.local().data<float>(), mpi_ar.data(), mpi_ar.size() * 4) == 0;
+
+      // all_gather of each member's piece against MPI_Allgather.
+      Placements sh{Replicate{}, Replicate{}};
+      for (int a : g.axes) sh[a] = Shard{1};
+      const Shape gathered{1, count * g.size * g.size};
+      const MeshTensor piece(mesh, gathered, sh, Tensor::from_float(mine, shape, DataType::FLOAT32, Layout::ROW_MAJOR));
+      MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, mpi_ag.data(), static_cast<int>(mine.size()),
+                    MPI_FLOAT, g.comm);
+      const MeshTensor ag = all_gather(piece, 1, cfg.axis, std::nullopt, 2, opts);
+      ok = ok && std::memcmp(ag.local().data<float>(), mpi_ag.data(), mpi_ag.size() * 4) == 0;
+      EXPECT_TRUE(all_ranks_ok(ok)) << cfg.name() << " " << ccl::to_string(algo);
+    }
+  }
+}
+
+TEST(CclMpiDeterminism, RandomFloatsBitwiseRepeatable) {
+  auto mesh = MeshDevice::open({1, world_size()});
+  const GroupInfo g = group_of(*mesh, std::nullopt);
+  const Shape shape{1, 1, 64, 1024};
+  const MeshTensor in = contribution(mesh, shape, DataType::FLOAT32, Layout::ROW_MAJOR, g, ReduceOp::SUM, 5, false);
+  CclOptions opts;
+  opts.chunk_bytes = 8192;
+  const MeshTensor a = all_reduce(in, ReduceOp::SUM, std::nullopt, std::nullopt, 1, opts);
+  const MeshTensor b = all_reduce(in, ReduceOp::SUM, std::nullopt, std::nullopt, 1, opts);
+  const std::string bytes(reinterpret_cast<const char*>(a.local().data<std::byte>()), a.local().size_bytes());
+  const bool ok = std::memcmp(a.local().data<std::byte>(), b.local().data<std::byte>(), a.local().size_bytes()) == 0 &&
+                  same_on_all_ranks(bytes);
+  EXPECT_TRUE(all_ranks_ok(ok));
+}
+
+// ---------------- invalid calls ----------------
+
+// The error must be thrown on every rank, with the same message containing `needle`.
+bool same_error_everywhere(const std::string& message, const std::string& needle) {
+  const bool ok = !message.empty() && message.find(needle) != std::string::npos;
+  return all_ranks_ok(ok) && same_on_all_ranks(message);
+}
+
+TEST(CclMpiErrors, SameErrorOnEveryRankAndMeshStillWorks) {
+  auto mesh = MeshDevice::open({1, world_size()});
+  const int n = world_size();
+  const Shape shape{1, 1, 32, 64 * n};
+  const MeshTensor sharded = distribute_tensor(seeded_tensor(shape, DataType::FLOAT32, Layout::ROW_MAJOR, 1),
+                                               ShardTensorToMesh(3), mesh);
+  const MeshTensor partial(mesh, Shape{1, 1, 32, 3 * n + 1}, {Partial{}, Partial{}},
+                           seeded_tensor(Shape{1, 1, 32, 3 * n + 1}, DataType::FLOAT32, Layout::ROW_MAJOR, 2));
+  using testing::error_message_of;
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_gather(sharded, 4); }), "dim 4 is out of range"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_gather(sharded, -5); }), "dim -5 is out of range"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { reduce_scatter(partial, 3); }), "does not divide over"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_gather(sharded, 3, 0); }), "groups a single device"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_gather(sharded, 3, 2); }), "cluster_axis must be 0 or 1"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_gather(partial, 3); }), "reduce it first"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_reduce(sharded); }), "meaningless"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_gather(sharded, 2); }), "sharded on dim 3"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_reduce(partial, ReduceOp::MAX); }), "Partial(sum)"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_reduce(partial, ReduceOp::SUM, {}, {}, 0); }), "num_links"));
+
+  // Checked mode: rank 0 passes a different shape; every rank throws the same error.
+  CclOptions checked;
+  checked.checked = true;
+  const Shape mine = world_rank() == 0 ? Shape{1, 1, 32, 64} : Shape{1, 1, 32, 128};
+  const MeshTensor odd(mesh, mine, {Partial{}, Partial{}}, seeded_tensor(mine, DataType::FLOAT32, Layout::ROW_MAJOR, 3));
+  EXPECT_TRUE(same_error_everywhere(
+      error_message_of([&] { all_reduce(odd, ReduceOp::SUM, {}, {}, 1, checked); }), "arguments differ across the group"));
+
+  // The mesh still works, checked mode included.
+  const MeshTensor ones(mesh, shape, {Partial{}, Partial{}},
+                        Tensor::from_float(std::vector<float>(shape.volume(), 1.0f), shape, DataType::FLOAT32, Layout::ROW_MAJOR));
+  const MeshTensor sum = all_reduce(ones, ReduceOp::SUM, {}, {}, 1, checked);
+  bool ok = true;
+  for (float v : sum.local().to_float()) ok = ok && v == static_cast<float>(n);
+  EXPECT_TRUE(all_ranks_ok(ok));
+}
+
+}  // namespace
+}  // namespace meshnn

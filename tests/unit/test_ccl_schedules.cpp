@@ -1,0 +1,332 @@
+// Every ccl schedule over the in-process transport, 1..16 virtual ranks, against a direct
+// computation element by element (and bit by bit where the reduction order is documented).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "meshnn/ccl/collectives.hpp"
+#include "meshnn/ccl/plan.hpp"
+#include "meshnn/core/error.hpp"
+#include "meshnn/tensor/bfloat16.hpp"
+
+namespace meshnn::ccl {
+namespace {
+
+struct Variant {
+  Algorithm algorithm;
+  HopSplit split = HopSplit::SplitFarthest;
+  Topology topology = Topology::Ring;
+  const char* name;
+};
+const Variant kVariants[] = {
+    {Algorithm::Ring, HopSplit::SplitFarthest, Topology::Ring, "ring"},
+    {Algorithm::BidirectionalRing, HopSplit::SplitFarthest, Topology::Ring, "bidirectional/split_farthest"},
+    {Algorithm::BidirectionalRing, HopSplit::ParitySwap, Topology::Ring, "bidirectional/parity_swap"},
+    {Algorithm::Line, HopSplit::SplitFarthest, Topology::Linear, "line"},
+    {Algorithm::Direct, HopSplit::SplitFarthest, Topology::Ring, "direct"},
+};
+
+CclOptions options_for(const Variant& v, size_t chunk_bytes) {
+  CclOptions o;
+  o.algorithm = v.algorithm;
+  o.hop_split = v.split;
+  o.chunk_bytes = chunk_bytes;
+  o.watchdog_seconds = 60;
+  return o;
+}
+
+// Small integers: every partial sum is exact in float32 (and in bfloat16), so any order must give
+// exactly the direct result.
+float int_value(int member, int64_t i) { return static_cast<float>((member * 131 + i * 7) % 17 - 8); }
+// Arbitrary floats for order-sensitive checks.
+float real_value(int member, int64_t i) {
+  uint64_t h = (static_cast<uint64_t>(member) * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(i) * 0xC2B2AE3D27D4EB4Full);
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 32;
+  return static_cast<float>(static_cast<double>(h % 2000001) / 1000000.0 - 1.0) * 3.7f;
+}
+
+TEST(CclAllGather, EveryScheduleEveryGroupSize) {
+  for (const Variant& v : kVariants) {
+    for (int n = 1; n <= 16; ++n) {
+      for (size_t bytes : {size_t{0}, size_t{1}, size_t{100}, size_t{5000}}) {
+        for (int links : {1, 3}) {
+          std::atomic<int> bad{0};
+          InProcessFabric::run(n, [&](Transport& t) {
+            std::vector<uint8_t> mine(bytes), out(bytes * n, 0xEE);
+            for (size_t i = 0; i < bytes; ++i) mine[i] = static_cast<uint8_t>(t.position() * 37 + i);
+            CallContext ctx{t, 0, v.topology, links, options_for(v, 256), ""};
+            all_gather_bytes(ctx, mine.data(), bytes, out.data());
+            for (int j = 0; j < n; ++j)
+              for (size_t i = 0; i < bytes; ++i)
+                if (out[j * bytes + i] != static_cast<uint8_t>(j * 37 + i)) ++bad;
+          });
+          EXPECT_EQ(bad.load(), 0) << v.name << " n=" << n << " bytes=" << bytes << " links=" << links;
+        }
+      }
+    }
+  }
+}
+
+TEST(CclAllGather, OwnBlockAlreadyInPlace) {
+  InProcessFabric::run(5, [&](Transport& t) {
+    const size_t bytes = 333;
+    std::vector<uint8_t> out(bytes * 5, 0);
+    for (size_t i = 0; i < bytes; ++i) out[t.position() * bytes + i] = static_cast<uint8_t>(t.position() + i);
+    CallContext ctx{t, 0, Topology::Ring, 1, options_for(kVariants[1], 64), ""};
+    all_gather_bytes(ctx, out.data() + t.position() * bytes, bytes, out.data());
+    for (int j = 0; j < 5; ++j)
+      for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(out[j * bytes + i], static_cast<uint8_t>(j + i));
+  });
+}
+
+// The documented order of each schedule, evaluated directly: element e of slice j.
+float chain_sum(const Variant& v, int n, int j, int64_t e, int64_t slice_count, bool first_half,
+                float (*value)(int, int64_t), int64_t global_index) {
+  auto x = [&](int m) { return value(((m % n) + n) % n, global_index); };
+  float acc;
+  switch (v.algorithm) {
+    case Algorithm::Line: {
+      // ((x0 + ... + x[j-1]) + x[j]) + (x[n-1] + ... + x[j+1])
+      float left = 0;
+      for (int m = 0; m < j; ++m) left = m == 0 ? x(0) : left + x(m);
+      acc = j == 0 ? x(0) : left + x(j);
+      if (j < n - 1) {
+        float right = x(n - 1);
+        for (int m = n - 2; m > j; --m) right = right + x(m);
+        acc = acc + right;
+      }
+      return acc;
+    }
+    case Algorithm::BidirectionalRing:
+      if (!first_half) {
+        acc = x(j - 1);
+        for (int k = 2; k < n; ++k) acc = acc + x(j - k);
+        return n == 1 ? x(j) : acc + x(j);
+      }
+      [[fallthrough]];
+    default:
+      if (n == 1) return x(j);
+      acc = x(j + 1);
+      for (int k = 2; k < n; ++k) acc = acc + x(j + k);
+      return acc + x(j);
+  }
+  (void)e;
+  (void)slice_count;
+}
+
+TEST(CclReduceScatter, EveryScheduleEveryGroupSizeExactIntegers) {
+  for (const Variant& v : kVariants) {
+    for (int n = 1; n <= 16; ++n) {
+      for (int64_t count : {int64_t{1}, int64_t{37}, int64_t{1000}}) {
+        for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::MIN, ReduceOp::MEAN}) {
+          for (bool bf16 : {false, true}) {
+            if (bf16 && op != ReduceOp::SUM) continue;
+            std::atomic<int> bad{0};
+            InProcessFabric::run(n, [&](Transport& t) {
+              const int p = t.position();
+              std::vector<float> in(count * n), out(count, -999.f);
+              for (int64_t i = 0; i < count * n; ++i) in[i] = int_value(p, i);
+              CclOptions o = options_for(v, 256);
+              o.partials_in_input_dtype = bf16;
+              CallContext ctx{t, 0, v.topology, 2, o, ""};
+              Reduction red{op, ElementType::F32, bf16, n};
+              reduce_scatter_values(ctx, in.data(), out.data(), count, red);
+              for (int64_t e = 0; e < count; ++e) {
+                const int64_t g = p * count + e;
+                double expect = int_value(0, g);
+                for (int m = 1; m < n; ++m) {
+                  const double x = int_value(m, g);
+                  expect = op == ReduceOp::MAX ? std::max(expect, x) : op == ReduceOp::MIN ? std::min(expect, x) : expect + x;
+                }
+                float want = static_cast<float>(expect);
+                if (op == ReduceOp::MEAN) want = want / static_cast<float>(n);
+                if (out[e] != want) ++bad;
+              }
+            });
+            EXPECT_EQ(bad.load(), 0) << v.name << " n=" << n << " count=" << count << " op=" << to_string(op)
+                                     << " bf16_wire=" << bf16;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CclReduceScatter, FixedOrderBitwise) {
+  // Random floats: the result must be exactly the documented chain, on every member.
+  for (const Variant& v : kVariants) {
+    for (int n : {2, 3, 4, 5, 8, 13, 16}) {
+      const int64_t count = 301;
+      std::atomic<int> bad{0};
+      InProcessFabric::run(n, [&](Transport& t) {
+        const int p = t.position();
+        std::vector<float> in(count * n), out(count);
+        for (int64_t i = 0; i < count * n; ++i) in[i] = real_value(p, i);
+        CallContext ctx{t, 0, v.topology, 1, options_for(v, 128), ""};
+        reduce_scatter_values(ctx, in.data(), out.data(), count, Reduction{ReduceOp::SUM, ElementType::F32, false, n});
+        for (int64_t e = 0; e < count; ++e) {
+          const float want = chain_sum(v, n, p, e, count, e < count / 2, real_value, p * count + e);
+          if (std::memcmp(&want, &out[e], 4) != 0) ++bad;
+        }
+      });
+      EXPECT_EQ(bad.load(), 0) << v.name << " n=" << n;
+    }
+  }
+}
+
+TEST(CclReduceScatter, IntegerTypesWrapAndCompare) {
+  for (ElementType type : {ElementType::I32, ElementType::U32}) {
+    for (int n : {2, 3, 7}) {
+      std::atomic<int> bad{0};
+      InProcessFabric::run(n, [&](Transport& t) {
+        const int p = t.position();
+        const int64_t count = 50;
+        std::vector<int32_t> in(count * n), out(count);
+        for (int64_t i = 0; i < count * n; ++i) in[i] = static_cast<int32_t>((p + 1) * 1000003 * (i + 1));
+        for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::MIN}) {
+          CallContext ctx{t, 0, Topology::Ring, 1, options_for(kVariants[0], 64), ""};
+          reduce_scatter_values(ctx, in.data(), out.data(), count, Reduction{op, type, false, n});
+          for (int64_t e = 0; e < count; ++e) {
+            const int64_t g = p * count + e;
+            uint32_t sum = 0;
+            int32_t smax = INT32_MIN, smin = INT32_MAX;
+            uint32_t umax = 0, umin = UINT32_MAX;
+            for (int m = 0; m < n; ++m) {
+              const int32_t x = static_cast<int32_t>((m + 1) * 1000003 * (g + 1));
+              sum += static_cast<uint32_t>(x);
+              smax = std::max(smax, x);
+              smin = std::min(smin, x);
+              umax = std::max(umax, static_cast<uint32_t>(x));
+              umin = std::min(umin, static_cast<uint32_t>(x));
+            }
+            const uint32_t got = static_cast<uint32_t>(out[e]);
+            const uint32_t want = op == ReduceOp::SUM ? sum
+                                  : op == ReduceOp::MAX ? (type == ElementType::I32 ? static_cast<uint32_t>(smax) : umax)
+                                                        : (type == ElementType::I32 ? static_cast<uint32_t>(smin) : umin);
+            if (got != want) ++bad;
+          }
+        }
+      });
+      EXPECT_EQ(bad.load(), 0) << "type=" << static_cast<int>(type) << " n=" << n;
+    }
+  }
+}
+
+TEST(CclAllReduce, EveryScheduleEveryGroupSizeExactIntegers) {
+  for (const Variant& v : kVariants) {
+    for (int n = 1; n <= 16; ++n) {
+      for (int64_t count : {int64_t{1}, int64_t{5}, int64_t{999}, int64_t{4096}}) {
+        for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::MEAN}) {
+          std::atomic<int> bad{0};
+          InProcessFabric::run(n, [&](Transport& t) {
+            const int p = t.position();
+            std::vector<float> in(count), out(count, -999.f);
+            for (int64_t i = 0; i < count; ++i) in[i] = int_value(p, i);
+            CallContext ctx{t, 0, v.topology, 2, options_for(v, 512), ""};
+            all_reduce_values(ctx, in.data(), out.data(), count, Reduction{op, ElementType::F32, false, n});
+            for (int64_t e = 0; e < count; ++e) {
+              double expect = int_value(0, e);
+              for (int m = 1; m < n; ++m)
+                expect = op == ReduceOp::MAX ? std::max<double>(expect, int_value(m, e)) : expect + int_value(m, e);
+              float want = static_cast<float>(expect);
+              if (op == ReduceOp::MEAN) want = want / static_cast<float>(n);
+              if (out[e] != want) ++bad;
+            }
+          });
+          EXPECT_EQ(bad.load(), 0) << v.name << " n=" << n << " count=" << count << " op=" << to_string(op);
+        }
+      }
+    }
+  }
+}
+
+TEST(CclAllReduce, IdenticalOnEveryMemberAndDeterministic) {
+  for (const Variant& v : kVariants) {
+    for (int n : {2, 3, 4, 6, 8, 16}) {
+      const int64_t count = 2500;
+      std::vector<std::vector<float>> results(2 * n);
+      for (int run = 0; run < 2; ++run) {
+        InProcessFabric::run(n, [&](Transport& t) {
+          const int p = t.position();
+          std::vector<float> in(count), out(count);
+          for (int64_t i = 0; i < count; ++i) in[i] = real_value(p, i);
+          CallContext ctx{t, 0, v.topology, 3, options_for(v, 256), ""};
+          all_reduce_values(ctx, in.data(), out.data(), count, Reduction{ReduceOp::SUM, ElementType::F32, false, n});
+          results[run * n + p] = out;
+        });
+      }
+      for (int k = 1; k < 2 * n; ++k)
+        EXPECT_EQ(std::memcmp(results[0].data(), results[k].data(), count * 4), 0) << v.name << " n=" << n << " k=" << k;
+    }
+  }
+}
+
+TEST(CclAllReduce, DirectAndRingGiveTheSameBits) {
+  for (int n : {2, 3, 5, 8}) {
+    const int64_t count = 777;
+    std::vector<float> ring(count), direct(count);
+    for (Algorithm a : {Algorithm::Ring, Algorithm::Direct}) {
+      InProcessFabric::run(n, [&](Transport& t) {
+        std::vector<float> in(count), out(count);
+        for (int64_t i = 0; i < count; ++i) in[i] = real_value(t.position(), i);
+        CclOptions o;
+        o.algorithm = a;
+        o.chunk_bytes = 128;
+        CallContext ctx{t, 0, Topology::Ring, 1, o, ""};
+        all_reduce_values(ctx, in.data(), out.data(), count, Reduction{ReduceOp::SUM, ElementType::F32, false, n});
+        if (t.position() == 0) (a == Algorithm::Ring ? ring : direct) = out;
+      });
+    }
+    EXPECT_EQ(std::memcmp(ring.data(), direct.data(), count * 4), 0) << "n=" << n;
+  }
+}
+
+TEST(CclSchedule, AutoChoice) {
+  CclOptions o;
+  EXPECT_EQ(choose_schedule(Collective::AllGather, 8, 1 << 20, Topology::Ring, o).algorithm, Algorithm::BidirectionalRing);
+  EXPECT_EQ(choose_schedule(Collective::AllGather, 2, 1 << 20, Topology::Ring, o).algorithm, Algorithm::Ring);
+  EXPECT_EQ(choose_schedule(Collective::AllGather, 8, 1024, Topology::Ring, o).algorithm, Algorithm::Direct);
+  EXPECT_EQ(choose_schedule(Collective::ReduceScatter, 8, 512 << 10, Topology::Ring, o).algorithm, Algorithm::Direct);
+  EXPECT_EQ(choose_schedule(Collective::ReduceScatter, 8, 4 << 20, Topology::Linear, o).algorithm, Algorithm::Line);
+  o.algorithm = Algorithm::Ring;
+  o.chunk_bytes = 4096;
+  const Schedule s = choose_schedule(Collective::AllReduce, 8, 100, Topology::Linear, o);
+  EXPECT_EQ(s.algorithm, Algorithm::Ring);
+  EXPECT_EQ(s.chunk_bytes, 4096u);
+  EXPECT_EQ(parse_algorithm("bidirectional_ring"), Algorithm::BidirectionalRing);
+  EXPECT_THROW(parse_algorithm("tree"), Error);
+}
+
+TEST(CclWatchdog, ReportsOpStepPeerAndBytes) {
+  std::mutex m;
+  std::string report;
+  set_stuck_handler([](const std::string& message) { throw Error(message); });
+  try {
+    InProcessFabric::run(2, [&](Transport& t) {
+      if (t.position() == 1) return;  // never joins the collective
+      std::vector<uint8_t> mine(4096), out(8192);
+      CclOptions o;
+      o.watchdog_seconds = 0.3;
+      CallContext ctx{t, 0, Topology::Ring, 1, o, ""};
+      try {
+        all_gather_bytes(ctx, mine.data(), mine.size(), out.data());
+      } catch (const Error& e) {
+        std::lock_guard lock(m);
+        report = e.what();
+      }
+    });
+  } catch (...) {
+  }
+  set_stuck_handler({});
+  EXPECT_NE(report.find("all_gather stuck at step 0 waiting for peer virtual rank 1"), std::string::npos) << report;
+  EXPECT_NE(report.find("bytes outstanding"), std::string::npos) << report;
+}
+
+}  // namespace
+}  // namespace meshnn::ccl

@@ -1,0 +1,379 @@
+// matmul / linear against an independent float64 reference, over every dtype combination and
+// every kernel instruction set this CPU runs, on odd shapes (non-multiples of 32), batch
+// broadcasting and transposes.
+//
+// Tolerances (u = 2^-24, float32 unit roundoff; K terms accumulated in float32, any order):
+//  * vs the float64 product of the *dequantised* inputs (what the kernel is given):
+//      |C - C64| <= K * u * sum_k |a_mk| |b_kn|  (+ output rounding: 2^-8 |C| for bfloat16)
+//    The factor K * u is the classic gamma_K bound, so a kernel bug of any real size fails it.
+//  * vs the float64 product of the *original* float values, which adds the weight format's error:
+//      bfloat16: |b - q(b)| <= 2^-8 |b|        -> + 2^-8 * sum_k |a_mk| |b_kn|
+//      bfloat8_b / bfloat4_b (W magnitude bits, no hidden one; the shared exponent is the block's
+//      largest, rounding is to half a step of 2^(E-127-(W-1)) but saturation can cost a full
+//      step): |b - q(b)| <= 2^-(W-1) * max|block|
+//                                               -> + 2^-(W-1) * sum_k |a_mk| max|block(k, n)|
+//    and the PCC against the original values must reach 0.9999 (bf16), 0.999 (bfp8), 0.98 (bfp4).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/kernels/matmul_kernels.hpp"
+#include "meshnn/ops/matmul.hpp"
+#include "meshnn/ops/pcc.hpp"
+#include "meshnn/runtime/thread_pool.hpp"
+#include "meshnn/tensor/tensor.hpp"
+
+namespace meshnn {
+namespace {
+
+using kernels::Isa;
+
+std::vector<float> random_values(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> out{Isa::PORTABLE};
+  if (kernels::best_supported_isa() >= Isa::AVX2) out.push_back(Isa::AVX2);
+  if (kernels::best_supported_isa() >= Isa::AVX512) out.push_back(Isa::AVX512);
+  return out;
+}
+
+// Restores the default ISA choice when a test ends.
+struct IsaCap {
+  explicit IsaCap(Isa isa) { kernels::set_isa_cap(isa); }
+  ~IsaCap() { kernels::reset_isa_cap(); }
+};
+
+// Float64 reference: c[batch][m][n] with numpy broadcasting of the leading dims, written without
+// the library's broadcast helper. Also returns sum |a||b| and sum |a| * blockmax(b) per element.
+struct Reference {
+  std::vector<int64_t> dims;  // output shape
+  std::vector<double> c, abs_sum, block_sum;
+};
+
+Reference reference_matmul(const std::vector<float>& a, const Shape& as, const std::vector<float>& b, const Shape& bs,
+                           bool ta, bool tb, const std::vector<float>* block_max) {
+  const int64_t am = as[-2], ak = as[-1], bk = bs[-2], bn = bs[-1];
+  const int64_t M = ta ? ak : am, K = ta ? am : ak, N = tb ? bk : bn;
+  const int rank = std::max(as.rank(), bs.rank());
+  std::vector<int64_t> ad(rank - 2, 1), bd(rank - 2, 1), od(rank - 2);
+  for (int i = 0; i < as.rank() - 2; ++i) ad[rank - as.rank() + i] = as[i];
+  for (int i = 0; i < bs.rank() - 2; ++i) bd[rank - bs.rank() + i] = bs[i];
+  int64_t batches = 1;
+  for (int i = 0; i < rank - 2; ++i) {
+    od[i] = std::max(ad[i], bd[i]);
+    batches *= od[i];
+  }
+  Reference r;
+  r.dims = od;
+  r.dims.push_back(M);
+  r.dims.push_back(N);
+  r.c.assign(batches * M * N, 0);
+  r.abs_sum.assign(batches * M * N, 0);
+  r.block_sum.assign(batches * M * N, 0);
+  for (int64_t ob = 0; ob < batches; ++ob) {
+    int64_t rem = ob, abi = 0, bbi = 0, astride = 1, bstride = 1;
+    for (int i = rank - 3; i >= 0; --i) {
+      const int64_t coord = rem % od[i];
+      rem /= od[i];
+      abi += (ad[i] == 1 ? 0 : coord) * astride;
+      bbi += (bd[i] == 1 ? 0 : coord) * bstride;
+      astride *= ad[i];
+      bstride *= bd[i];
+    }
+    const float* A = a.data() + abi * M * K;
+    const float* B = b.data() + bbi * K * N;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0, sa = 0, sb = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double av = ta ? A[k * M + m] : A[m * K + k];
+          const int64_t bi = tb ? n * K + k : k * N + n;
+          s += av * B[bi];
+          sa += std::fabs(av * B[bi]);
+          if (block_max) sb += std::fabs(av) * (*block_max)[bbi * K * N + bi];
+        }
+        const int64_t o = (ob * M + m) * N + n;
+        r.c[o] = s;
+        r.abs_sum[o] = sa;
+        r.block_sum[o] = sb;
+      }
+  }
+  return r;
+}
+
+// max |value| over the 16-element block (face row) holding each element of a logical
+// [batch, rows, cols] matrix: blocks are 16 consecutive columns of one row, aligned to 16.
+std::vector<float> block_max_of(const std::vector<float>& v, const Shape& s) {
+  const int64_t rows = s[-2], cols = s[-1], batch = s.volume() / std::max<int64_t>(1, rows * cols);
+  std::vector<float> out(v.size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+        const int64_t base = (b * rows + r) * cols;
+        float mx = 0;
+        for (int64_t c = c0; c < std::min(cols, c0 + 16); ++c) mx = std::max(mx, std::fabs(v[base + c]));
+        for (int64_t c = c0; c < std::min(cols, c0 + 16); ++c) out[base + c] = mx;
+      }
+  return out;
+}
+
+double format_rel_error(DataType d) {
+  switch (d) {
+    case DataType::BFLOAT16: return std::ldexp(1.0, -8);
+    case DataType::BFLOAT8_B: return std::ldexp(1.0, -6);
+    case DataType::BFLOAT4_B: return std::ldexp(1.0, -2);
+    default: return 0;
+  }
+}
+
+double min_pcc(DataType d) {
+  switch (d) {
+    case DataType::BFLOAT16: return 0.9999;
+    case DataType::BFLOAT8_B: return 0.999;
+    case DataType::BFLOAT4_B: return 0.98;
+    default: return 0.999999;
+  }
+}
+
+struct Case {
+  std::vector<int64_t> a, b;  // stored shapes
+  bool ta = false, tb = false;
+};
+
+// Checks one matmul; returns the number of elements outside the bounds (reported via gtest).
+void check_matmul(const Case& cs, DataType adt, DataType bdt, Isa isa, uint32_t seed) {
+  const Shape as(cs.a), bs(cs.b);
+  const std::vector<float> a0 = random_values(as.volume(), seed), b0 = random_values(bs.volume(), seed + 1, 0.5f);
+  const Tensor a = Tensor::from_float(a0, as, adt, Layout::TILE);
+  // Blocks of B run along its stored rows, so transposed B has them along K.
+  const Tensor b = Tensor::from_float(b0, bs, bdt, Layout::TILE);
+  const std::vector<float> aq = a.to_float(), bq = b.to_float();
+  const std::vector<float> bmax = block_max_of(b0, bs);
+
+  IsaCap cap(isa);
+  MatmulOptions opt;
+  opt.output_dtype = DataType::FLOAT32;
+  const Tensor c = matmul(a, b, cs.ta, cs.tb, opt);
+  const std::vector<float> got = c.to_float();
+
+  const Reference rq = reference_matmul(aq, as, bq, bs, cs.ta, cs.tb, nullptr);
+  const Reference r0 = reference_matmul(aq, as, b0, bs, cs.ta, cs.tb, &bmax);
+  ASSERT_EQ(c.shape(), Shape(rq.dims));
+  const int64_t K = cs.ta ? as[-2] : as[-1];
+  const double gamma = K * std::ldexp(1.0, -24);
+  const double fmt_err = format_rel_error(bdt);
+  int64_t bad_q = 0, bad_0 = 0;
+  double worst_q = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol_q = gamma * rq.abs_sum[i] + 1e-30;
+    const double err_q = std::fabs(got[i] - rq.c[i]);
+    worst_q = std::max(worst_q, err_q / tol_q);
+    if (err_q > tol_q) ++bad_q;
+    const double fmt_term = is_block_float(bdt) ? fmt_err * r0.block_sum[i] : fmt_err * r0.abs_sum[i];
+    if (std::fabs(got[i] - r0.c[i]) > gamma * r0.abs_sum[i] + fmt_term + 1e-30) ++bad_0;
+  }
+  EXPECT_EQ(bad_q, 0) << "vs dequantised reference; worst err/tol " << worst_q;
+  EXPECT_EQ(bad_0, 0) << "vs original values";
+  std::vector<float> ref0(r0.c.begin(), r0.c.end());
+  EXPECT_GE(pcc(ref0, got), min_pcc(bdt));
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {{1, 45}, {45, 70}},                          // decode row, small-M path
+      {{3, 33}, {33, 31}},                          // small-M, one padded tile each way
+      {{4, 64}, {64, 96}},
+      {{7, 100}, {100, 65}},                        // panel path, M not a multiple of the micro rows
+      {{37, 300}, {300, 129}},                      // K > one K block (256): accumulation across blocks
+      {{2, 3, 17, 40}, {40, 50}},                   // batched a, shared b (folded rows)
+      {{2, 1, 5, 40}, {1, 3, 40, 33}},              // batch dims broadcast both ways
+      {{19, 40}, {2, 40, 35}},                      // shared a, batched b
+      {{40, 21}, {40, 66}, true, false},            // transpose_a
+      {{9, 70}, {45, 70}, false, true},             // transpose_b (small M goes through panels)
+      {{2, 50, 12}, {2, 34, 50}, true, true},       // both
+  };
+  return all;
+}
+
+class KernelsMatmulIsa : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(KernelsMatmulIsa, AllDtypesOddShapesMatchFloat64) {
+  const Isa isa = GetParam();
+  uint32_t seed = 100;
+  for (DataType adt : {DataType::FLOAT32, DataType::BFLOAT16})
+    for (DataType bdt : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B})
+      for (const Case& cs : cases()) {
+        SCOPED_TRACE(::testing::Message() << "a " << Shape(cs.a).to_string() << " " << to_string(adt) << (cs.ta ? " T" : "")
+                                          << ", b " << Shape(cs.b).to_string() << " " << to_string(bdt) << (cs.tb ? " T" : ""));
+        check_matmul(cs, adt, bdt, isa, seed++);
+      }
+}
+
+TEST_P(KernelsMatmulIsa, LargeMCrossesRowBlocks) {
+  // M = 530 > the 480-row A block; B decoded once per block of rows.
+  check_matmul({{530, 70}, {70, 40}}, DataType::FLOAT32, DataType::BFLOAT8_B, GetParam(), 7);
+}
+
+TEST_P(KernelsMatmulIsa, EveryDecodeRowCount) {
+  // M = 1..16 crosses the small-M / panel switch and every micro-kernel height.
+  for (int64_t m = 1; m <= 16; ++m) {
+    SCOPED_TRACE(::testing::Message() << "M=" << m);
+    check_matmul({{m, 96}, {96, 64}}, DataType::BFLOAT16, DataType::BFLOAT4_B, GetParam(), 300 + m);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, KernelsMatmulIsa, ::testing::ValuesIn(isas()),
+                         [](const auto& info) { return std::string(kernels::to_string(info.param)); });
+
+// Linear: bias then activation, output in every dtype; reference in float64 from dequantised
+// inputs. Output rounding adds 2^-8 |y| (bfloat16) or 2^-(W-1) * max|block| (block floats, via
+// PCC only since the block max of the output is what the kernel chose).
+TEST(KernelsLinear, BiasAndActivationsAllOutputDtypes) {
+  const int64_t M = 13, K = 75, N = 90;
+  const std::vector<float> x0 = random_values(M * K, 1), w0 = random_values(K * N, 2, 0.3f),
+                           b0 = random_values(N, 3);
+  const Tensor x = Tensor::from_float(x0, Shape{M, K}, DataType::BFLOAT16, Layout::TILE);
+  const Tensor w = Tensor::from_float(w0, Shape{K, N}, DataType::BFLOAT8_B, Layout::TILE);
+  const Tensor bias = Tensor::from_float(b0, Shape{N}, DataType::BFLOAT16, Layout::ROW_MAJOR);
+  const std::vector<float> xq = x.to_float(), wq = w.to_float(), bq = bias.to_float();
+  for (Activation act :
+       {Activation::NONE, Activation::GELU, Activation::GELU_TANH, Activation::SILU, Activation::RELU})
+    for (DataType odt : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
+      SCOPED_TRACE(::testing::Message() << to_string(act) << " -> " << to_string(odt));
+      MatmulOptions opt;
+      opt.output_dtype = odt;
+      const Tensor y = linear(x, w, &bias, act, opt);
+      ASSERT_EQ(y.dtype(), odt);
+      ASSERT_EQ(y.shape(), (Shape{M, N}));
+      const std::vector<float> got = y.to_float();
+      std::vector<float> ref(M * N);
+      int64_t bad = 0;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double s = bq[n], sa = std::fabs(bq[n]);
+          for (int64_t k = 0; k < K; ++k) {
+            s += double(xq[m * K + k]) * wq[k * N + n];
+            sa += std::fabs(double(xq[m * K + k]) * wq[k * N + n]);
+          }
+          double v = s;
+          switch (act) {
+            case Activation::GELU: v = 0.5 * s * (1 + std::erf(s / std::sqrt(2.0))); break;
+            case Activation::GELU_TANH:
+              v = 0.5 * s * (1 + std::tanh(std::sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
+              break;
+            case Activation::SILU: v = s / (1 + std::exp(-s)); break;
+            case Activation::RELU: v = s > 0 ? s : 0; break;
+            default: break;
+          }
+          ref[m * N + n] = static_cast<float>(v);
+          // Every activation here has |f'| <= 1.13, so input error passes through at most 1.13x;
+          // plus 4 ulps of float32 for the activation's own evaluation.
+          double tol = 1.13 * (K + 1) * std::ldexp(1.0, -24) * sa + 4 * std::ldexp(std::fabs(v), -24) + 1e-30;
+          if (odt == DataType::BFLOAT16) tol += std::ldexp(std::fabs(v), -8);
+          if (!is_block_float(odt) && std::fabs(got[m * N + n] - v) > tol) ++bad;
+        }
+      EXPECT_EQ(bad, 0);
+      EXPECT_GE(pcc(ref, got), odt == DataType::BFLOAT4_B ? 0.97 : 0.999);
+    }
+}
+
+TEST(KernelsMatmul, ThreadsGiveBitwiseTheSameResult) {
+  // Columns are split between threads, never K, so the summation order per element is unchanged.
+  ThreadPool pool(2);
+  for (auto shape : {std::vector<int64_t>{1, 200, 300}, {40, 200, 300}, {6, 3, 5, 64}}) {
+    const Shape as(shape.size() == 3 ? std::vector<int64_t>{shape[0], shape[1]}
+                                     : std::vector<int64_t>{shape[0], shape[1], shape[2], shape[3]});
+    const Shape bs = shape.size() == 3 ? Shape{shape[1], shape[2]} : Shape{shape[0], 1, shape[3], 45};
+    const Tensor a = Tensor::from_float(random_values(as.volume(), 5), as, DataType::FLOAT32, Layout::TILE);
+    const Tensor b = Tensor::from_float(random_values(bs.volume(), 6), bs, DataType::BFLOAT8_B, Layout::TILE);
+    MatmulOptions one, two;
+    two.pool = &pool;
+    const std::vector<float> c1 = matmul(a, b, false, false, one).to_float();
+    const std::vector<float> c2 = matmul(a, b, false, false, two).to_float();
+    EXPECT_EQ(c1, c2) << as.to_string() << " x " << bs.to_string();
+  }
+}
+
+TEST(KernelsMatmul, PortableAndVectorPathsAgree) {
+  const Tensor a = Tensor::from_float(random_values(33 * 130, 8), Shape{33, 130}, DataType::FLOAT32, Layout::TILE);
+  const Tensor b = Tensor::from_float(random_values(130 * 77, 9), Shape{130, 77}, DataType::BFLOAT4_B, Layout::TILE);
+  MatmulOptions portable;
+  portable.force_portable = true;
+  portable.output_dtype = DataType::FLOAT32;
+  MatmulOptions fast = portable;
+  fast.force_portable = false;
+  EXPECT_GE(pcc(matmul(a, b, false, false, portable), matmul(a, b, false, false, fast)), 0.99999);
+}
+
+TEST(KernelsMatmul, ValidationNamesTheValues) {
+  const Tensor a = Tensor::from_float(random_values(4 * 8, 1), Shape{4, 8}, DataType::FLOAT32, Layout::TILE);
+  const Tensor b = Tensor::from_float(random_values(9 * 5, 1), Shape{9, 5}, DataType::FLOAT32, Layout::TILE);
+  try {
+    matmul(a, b);
+    FAIL() << "expected meshnn::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("K=8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("K=9"), std::string::npos) << e.what();
+  }
+  const Tensor a3 = Tensor::from_float(random_values(2 * 4 * 9, 1), Shape{2, 4, 9}, DataType::FLOAT32, Layout::TILE);
+  const Tensor b3 = Tensor::from_float(random_values(3 * 9 * 5, 1), Shape{3, 9, 5}, DataType::FLOAT32, Layout::TILE);
+  EXPECT_THROW(matmul(a3, b3), Error);
+  const Tensor rm = Tensor::from_float(random_values(4 * 8, 1), Shape{4, 8}, DataType::FLOAT32, Layout::ROW_MAJOR);
+  EXPECT_THROW(matmul(rm, rm), Error);
+  const Tensor bias = Tensor::from_float(random_values(4, 1), Shape{4}, DataType::FLOAT32, Layout::ROW_MAJOR);
+  const Tensor w = Tensor::from_float(random_values(8 * 5, 1), Shape{8, 5}, DataType::FLOAT32, Layout::TILE);
+  EXPECT_THROW(linear(a, w, &bias), Error);
+}
+
+// --- pcc -------------------------------------------------------------------------------------
+
+TEST(KernelsPcc, TtnnConventions) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  const std::vector<float> x{1, 2, 3, 4}, y{2, 4, 6, 8.5f}, z{0, 0, 0, 0}, n{nan, nan, nan, nan};
+  EXPECT_EQ(pcc(n, n), 1.0);
+  EXPECT_EQ(pcc(n, x), 0.0);
+  EXPECT_EQ(pcc(x, n), 0.0);
+  EXPECT_EQ(pcc(z, x), 0.0);
+  EXPECT_EQ(pcc(x, z), 0.0);
+  EXPECT_EQ(pcc(z, z), 1.0);
+  EXPECT_EQ(pcc(x, x), 1.0);
+  // NaN/inf zeroed before comparing: {1, NaN} and {1, inf} both become {1, 0}.
+  EXPECT_EQ(pcc(std::vector<float>{1, nan, 3}, std::vector<float>{1, inf, 3}), 1.0);
+  // Constant inputs: equal -> 1, unequal -> 0.
+  EXPECT_EQ(pcc(std::vector<float>{2, 2, 2}, std::vector<float>{2, 2, 2}), 1.0);
+  EXPECT_EQ(pcc(std::vector<float>{2, 2, 2}, std::vector<float>{3, 3, 3}), 0.0);
+  // General case in float64.
+  double mx = 2.5, my = 5.125, sxy = 0, sxx = 0, syy = 0;
+  for (int i = 0; i < 4; ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  EXPECT_NEAR(pcc(x, y), sxy / std::sqrt(sxx * syy), 1e-15);
+  EXPECT_NEAR(pcc(x, std::vector<float>{4, 3, 2, 1}), -1.0, 1e-15);
+  EXPECT_THROW(pcc(x, std::vector<float>{1, 2}), Error);
+}
+
+TEST(KernelsPcc, TensorOverloadChecksShapes) {
+  const Tensor a = Tensor::from_float(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3}, DataType::FLOAT32,
+                                      Layout::TILE);
+  const Tensor b = a.typecast(DataType::BFLOAT16);
+  EXPECT_EQ(pcc(a, b), 1.0);
+  const Tensor c = Tensor::from_float(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{3, 2}, DataType::FLOAT32,
+                                      Layout::TILE);
+  EXPECT_THROW(pcc(a, c), Error);
+}
+
+}  // namespace
+}  // namespace meshnn
