@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "meshnn/ccl/collectives.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/mpi_utils.hpp"
 #include "meshnn/tensor/concat.hpp"
@@ -31,32 +32,49 @@ Tensor take_chunk(const Tensor& t, int dim, int64_t chunk, int index, float pad_
   return pad_to(slice(t, dim, begin, end), dim, chunk, pad_value);
 }
 
-// Every rank's shard, in device-id order, on every rank (root empty) or on the root only.
-// Shards have one shape on every rank, so every message size is known up front.
+// Every rank's shard, in device-id order, on every rank (root = nullopt: the runtime's own
+// all_gather schedule) or on the root only (a one-step point-to-point gather). Shards have one
+// shape on every rank, so every message size is known up front.
 std::vector<Tensor> gather_shards(const MeshTensor& t, std::optional<int> root) {
-  const MeshDevice& mesh = t.mesh_device();
+  MeshDevice& mesh = t.mesh_device();
   const int n = mesh.num_devices();
   const int me = mesh.device_id();
   const Tensor& local = t.local();
-  const int bytes = checked_mpi_count(static_cast<int64_t>(local.size_bytes()));
-  const bool receiver = !root || *root == me;
-
+  const size_t bytes = local.size_bytes();
   std::vector<Tensor> shards;
+  if (!root) {
+    std::vector<std::byte> all(bytes * static_cast<size_t>(n));
+    if (n > 1) {
+      ccl::MpiTransport transport(mesh.comm(), [&mesh](int k) {
+        return fmt::format("device {} {}", k, mesh.coordinate_of(k).to_string());
+      });
+      ccl::CallContext ctx{transport, ccl::tag_base_for(mesh.next_operation_id(), transport), mesh.topology(), 1, {},
+                           "compose (all_gather)"};
+      ccl::all_gather_bytes(ctx, local.data<std::byte>(), bytes, all.data());
+    }
+    for (int src = 0; src < n; ++src) {
+      if (src == me) {
+        shards.push_back(local);
+        continue;
+      }
+      shards.emplace_back(local.shape(), local.dtype(), local.layout());
+      std::memcpy(shards.back().data<std::byte>(), all.data() + bytes * static_cast<size_t>(src), bytes);
+    }
+    return shards;
+  }
+  const int count = checked_mpi_count(static_cast<int64_t>(bytes));
   std::vector<MPI_Request> requests;
-  if (receiver) {
+  if (*root == me) {
     for (int src = 0; src < n; ++src) {
       shards.push_back(src == me ? local : Tensor(local.shape(), local.dtype(), local.layout()));
       if (src == me) continue;
       requests.emplace_back();
-      MESHNN_MPI_CHECK(MPI_Irecv(shards.back().data<std::byte>(), bytes, MPI_BYTE, src, kComposeTag, mesh.comm(),
+      MESHNN_MPI_CHECK(MPI_Irecv(shards.back().data<std::byte>(), count, MPI_BYTE, src, kComposeTag, mesh.comm(),
                                  &requests.back()));
     }
-  }
-  for (int dst = 0; dst < n; ++dst) {
-    if (dst == me || (root && *root != dst)) continue;
+  } else {
     requests.emplace_back();
-    MESHNN_MPI_CHECK(MPI_Isend(local.data<std::byte>(), bytes, MPI_BYTE, dst, kComposeTag, mesh.comm(),
-                               &requests.back()));
+    MESHNN_MPI_CHECK(MPI_Isend(local.data<std::byte>(), count, MPI_BYTE, *root, kComposeTag, mesh.comm(), &requests.back()));
   }
   MESHNN_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
   return shards;
