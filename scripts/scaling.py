@@ -99,7 +99,8 @@ def main():
     p.add_argument("--ranks", default="1,2,4,8")
     p.add_argument("--modes", default="tp,dp")
     p.add_argument("--dtypes", default="bfloat16")
-    p.add_argument("--batch", type=int, default=1, help="strong-scaling batch (and weak-scaling batch per rank)")
+    p.add_argument("--batch", type=int, default=1,
+                   help="strong-scaling batch (dp: at least the largest rank count) and weak-scaling batch per rank")
     p.add_argument("--scaling", default="strong,weak", help="strong, weak or both")
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--hidden", type=int, default=4544)
@@ -128,7 +129,12 @@ def main():
             for dtype in args.dtypes.split(","):
                 baseline = None
                 for ranks in sorted(ranks_list):
-                    batch = args.batch * (ranks if scaling == "weak" else 1)
+                    if scaling == "weak":
+                        batch = args.batch * ranks
+                    elif mode == "dp":  # data parallel needs a batch to split: the largest rank count
+                        batch = max(args.batch, max(ranks_list))
+                    else:
+                        batch = args.batch
                     rec = run_point(args, args.build, weights, ranks, mode, dtype, batch,
                                     os.path.join(args.out_dir, "last_run.json"))
                     if baseline is None:
