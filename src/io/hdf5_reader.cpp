@@ -118,7 +118,7 @@ std::vector<float> read_box(const Handle& d, const DatasetInfo& info, const std:
 void check_finite(const std::vector<float>& values, const std::string& file, const std::string& dataset) {
   for (size_t i = 0; i < values.size(); ++i)
     if (!std::isfinite(values[i]))
-      throw Error(fmt::format("dataset '{}' in '{}' contains {} (weights must be finite)", dataset, file,
+      throw Error(fmt::format("dataset '{}' in '{}' contains {} (values must be finite)", dataset, file,
                               std::isnan(values[i]) ? "NaN" : "inf"));
 }
 

@@ -28,9 +28,12 @@ Isa env_cap() {
 
 const char* to_string(Isa isa) {
   switch (isa) {
-    case Isa::PORTABLE: return "portable";
-    case Isa::AVX2: return "avx2";
-    case Isa::AVX512: return "avx512";
+    case Isa::PORTABLE:
+      return "portable";
+    case Isa::AVX2:
+      return "avx2";
+    case Isa::AVX512:
+      return "avx512";
   }
   return "?";
 }
@@ -40,8 +43,8 @@ Isa best_supported_isa() {
   // __builtin_cpu_supports also checks that the OS saves the wider register state (XCR0).
   static const Isa best = [] {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
       return Isa::AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
       return Isa::AVX2;
@@ -64,9 +67,12 @@ void reset_isa_cap() { g_isa_cap.store(-1, std::memory_order_relaxed); }
 
 const KernelSet& kernel_set(Isa isa) {
   switch (isa) {
-    case Isa::AVX512: return avx512_kernel_set();
-    case Isa::AVX2: return avx2_kernel_set();
-    default: return portable_kernel_set();
+    case Isa::AVX512:
+      return avx512_kernel_set();
+    case Isa::AVX2:
+      return avx2_kernel_set();
+    default:
+      return portable_kernel_set();
   }
 }
 

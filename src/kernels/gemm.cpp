@@ -16,12 +16,16 @@ namespace meshnn::kernels {
 namespace {
 
 // Block sizes (tuned on a Sapphire Rapids core: 48 KiB L1d, 2 MiB L2).
-constexpr int64_t kKc = 256;      // multiple of 32 (whole tiles); B panel 256 x 32 floats = 32 KiB (L1)
-constexpr int64_t kMc = 480;      // rows of A per block; the C block 480 x 256 floats = 480 KiB (L2)
-constexpr int64_t kNcTiles = 8;   // tile columns per C block
+constexpr int64_t kKc = 256;     // multiple of 32 (whole tiles); B panel 256 x 32 floats = 32 KiB (L1)
+constexpr int64_t kMc = 480;     // rows of A per block; the C block 480 x 256 floats = 480 KiB (L2)
+constexpr int64_t kNcTiles = 8;  // tile columns per C block
 
-float* align64(float* p) {
-  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+float* align64(float* p) { return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63}); }
+
+// Row blocks of A split M evenly (2048 rows -> 5 blocks of 409-410, not 4 x 480 + 128).
+int64_t row_block_begin(int64_t m, int64_t block) {
+  const int64_t blocks = (m + kMc - 1) / kMc;
+  return m * block / blocks;
 }
 
 // Splits mc rows into ceil(mc / max_mr) micro-panels of near-equal height, so M = 32 runs as
@@ -43,6 +47,11 @@ void pack_a(const float* a, int64_t lda, int64_t mc, int64_t kc, int max_mr, flo
   }
 }
 
+// mc rows of A, all of K: K block after K block, [kc][mr] micro-panels inside each.
+void pack_rows(const float* a, int64_t lda, int64_t mc, int64_t kp, int max_mr, float* dst) {
+  for (int64_t k0 = 0; k0 < kp; k0 += kKc) pack_a(a + k0, lda, mc, std::min(kKc, kp - k0), max_mr, dst + k0 * mc);
+}
+
 void decode_b_panel(const KernelSet& ks, const TileMatrix& b, bool transposed, int64_t nt, int64_t k0, int64_t kc,
                     float* panel, float* scratch) {
   for (int64_t kt = k0 / 32; kt < (k0 + kc) / 32; ++kt) {
@@ -60,29 +69,44 @@ void decode_b_panel(const KernelSet& ks, const TileMatrix& b, bool transposed, i
 
 }  // namespace
 
-void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const TileMatrix& b, bool b_transposed,
-                 int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
+bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed) { return b_transposed || m > ks.small_m_max; }
+
+int64_t gemm_row_blocks(int64_t m) { return (m + kMc - 1) / kMc; }
+
+void gemm_pack_a_block(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
+                       float* packed) {
+  const int64_t i0 = row_block_begin(m, block), mc = row_block_begin(m, block + 1) - i0;
+  pack_rows(a + i0 * lda, lda, mc, kp, ks.max_mr, packed + i0 * kp);
+}
+
+void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const float* packed_a,
+                 const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
   if (m <= 0 || nt_end <= nt_begin) return;
-  if (m <= ks.small_m_max && !b_transposed) {
+  if (!gemm_packs_a(ks, m, b_transposed)) {
     ks.small_m(static_cast<int>(m), a, lda, b, nt_begin, nt_end, c, ldc);
     return;
   }
   const int64_t kp = (b_transposed ? b.tile_cols : b.tile_rows) * 32;
   // Per-thread buffers, reused across calls (each ThreadPool worker is a long-lived thread).
   thread_local std::vector<float> a_block, b_panel, scratch;
-  a_block.resize(static_cast<size_t>(std::min(m, kMc) * kp) + 16);
   b_panel.resize(kKc * 32 + 16);
   scratch.resize(32 * 32);
   // 64-byte alignment: every 512-bit load of the B panel then touches one cache line, not two.
   float* panel = align64(b_panel.data());
-  float* a_packed = align64(a_block.data());
 
-  for (int64_t i0 = 0; i0 < m; i0 += kMc) {
-    const int64_t mc = std::min(kMc, m - i0);
+  const int64_t blocks = gemm_row_blocks(m);
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t i0 = row_block_begin(m, block), mc = row_block_begin(m, block + 1) - i0;
     const int64_t panels = (mc + ks.max_mr - 1) / ks.max_mr;
     // All of K for these rows, K block after K block ([kc][mr] micro-panels inside each).
-    for (int64_t k0 = 0; k0 < kp; k0 += kKc)
-      pack_a(a + i0 * lda + k0, lda, mc, std::min(kKc, kp - k0), ks.max_mr, a_packed + k0 * mc);
+    const float* a_packed;
+    if (packed_a != nullptr) {
+      a_packed = packed_a + i0 * kp;
+    } else {
+      a_block.resize(static_cast<size_t>(mc * kp) + 16);
+      pack_rows(a + i0 * lda, lda, mc, kp, ks.max_mr, align64(a_block.data()));
+      a_packed = align64(a_block.data());
+    }
     for (int64_t j0 = nt_begin; j0 < nt_end; j0 += kNcTiles) {
       const int64_t j1 = std::min(nt_end, j0 + kNcTiles);
       // The C block (mc x kNcTiles*32 floats) stays in L2 while every K block adds into it.

@@ -131,46 +131,52 @@ void small_m_t(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begi
   const size_t bytes = tile_bytes(D);
   for (int i = 0; i < M; ++i)
     for (int64_t j = nt_begin * 32; j < nt_end * 32; j += 8) _mm256_storeu_ps(c + i * ldc + j, _mm256_setzero_ps());
-  for (int64_t kt = 0; kt < b.tile_rows; ++kt) {
-    const float* ak = a + kt * 32;
-    for (int64_t nt = nt_begin; nt < nt_end; ++nt) {
-      const std::byte* tile = tile_at(b, kt, nt, bytes);
-      for (size_t line = 0; line < bytes; line += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(tile) + kPrefetchBytes + line, _MM_HINT_T0);
-      for (int f = 0; f < 4; ++f) {
-        __m256 acc[M][2][2];
-        for (int i = 0; i < M; ++i)
-          for (int s = 0; s < 2; ++s) acc[i][s][0] = acc[i][s][1] = _mm256_setzero_ps();
-        const float* a_face = ak + (f / 2) * 16;
+  // kRowsInFlight tile rows at a time: several forward streams (see the AVX-512 kernel).
+  constexpr int64_t kRowsInFlight = 4;
+  for (int64_t kt0 = 0; kt0 < b.tile_rows; kt0 += kRowsInFlight)
+    for (int64_t nt = nt_begin; nt < nt_end; ++nt)
+      for (int64_t kt = kt0; kt < kt0 + kRowsInFlight && kt < b.tile_rows; ++kt) {
+        const float* ak = a + kt * 32;
+        const std::byte* tile = tile_at(b, kt, nt, bytes);
+        for (size_t line = 0; line < bytes; line += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(tile) + kPrefetchBytes + line, _MM_HINT_T0);
+        for (int f = 0; f < 4; ++f) {
+          __m256 acc[M][2][2];
+          for (int i = 0; i < M; ++i)
+            for (int s = 0; s < 2; ++s) acc[i][s][0] = acc[i][s][1] = _mm256_setzero_ps();
+          const float* a_face = ak + (f / 2) * 16;
 #pragma GCC unroll 4
-        for (int r = 0; r < 16; ++r) {
-          __m256 lo, hi;
-          float scale;
-          load_block<D>(tile, f * 16 + r, scales, lo, hi, scale);
+          for (int r = 0; r < 16; ++r) {
+            __m256 lo, hi;
+            float scale;
+            load_block<D>(tile, f * 16 + r, scales, lo, hi, scale);
+            for (int i = 0; i < M; ++i) {
+              const __m256 w = _mm256_set1_ps(a_face[i * lda + r] * scale);
+              acc[i][r % 2][0] = _mm256_fmadd_ps(w, lo, acc[i][r % 2][0]);
+              acc[i][r % 2][1] = _mm256_fmadd_ps(w, hi, acc[i][r % 2][1]);
+            }
+          }
           for (int i = 0; i < M; ++i) {
-            const __m256 w = _mm256_set1_ps(a_face[i * lda + r] * scale);
-            acc[i][r % 2][0] = _mm256_fmadd_ps(w, lo, acc[i][r % 2][0]);
-            acc[i][r % 2][1] = _mm256_fmadd_ps(w, hi, acc[i][r % 2][1]);
+            float* ci = c + i * ldc + nt * 32 + (f % 2) * 16;
+            _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), _mm256_add_ps(acc[i][0][0], acc[i][1][0])));
+            _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), _mm256_add_ps(acc[i][0][1], acc[i][1][1])));
           }
         }
-        for (int i = 0; i < M; ++i) {
-          float* ci = c + i * ldc + nt * 32 + (f % 2) * 16;
-          _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), _mm256_add_ps(acc[i][0][0], acc[i][1][0])));
-          _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), _mm256_add_ps(acc[i][0][1], acc[i][1][1])));
-        }
       }
-    }
-  }
 }
 
 template <int M>
 void small_m_dtype(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
                    int64_t ldc) {
   switch (b.dtype) {
-    case DataType::FLOAT32: return small_m_t<M, DataType::FLOAT32>(a, lda, b, nt_begin, nt_end, c, ldc);
-    case DataType::BFLOAT16: return small_m_t<M, DataType::BFLOAT16>(a, lda, b, nt_begin, nt_end, c, ldc);
-    case DataType::BFLOAT8_B: return small_m_t<M, DataType::BFLOAT8_B>(a, lda, b, nt_begin, nt_end, c, ldc);
-    default: return small_m_t<M, DataType::BFLOAT4_B>(a, lda, b, nt_begin, nt_end, c, ldc);
+    case DataType::FLOAT32:
+      return small_m_t<M, DataType::FLOAT32>(a, lda, b, nt_begin, nt_end, c, ldc);
+    case DataType::BFLOAT16:
+      return small_m_t<M, DataType::BFLOAT16>(a, lda, b, nt_begin, nt_end, c, ldc);
+    case DataType::BFLOAT8_B:
+      return small_m_t<M, DataType::BFLOAT8_B>(a, lda, b, nt_begin, nt_end, c, ldc);
+    default:
+      return small_m_t<M, DataType::BFLOAT4_B>(a, lda, b, nt_begin, nt_end, c, ldc);
   }
 }
 
@@ -180,30 +186,43 @@ namespace avx2 {
 
 void decode_tile(const std::byte* tile, DataType dtype, float* dst, int64_t ld) {
   switch (dtype) {
-    case DataType::FLOAT32: return decode_tile_t<DataType::FLOAT32>(tile, dst, ld);
-    case DataType::BFLOAT16: return decode_tile_t<DataType::BFLOAT16>(tile, dst, ld);
-    case DataType::BFLOAT8_B: return decode_tile_t<DataType::BFLOAT8_B>(tile, dst, ld);
-    default: return decode_tile_t<DataType::BFLOAT4_B>(tile, dst, ld);
+    case DataType::FLOAT32:
+      return decode_tile_t<DataType::FLOAT32>(tile, dst, ld);
+    case DataType::BFLOAT16:
+      return decode_tile_t<DataType::BFLOAT16>(tile, dst, ld);
+    case DataType::BFLOAT8_B:
+      return decode_tile_t<DataType::BFLOAT8_B>(tile, dst, ld);
+    default:
+      return decode_tile_t<DataType::BFLOAT4_B>(tile, dst, ld);
   }
 }
 
 void micro_kernel(int mr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   switch (mr) {
-    case 1: return kernel_mr_x32<1>(kc, a, b, c, ldc, accumulate);
-    case 2: return kernel_mr_x32<2>(kc, a, b, c, ldc, accumulate);
-    case 3: return kernel_mr_x32<3>(kc, a, b, c, ldc, accumulate);
-    case 4: return kernel_mr_x32<4>(kc, a, b, c, ldc, accumulate);
-    case 5: return kernel_mr_x32<5>(kc, a, b, c, ldc, accumulate);
-    default: return kernel_mr_x32<6>(kc, a, b, c, ldc, accumulate);
+    case 1:
+      return kernel_mr_x32<1>(kc, a, b, c, ldc, accumulate);
+    case 2:
+      return kernel_mr_x32<2>(kc, a, b, c, ldc, accumulate);
+    case 3:
+      return kernel_mr_x32<3>(kc, a, b, c, ldc, accumulate);
+    case 4:
+      return kernel_mr_x32<4>(kc, a, b, c, ldc, accumulate);
+    case 5:
+      return kernel_mr_x32<5>(kc, a, b, c, ldc, accumulate);
+    default:
+      return kernel_mr_x32<6>(kc, a, b, c, ldc, accumulate);
   }
 }
 
 void small_m(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
              int64_t ldc) {
   switch (m) {
-    case 1: return small_m_dtype<1>(a, lda, b, nt_begin, nt_end, c, ldc);
-    case 2: return small_m_dtype<2>(a, lda, b, nt_begin, nt_end, c, ldc);
-    default: return small_m_dtype<3>(a, lda, b, nt_begin, nt_end, c, ldc);
+    case 1:
+      return small_m_dtype<1>(a, lda, b, nt_begin, nt_end, c, ldc);
+    case 2:
+      return small_m_dtype<2>(a, lda, b, nt_begin, nt_end, c, ldc);
+    default:
+      return small_m_dtype<3>(a, lda, b, nt_begin, nt_end, c, ldc);
   }
 }
 

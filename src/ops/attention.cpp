@@ -59,25 +59,31 @@ void attend(const float* q, const float* k, const float* v, int64_t n_keys, int6
 // Decodes a tile to / encodes it from face-order floats.
 void tile_to_faces(const std::byte* tile, DataType dtype, float* faces) {
   switch (dtype) {
-    case DataType::FLOAT32: std::memcpy(faces, tile, 4096); break;
+    case DataType::FLOAT32:
+      std::memcpy(faces, tile, 4096);
+      break;
     case DataType::BFLOAT16: {
       const uint16_t* s = reinterpret_cast<const uint16_t*>(tile);
       for (int i = 0; i < 1024; ++i) faces[i] = bfloat16_to_float(s[i]);
       break;
     }
-    default: unpack_block_float_tile(tile, faces, dtype);
+    default:
+      unpack_block_float_tile(tile, faces, dtype);
   }
 }
 
 void faces_to_tile(const float* faces, DataType dtype, std::byte* tile) {
   switch (dtype) {
-    case DataType::FLOAT32: std::memcpy(tile, faces, 4096); break;
+    case DataType::FLOAT32:
+      std::memcpy(tile, faces, 4096);
+      break;
     case DataType::BFLOAT16: {
       uint16_t* d = reinterpret_cast<uint16_t*>(tile);
       for (int i = 0; i < 1024; ++i) d[i] = float_to_bfloat16(faces[i]);
       break;
     }
-    default: pack_block_float_tile(faces, tile, dtype);
+    default:
+      pack_block_float_tile(faces, tile, dtype);
   }
 }
 
@@ -166,8 +172,8 @@ Tensor scaled_dot_product_attention_decode(const Tensor& q, const Tensor& k_cach
   MESHNN_CHECK(static_cast<int64_t>(positions.size()) == b, "{}: {} positions given for {} users", what,
                positions.size(), b);
   for (int64_t i = 0; i < b; ++i)
-    MESHNN_CHECK(positions[i] >= 0 && positions[i] < smax, "{}: user {} position {} is outside the cache [0, {})",
-                 what, i, positions[i], smax);
+    MESHNN_CHECK(positions[i] >= 0 && positions[i] < smax, "{}: user {} position {} is outside the cache [0, {})", what,
+                 i, positions[i], smax);
   const float sc = scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
   const std::vector<float> qv = q.to_float(), kv = k_cache.to_float(), vv = v_cache.to_float();
   std::vector<float> out(qv.size());
@@ -194,8 +200,8 @@ void update_cache(Tensor& cache, const Tensor& new_kv, std::span<const int64_t> 
   MESHNN_CHECK(static_cast<int64_t>(positions.size()) == b, "{}: {} positions given for {} users", what,
                positions.size(), b);
   for (int64_t i = 0; i < b; ++i)
-    MESHNN_CHECK(positions[i] >= 0 && positions[i] < smax, "{}: user {} position {} is outside the cache [0, {})",
-                 what, i, positions[i], smax);
+    MESHNN_CHECK(positions[i] >= 0 && positions[i] < smax, "{}: user {} position {} is outside the cache [0, {})", what,
+                 i, positions[i], smax);
   const std::vector<float> v = new_kv.to_float();
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t h = 0; h < hkv; ++h) write_rows(cache, bi * hkv + h, positions[bi], 1, v.data() + (bi * hkv + h) * d);
@@ -208,7 +214,8 @@ void fill_cache(Tensor& cache, const Tensor& kv, int64_t batch_index) {
   const int64_t b = cache.shape()[0], hkv = cache.shape()[1], smax = cache.shape()[2], d = cache.shape()[3];
   const int64_t s = kv.shape()[2];
   MESHNN_CHECK(kv.shape()[0] == 1 && kv.shape()[1] == hkv && kv.shape()[3] == d && s <= smax,
-               "{}: kv must be [1, {}, S <= {}, {}] for cache {}, got {}", what, hkv, smax, d, cache.shape(), kv.shape());
+               "{}: kv must be [1, {}, S <= {}, {}] for cache {}, got {}", what, hkv, smax, d, cache.shape(),
+               kv.shape());
   MESHNN_CHECK(batch_index >= 0 && batch_index < b, "{}: batch_index {} is outside [0, {})", what, batch_index, b);
   if (s == 0) return;
   const std::vector<float> v = kv.to_float();
@@ -218,7 +225,8 @@ void fill_cache(Tensor& cache, const Tensor& kv, int64_t batch_index) {
 Tensor split_heads(const Tensor& x, int64_t num_heads) {
   const Shape& s = x.shape();
   const bool rank4 = s.rank() == 4;
-  MESHNN_CHECK((rank4 && s[1] == 1) || s.rank() == 3, "split_heads: x must be [B, 1, S, H*D] or [B, S, H*D], got {}", s);
+  MESHNN_CHECK((rank4 && s[1] == 1) || s.rank() == 3, "split_heads: x must be [B, 1, S, H*D] or [B, S, H*D], got {}",
+               s);
   MESHNN_CHECK(num_heads > 0 && s[-1] % num_heads == 0, "split_heads: width {} is not a multiple of {} heads", s[-1],
                num_heads);
   const int64_t b = s[0], seq = s[-2], d = s[-1] / num_heads;
@@ -247,8 +255,7 @@ QkvHeads split_qkv_heads(const Tensor& qkv, int64_t num_q_heads, int64_t num_kv_
     const int64_t ends[] = {s[0], h1, s[2], d};
     return slice(all, begins, ends);
   };
-  return {part(0, num_q_heads), part(num_q_heads, num_q_heads + num_kv_heads),
-          part(num_q_heads + num_kv_heads, heads)};
+  return {part(0, num_q_heads), part(num_q_heads, num_q_heads + num_kv_heads), part(num_q_heads + num_kv_heads, heads)};
 }
 
 QkvHeads split_qkv_heads_decode(const Tensor& qkv, int64_t num_q_heads, int64_t num_kv_heads) {
@@ -265,8 +272,7 @@ QkvHeads split_qkv_heads_decode(const Tensor& qkv, int64_t num_q_heads, int64_t 
     const int64_t ends[] = {1, b, h1, d};
     return slice(all, begins, ends);
   };
-  return {part(0, num_q_heads), part(num_q_heads, num_q_heads + num_kv_heads),
-          part(num_q_heads + num_kv_heads, heads)};
+  return {part(0, num_q_heads), part(num_q_heads, num_q_heads + num_kv_heads), part(num_q_heads + num_kv_heads, heads)};
 }
 
 Tensor concat_heads_decode(const Tensor& x) {

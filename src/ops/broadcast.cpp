@@ -1,8 +1,8 @@
 #include "broadcast.hpp"
 
-#include <algorithm>
-
 #include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/tensor/shape.hpp"

@@ -29,9 +29,12 @@ std::vector<T> gather(const std::vector<T>& in, const std::vector<int64_t>& src_
 
 Tensor build(const Tensor& x, const std::vector<int64_t>& src_index, const Shape& shape) {
   switch (x.dtype()) {
-    case DataType::UINT32: return Tensor::from_uint32(gather(x.to_uint32(), src_index), shape, x.layout());
-    case DataType::INT32: return Tensor::from_int32(gather(x.to_int32(), src_index), shape, x.layout());
-    default: return from_values(x, gather(x.to_float(), src_index), shape);
+    case DataType::UINT32:
+      return Tensor::from_uint32(gather(x.to_uint32(), src_index), shape, x.layout());
+    case DataType::INT32:
+      return Tensor::from_int32(gather(x.to_int32(), src_index), shape, x.layout());
+    default:
+      return from_values(x, gather(x.to_float(), src_index), shape);
   }
 }
 

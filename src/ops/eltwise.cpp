@@ -45,18 +45,21 @@ Tensor silu(const Tensor& x) { return unary(x, Activation::SILU, "silu"); }
 Tensor relu(const Tensor& x) { return unary(x, Activation::RELU, "relu"); }
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  return binary(a, b, [](float x, float y) { return x + y; }, "add");
+  return binary(
+      a, b, [](float x, float y) { return x + y; }, "add");
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
-  return binary(a, b, [](float x, float y) { return x - y; }, "sub");
+  return binary(
+      a, b, [](float x, float y) { return x - y; }, "sub");
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return binary(a, b, [](float x, float y) { return x * y; }, "mul");
+  return binary(
+      a, b, [](float x, float y) { return x * y; }, "mul");
 }
 
 Tensor typecast(const Tensor& x, DataType dtype) {
-  MESHNN_CHECK(!is_block_float(dtype) || x.layout() == Layout::TILE,
-               "typecast: {} needs TILE layout, the tensor is {}", to_string(dtype), to_string(x.layout()));
+  MESHNN_CHECK(!is_block_float(dtype) || x.layout() == Layout::TILE, "typecast: {} needs TILE layout, the tensor is {}",
+               to_string(dtype), to_string(x.layout()));
   return x.typecast(dtype);
 }
 

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "broadcast.hpp"
@@ -25,8 +25,10 @@ float apply_activation(Activation activation, float x) {
   // gelu and silu at -inf: the limit -0 rather than -inf * 0 = NaN.
   if (activation != Activation::NONE && x == -std::numeric_limits<float>::infinity()) return -0.0f;
   switch (activation) {
-    case Activation::NONE: return x;
-    case Activation::GELU: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Activation::NONE:
+      return x;
+    case Activation::GELU:
+      return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
     case Activation::GELU_TANH: {
       const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
       return 0.5f * x * (1.0f + std::tanh(inner));
@@ -34,18 +36,24 @@ float apply_activation(Activation activation, float x) {
     case Activation::SILU:
       // exp(-x) overflows to inf for x < -88: x / inf = -0, the right limit.
       return x / (1.0f + std::exp(-x));
-    case Activation::RELU: return x > 0.0f ? x : 0.0f;
+    case Activation::RELU:
+      return x > 0.0f ? x : 0.0f;
   }
   return x;
 }
 
 std::string_view to_string(Activation activation) {
   switch (activation) {
-    case Activation::NONE: return "none";
-    case Activation::GELU: return "gelu";
-    case Activation::GELU_TANH: return "gelu_tanh";
-    case Activation::SILU: return "silu";
-    case Activation::RELU: return "relu";
+    case Activation::NONE:
+      return "none";
+    case Activation::GELU:
+      return "gelu";
+    case Activation::GELU_TANH:
+      return "gelu_tanh";
+    case Activation::SILU:
+      return "silu";
+    case Activation::RELU:
+      return "relu";
   }
   return "?";
 }
@@ -116,8 +124,8 @@ class ScratchFloats {
 struct MatmulPlan {
   const kernels::KernelSet* ks;
   int64_t m, k, n, kp, np;
-  int64_t groups;            // independent GEMMs (output batches, or 1 when b is not batched)
-  int64_t rows_per_group;    // M, or M * batches when the batches of a share one b
+  int64_t groups;          // independent GEMMs (output batches, or 1 when b is not batched)
+  int64_t rows_per_group;  // M, or M * batches when the batches of a share one b
   std::vector<int64_t> b_batch_of_group;
   const Tensor* b;
   bool transpose_b;
@@ -125,6 +133,7 @@ struct MatmulPlan {
   // (kp, np are multiples of 32 floats) so that the kernels' vector loads never split cache lines.
   float* a_rows;
   float* c_rows;
+  float* a_packed = nullptr;    // [groups][rows_per_group * kp] micro-panels, or nullptr (small M)
   const float* bias = nullptr;  // n values or nullptr
   Activation activation = Activation::NONE;
   Tensor* out;
@@ -153,19 +162,24 @@ void epilogue(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_e
             float v = crow[col];
             if (p.bias) v += p.bias[nt * 32 + col];
             // Columns 16..31 live in the next face (256 floats on).
-            face_row[col < 16 ? col : col + 240] = p.activation == Activation::NONE ? v : apply_activation(p.activation, v);
+            face_row[col < 16 ? col : col + 240] =
+                p.activation == Activation::NONE ? v : apply_activation(p.activation, v);
           }
         }
         const int64_t tile_index = (out_batch * p.out_mt + mt) * out_nt + nt;
         std::byte* dst = p.out->data<std::byte>() + static_cast<size_t>(tile_index) * tile_bytes(dtype);
         switch (dtype) {
-          case DataType::FLOAT32: std::memcpy(dst, faces, sizeof faces); break;
+          case DataType::FLOAT32:
+            std::memcpy(dst, faces, sizeof faces);
+            break;
           case DataType::BFLOAT16: {
             uint16_t* d = reinterpret_cast<uint16_t*>(dst);
             for (int i = 0; i < 1024; ++i) d[i] = float_to_bfloat16(faces[i]);
             break;
           }
-          default: pack_block_float_tile(faces, dst, dtype); break;
+          default:
+            pack_block_float_tile(faces, dst, dtype);
+            break;
         }
       }
   }
@@ -177,8 +191,8 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
                a.shape(), b.shape());
   MESHNN_CHECK(a.dtype() == DataType::FLOAT32 || a.dtype() == DataType::BFLOAT16,
                "{}: activations must be float32 or bfloat16, got {}", what, to_string(a.dtype()));
-  MESHNN_CHECK(a.layout() == Layout::TILE && b.layout() == Layout::TILE, "{}: inputs must be TILE layout, got {} and {}",
-               what, to_string(a.layout()), to_string(b.layout()));
+  MESHNN_CHECK(a.layout() == Layout::TILE && b.layout() == Layout::TILE,
+               "{}: inputs must be TILE layout, got {} and {}", what, to_string(a.layout()), to_string(b.layout()));
   MESHNN_CHECK(!is_integer(b.dtype()), "{}: weights must be float32, bfloat16, bfloat8_b or bfloat4_b, got {}", what,
                to_string(b.dtype()));
   const DataType out_dtype = options.output_dtype.value_or(a.dtype());
@@ -215,8 +229,8 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
 
   std::vector<float> bias_values;
   if (bias != nullptr) {
-    MESHNN_CHECK(bias->volume() == n && bias->shape()[-1] == n, "{}: bias must hold N={} values in its last dim, got {}",
-                 what, n, bias->shape());
+    MESHNN_CHECK(bias->volume() == n && bias->shape()[-1] == n,
+                 "{}: bias must hold N={} values in its last dim, got {}", what, n, bias->shape());
     bias_values = bias->to_float();
     p.bias = bias_values.data();
   }
@@ -231,7 +245,7 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
   p.b_batch_of_group.resize(p.groups);
   for (int64_t g = 0; g < p.groups; ++g) p.b_batch_of_group[g] = fold ? 0 : b_index(g);
 
-  thread_local ScratchFloats a_scratch, c_scratch;
+  thread_local ScratchFloats a_scratch, c_scratch, packed_scratch;
   p.a_rows = a_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
   p.c_rows = c_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.np));
   ThreadPool* pool = options.pool;
@@ -253,6 +267,19 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
     }
   });
 
+  // A packed into micro-panels once, shared by the threads that split N.
+  if (kernels::gemm_packs_a(*p.ks, p.rows_per_group, transpose_b)) {
+    p.a_packed = packed_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
+    const int64_t blocks = kernels::gemm_row_blocks(p.rows_per_group);
+    run(p.groups * blocks, [&](int64_t begin, int64_t end, int) {
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t g = item / blocks;
+        kernels::gemm_pack_a_block(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp, p.kp,
+                                   item % blocks, p.a_packed + g * p.rows_per_group * p.kp);
+      }
+    });
+  }
+
   const int64_t nt_total = p.np / 32;
   // Items = (group, chunk of tile columns); enough chunks to give every thread work.
   const int64_t chunks = std::min<int64_t>(nt_total, std::max<int64_t>(1, (threads + p.groups - 1) / p.groups));
@@ -266,8 +293,9 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
       const int64_t nt_begin = nt_total * chunk / chunks, nt_end = nt_total * (chunk + 1) / chunks;
       const kernels::TileMatrix bm{b.data<std::byte>() + p.b_batch_of_group[g] * b_matrix_bytes, b.dtype(),
                                    b.padded_shape()[-2] / 32, b.padded_shape()[-1] / 32};
-      kernels::gemm_tile_b(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp, bm,
-                           transpose_b, nt_begin, nt_end, p.c_rows + g * p.rows_per_group * p.np, p.np);
+      kernels::gemm_tile_b(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp,
+                           p.a_packed ? p.a_packed + g * p.rows_per_group * p.kp : nullptr, bm, transpose_b, nt_begin,
+                           nt_end, p.c_rows + g * p.rows_per_group * p.np, p.np);
       epilogue(p, g, nt_begin, nt_end);
     }
   };

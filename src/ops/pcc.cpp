@@ -33,8 +33,8 @@ bool all_zero(std::span<const float> v) {
 }  // namespace
 
 double pcc(std::span<const float> reference, std::span<const float> result) {
-  MESHNN_CHECK(reference.size() == result.size(), "pcc: reference has {} values, result has {}",
-               reference.size(), result.size());
+  MESHNN_CHECK(reference.size() == result.size(), "pcc: reference has {} values, result has {}", reference.size(),
+               result.size());
   const bool ref_nan = all_nan(reference), res_nan = all_nan(result);
   if (ref_nan && res_nan) return 1.0;
   if (ref_nan != res_nan) return 0.0;

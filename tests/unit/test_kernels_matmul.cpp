@@ -130,19 +130,27 @@ std::vector<float> block_max_of(const std::vector<float>& v, const Shape& s) {
 
 double format_rel_error(DataType d) {
   switch (d) {
-    case DataType::BFLOAT16: return std::ldexp(1.0, -8);
-    case DataType::BFLOAT8_B: return std::ldexp(1.0, -6);
-    case DataType::BFLOAT4_B: return std::ldexp(1.0, -2);
-    default: return 0;
+    case DataType::BFLOAT16:
+      return std::ldexp(1.0, -8);
+    case DataType::BFLOAT8_B:
+      return std::ldexp(1.0, -6);
+    case DataType::BFLOAT4_B:
+      return std::ldexp(1.0, -2);
+    default:
+      return 0;
   }
 }
 
 double min_pcc(DataType d) {
   switch (d) {
-    case DataType::BFLOAT16: return 0.9999;
-    case DataType::BFLOAT8_B: return 0.999;
-    case DataType::BFLOAT4_B: return 0.98;
-    default: return 0.999999;
+    case DataType::BFLOAT16:
+      return 0.9999;
+    case DataType::BFLOAT8_B:
+      return 0.999;
+    case DataType::BFLOAT4_B:
+      return 0.98;
+    default:
+      return 0.999999;
   }
 }
 
@@ -191,17 +199,17 @@ void check_matmul(const Case& cs, DataType adt, DataType bdt, Isa isa, uint32_t 
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
-      {{1, 45}, {45, 70}},                          // decode row, small-M path
-      {{3, 33}, {33, 31}},                          // small-M, one padded tile each way
+      {{1, 45}, {45, 70}},  // decode row, small-M path
+      {{3, 33}, {33, 31}},  // small-M, one padded tile each way
       {{4, 64}, {64, 96}},
-      {{7, 100}, {100, 65}},                        // panel path, M not a multiple of the micro rows
-      {{37, 300}, {300, 129}},                      // K > one K block (256): accumulation across blocks
-      {{2, 3, 17, 40}, {40, 50}},                   // batched a, shared b (folded rows)
-      {{2, 1, 5, 40}, {1, 3, 40, 33}},              // batch dims broadcast both ways
-      {{19, 40}, {2, 40, 35}},                      // shared a, batched b
-      {{40, 21}, {40, 66}, true, false},            // transpose_a
-      {{9, 70}, {45, 70}, false, true},             // transpose_b (small M goes through panels)
-      {{2, 50, 12}, {2, 34, 50}, true, true},       // both
+      {{7, 100}, {100, 65}},                   // panel path, M not a multiple of the micro rows
+      {{37, 300}, {300, 129}},                 // K > one K block (256): accumulation across blocks
+      {{2, 3, 17, 40}, {40, 50}},              // batched a, shared b (folded rows)
+      {{2, 1, 5, 40}, {1, 3, 40, 33}},         // batch dims broadcast both ways
+      {{19, 40}, {2, 40, 35}},                 // shared a, batched b
+      {{40, 21}, {40, 66}, true, false},       // transpose_a
+      {{9, 70}, {45, 70}, false, true},        // transpose_b (small M goes through panels)
+      {{2, 50, 12}, {2, 34, 50}, true, true},  // both
   };
   return all;
 }
@@ -214,8 +222,9 @@ TEST_P(KernelsMatmulIsa, AllDtypesOddShapesMatchFloat64) {
   for (DataType adt : {DataType::FLOAT32, DataType::BFLOAT16})
     for (DataType bdt : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B})
       for (const Case& cs : cases()) {
-        SCOPED_TRACE(::testing::Message() << "a " << Shape(cs.a).to_string() << " " << to_string(adt) << (cs.ta ? " T" : "")
-                                          << ", b " << Shape(cs.b).to_string() << " " << to_string(bdt) << (cs.tb ? " T" : ""));
+        SCOPED_TRACE(::testing::Message()
+                     << "a " << Shape(cs.a).to_string() << " " << to_string(adt) << (cs.ta ? " T" : "") << ", b "
+                     << Shape(cs.b).to_string() << " " << to_string(bdt) << (cs.tb ? " T" : ""));
         check_matmul(cs, adt, bdt, isa, seed++);
       }
 }
@@ -241,14 +250,12 @@ INSTANTIATE_TEST_SUITE_P(Isas, KernelsMatmulIsa, ::testing::ValuesIn(isas()),
 // PCC only since the block max of the output is what the kernel chose).
 TEST(KernelsLinear, BiasAndActivationsAllOutputDtypes) {
   const int64_t M = 13, K = 75, N = 90;
-  const std::vector<float> x0 = random_values(M * K, 1), w0 = random_values(K * N, 2, 0.3f),
-                           b0 = random_values(N, 3);
+  const std::vector<float> x0 = random_values(M * K, 1), w0 = random_values(K * N, 2, 0.3f), b0 = random_values(N, 3);
   const Tensor x = Tensor::from_float(x0, Shape{M, K}, DataType::BFLOAT16, Layout::TILE);
   const Tensor w = Tensor::from_float(w0, Shape{K, N}, DataType::BFLOAT8_B, Layout::TILE);
   const Tensor bias = Tensor::from_float(b0, Shape{N}, DataType::BFLOAT16, Layout::ROW_MAJOR);
   const std::vector<float> xq = x.to_float(), wq = w.to_float(), bq = bias.to_float();
-  for (Activation act :
-       {Activation::NONE, Activation::GELU, Activation::GELU_TANH, Activation::SILU, Activation::RELU})
+  for (Activation act : {Activation::NONE, Activation::GELU, Activation::GELU_TANH, Activation::SILU, Activation::RELU})
     for (DataType odt : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
       SCOPED_TRACE(::testing::Message() << to_string(act) << " -> " << to_string(odt));
       MatmulOptions opt;
@@ -268,13 +275,20 @@ TEST(KernelsLinear, BiasAndActivationsAllOutputDtypes) {
           }
           double v = s;
           switch (act) {
-            case Activation::GELU: v = 0.5 * s * (1 + std::erf(s / std::sqrt(2.0))); break;
+            case Activation::GELU:
+              v = 0.5 * s * (1 + std::erf(s / std::sqrt(2.0)));
+              break;
             case Activation::GELU_TANH:
               v = 0.5 * s * (1 + std::tanh(std::sqrt(2 / M_PI) * (s + 0.044715 * s * s * s)));
               break;
-            case Activation::SILU: v = s / (1 + std::exp(-s)); break;
-            case Activation::RELU: v = s > 0 ? s : 0; break;
-            default: break;
+            case Activation::SILU:
+              v = s / (1 + std::exp(-s));
+              break;
+            case Activation::RELU:
+              v = s > 0 ? s : 0;
+              break;
+            default:
+              break;
           }
           ref[m * N + n] = static_cast<float>(v);
           // Every activation here has |f'| <= 1.13, so input error passes through at most 1.13x;
@@ -366,12 +380,12 @@ TEST(KernelsPcc, TtnnConventions) {
 }
 
 TEST(KernelsPcc, TensorOverloadChecksShapes) {
-  const Tensor a = Tensor::from_float(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3}, DataType::FLOAT32,
-                                      Layout::TILE);
+  const Tensor a =
+      Tensor::from_float(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3}, DataType::FLOAT32, Layout::TILE);
   const Tensor b = a.typecast(DataType::BFLOAT16);
   EXPECT_EQ(pcc(a, b), 1.0);
-  const Tensor c = Tensor::from_float(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{3, 2}, DataType::FLOAT32,
-                                      Layout::TILE);
+  const Tensor c =
+      Tensor::from_float(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{3, 2}, DataType::FLOAT32, Layout::TILE);
   EXPECT_THROW(pcc(a, c), Error);
 }
 

@@ -53,7 +53,8 @@ constexpr double kUlp = 1.0 / (1 << 23);  // float32 ulp relative to |value| (up
 
 TEST(OpsActivations, EdgeValuesMatchFloat64) {
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> x{-1e4f, -100.f, -20.f, -5.f, -1.f, -1e-3f, 0.f, 1e-3f, 0.5f, 1.f, 3.f, 20.f, 100.f, 1e4f, -inf, inf};
+  std::vector<float> x{-1e4f, -100.f, -20.f, -5.f, -1.f,  -1e-3f, 0.f,  1e-3f,
+                       0.5f,  1.f,    3.f,   20.f, 100.f, 1e4f,   -inf, inf};
   const std::vector<float> r = random_values(61, 3, 3.0f);
   x.insert(x.end(), r.begin(), r.end());
   const Shape s{static_cast<int64_t>(x.size())};
@@ -80,7 +81,8 @@ TEST(OpsActivations, EdgeValuesMatchFloat64) {
   // bfloat16 in and out: one rounding of the result (2^-8 relative) on exactly representable input.
   const Tensor b = Tensor::from_float(x, s, DataType::BFLOAT16, Layout::TILE);
   std::vector<double> gb;
-  for (float v : b.to_float()) gb.push_back(std::isinf(v) ? (v > 0 ? v : 0.0) : 0.5 * v * std::erfc(-v / std::sqrt(2.0)));
+  for (float v : b.to_float())
+    gb.push_back(std::isinf(v) ? (v > 0 ? v : 0.0) : 0.5 * v * std::erfc(-v / std::sqrt(2.0)));
   expect_close(gelu(b).to_float(), gb, std::ldexp(1.0, -8) + 8 * kUlp, 1e-6, "gelu bf16");
   EXPECT_EQ(gelu(b).dtype(), DataType::BFLOAT16);
 }
@@ -172,10 +174,10 @@ TEST(OpsSoftmax, StableWithMasksAndLargeValues) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const int64_t rows = 5, n = 37;
   std::vector<float> x = random_values(rows * n, 9, 10.0f);
-  for (int64_t i = 0; i < n; ++i) x[0 * n + i] += 1e4f;               // large values: exp would overflow
-  for (int64_t i = n / 2; i < n; ++i) x[1 * n + i] = ninf;            // causal-style mask
+  for (int64_t i = 0; i < n; ++i) x[0 * n + i] += 1e4f;                   // large values: exp would overflow
+  for (int64_t i = n / 2; i < n; ++i) x[1 * n + i] = ninf;                // causal-style mask
   for (int64_t i = 0; i < n; ++i) x[2 * n + i] = (i == 3) ? 5.0f : ninf;  // one survivor -> exactly 1
-  for (int64_t i = 0; i < n; ++i) x[4 * n + i] = ninf;                // all masked -> NaN (torch)
+  for (int64_t i = 0; i < n; ++i) x[4 * n + i] = ninf;                    // all masked -> NaN (torch)
   std::vector<double> ref;
   for (int64_t r = 0; r < rows; ++r) {
     double mx = -INFINITY, sum = 0;
@@ -281,9 +283,8 @@ TEST(OpsAttention, PrefillCausalGqaMatchesNaiveFloat64) {
   const std::vector<float> q = random_values(b * hq * s * d, 14), k = random_values(b * hkv * s * d, 15),
                            v = random_values(b * hkv * s * d, 16);
   for (bool causal : {false, true}) {
-    const Tensor out =
-        scaled_dot_product_attention(f32(q, Shape{b, hq, s, d}), f32(k, Shape{b, hkv, s, d}), f32(v, Shape{b, hkv, s, d}),
-                                     causal);
+    const Tensor out = scaled_dot_product_attention(f32(q, Shape{b, hq, s, d}), f32(k, Shape{b, hkv, s, d}),
+                                                    f32(v, Shape{b, hkv, s, d}), causal);
     // Scores ~ N(0, 1): float32 dot of 40 terms and exp give ~1e-6 relative; outputs are convex
     // combinations of |v| <~ 4, so 1e-5 absolute.
     expect_close(out.to_float(), naive_attention(q, k, v, b, hq, hkv, s, s, d, causal), 1e-5, 1e-5,
@@ -331,8 +332,7 @@ TEST(OpsAttention, DecodeAgainstCacheAtPerUserPositions) {
     const std::vector<float> q = random_values(b * hq * d, 23);
     const Tensor out = scaled_dot_product_attention_decode(f32(q, Shape{1, b, hq, d}), kc, vc, pos);
     EXPECT_EQ(out.shape(), (Shape{1, b, hq, d}));
-    expect_close(out.to_float(), naive_attention(q, kq, vq, b, hq, hkv, 1, smax, d, false, &pos), 1e-5, 1e-5,
-                 "decode");
+    expect_close(out.to_float(), naive_attention(q, kq, vq, b, hq, hkv, 1, smax, d, false, &pos), 1e-5, 1e-5, "decode");
   }
   const std::vector<int64_t> bad{0, 17, 40};
   const Tensor kc = f32(random_values(b * hkv * smax * d, 1), Shape{b, hkv, smax, d});
@@ -346,7 +346,8 @@ TEST(OpsAttention, FillCacheWritesOneUsersPrefix) {
   const std::vector<float> kv = random_values(hkv * s * d, 24);
   fill_cache(cache, f32(kv, Shape{1, hkv, s, d}), 1);
   const std::vector<float> c = cache.to_float();
-  const std::vector<float> kvq = Tensor::from_float(kv, Shape{1, hkv, s, d}, DataType::BFLOAT8_B, Layout::TILE).to_float();
+  const std::vector<float> kvq =
+      Tensor::from_float(kv, Shape{1, hkv, s, d}, DataType::BFLOAT8_B, Layout::TILE).to_float();
   for (int64_t h = 0; h < hkv; ++h)
     for (int64_t r = 0; r < smax; ++r)
       for (int64_t t = 0; t < d; ++t) {

@@ -20,7 +20,7 @@ namespace meshnn::kernels {
 enum class Isa { PORTABLE = 0, AVX2 = 1, AVX512 = 2 };
 
 const char* to_string(Isa isa);
-Isa best_supported_isa();       // what this CPU (and OS) can run
+Isa best_supported_isa();  // what this CPU (and OS) can run
 // best_supported_isa() capped by MESHNN_KERNELS (read on every call; cheap next to a kernel) and
 // by set_isa_cap().
 Isa active_isa();
@@ -53,8 +53,8 @@ struct KernelSet {
   // Small-M path (m <= small_m_max): C[m][nt*32 .. nt_end*32) = A[m][0..Kp) * B over those tile
   // columns, streaming B tile row by tile row straight from its stored format (no panel buffer):
   // A row-major with stride lda and zeros beyond K; C row stride ldc (overwritten).
-  void (*small_m)(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
-                  float* c, int64_t ldc);
+  void (*small_m)(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
+                  int64_t ldc);
   int small_m_max;
 };
 
@@ -74,8 +74,17 @@ const float* block_float_scale_table(DataType dtype);
 // C = A * B for the tile columns [nt_begin, nt_end) of B (C and A as in small_m: A row-major
 // [m][Kp] with zeros beyond K, C row-major with stride ldc, written in full for those columns).
 // B may be stored transposed (`b_transposed`: the tiles hold B^T, i.e. tile_rows counts N).
-// Chooses the small-M path or packs A into panels and runs the micro-kernel over decoded B panels.
-void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const TileMatrix& b,
-                 bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc);
+// Chooses the small-M path or runs the micro-kernel over decoded B panels with A packed into
+// micro-panels: by the caller (packed_a from gemm_pack_a_block, shared by threads that split N)
+// or, when packed_a is nullptr, by this call into a per-thread buffer.
+void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const float* packed_a,
+                 const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc);
+
+// Whether gemm_tile_b uses packed A for this M (else it reads A's rows directly).
+bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed);
+// Packed A is m * kp floats in gemm_row_blocks(m) independent blocks (parallel packing).
+int64_t gemm_row_blocks(int64_t m);
+void gemm_pack_a_block(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
+                       float* packed);
 
 }  // namespace meshnn::kernels

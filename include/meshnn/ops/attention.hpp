@@ -23,7 +23,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // 0..positions[b] inclusive (its new token already written by update_cache). -> [1, B, Hq, D].
 // Throws meshnn::Error for mismatched shapes or a position outside [0, S_max).
 Tensor scaled_dot_product_attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                                           std::span<const int64_t> positions, std::optional<float> scale = std::nullopt);
+                                           std::span<const int64_t> positions,
+                                           std::optional<float> scale = std::nullopt);
 
 // Writes new_kv [1, B, Hkv, D] into cache [B, Hkv, S_max, D] at row positions[b] of user b, in
 // place. Only the tiles holding those rows are re-encoded (block floats: a 16-value block never

@@ -4,6 +4,9 @@
 // bfloat4_b, kept in their stored format (decoded tile by tile inside the kernel); output dtype
 // chosen by MatmulOptions (default: the activation dtype). Work is spread over the rank's
 // ThreadPool by columns of 32 (and by batch when there are more batches than threads).
+// Kernels: AVX-512, AVX2/FMA or portable, chosen at run time (MESHNN_KERNELS=portable|avx2|avx512
+// caps the choice; see kernels/matmul_kernels.hpp). Each calling thread keeps its float32 scratch
+// (activations as rows, the float32 accumulators: (M + ...) x (K + N) floats) between calls.
 #pragma once
 
 #include <optional>
@@ -19,6 +22,7 @@ enum class Activation { NONE, GELU, GELU_TANH, SILU, RELU };
 struct MatmulOptions {
   std::optional<DataType> output_dtype;  // float32, bfloat16, bfloat8_b or bfloat4_b; default a's dtype
   // Worker threads; nullptr: the Runtime's pool if a Runtime exists, else the calling thread only.
+  // ThreadPool::parallel_for is not reentrant: do not call ops from inside a task of that pool.
   ThreadPool* pool = nullptr;
   bool force_portable = false;  // run the portable kernels whatever the CPU (tests, comparisons)
 };
