@@ -115,6 +115,13 @@ std::vector<float> read_box(const Handle& d, const DatasetInfo& info, const std:
   return out;
 }
 
+void check_expected_shape(const DatasetInfo& info, const LoadOptions& o, const std::string& file,
+                          const std::string& dataset) {
+  if (o.expected_shape && *o.expected_shape != info.shape)
+    throw Error(fmt::format("dataset '{}' in '{}' has shape [{}], expected [{}]", dataset, file, fmt::join(info.shape, ", "),
+                            fmt::join(*o.expected_shape, ", ")));
+}
+
 void check_finite(const std::vector<float>& values, const std::string& file, const std::string& dataset) {
   for (size_t i = 0; i < values.size(); ++i)
     if (!std::isfinite(values[i]))
@@ -196,9 +203,7 @@ Tensor load_local_shard(const std::string& file, const std::string& dataset, con
   const Handle f = open_file(file);
   const Handle d = open_dataset(f, file, dataset);
   const DatasetInfo info = describe(d, file, dataset);
-  if (o.expected_shape && *o.expected_shape != info.shape)
-    throw Error(fmt::format("dataset '{}' in '{}' has shape [{}], expected [{}]", dataset, file, fmt::join(info.shape, ", "),
-                            fmt::join(*o.expected_shape, ", ")));
+  check_expected_shape(info, o, file, dataset);
   if (o.transpose && info.shape.size() != 2)
     throw Error(fmt::format("dataset '{}' in '{}' has rank {}; a Linear weight is 2-D [out, in]", dataset, file,
                             info.shape.size()));
@@ -274,9 +279,7 @@ std::vector<float> read_dataset_local(const std::string& file, const std::string
   const Handle f = open_file(file);
   const Handle d = open_dataset(f, file, dataset);
   const DatasetInfo info = describe(d, file, dataset);
-  if (o.expected_shape && *o.expected_shape != info.shape)
-    throw Error(fmt::format("dataset '{}' in '{}' has shape [{}], expected [{}]", dataset, file, fmt::join(info.shape, ", "),
-                            fmt::join(*o.expected_shape, ", ")));
+  check_expected_shape(info, o, file, dataset);
   std::vector<int64_t> start(info.shape.size(), 0);
   std::vector<float> values = read_box(d, info, start, info.shape, file, dataset);
   if (o.reject_non_finite) check_finite(values, file, dataset);

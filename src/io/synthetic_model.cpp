@@ -5,16 +5,10 @@
 #include <cmath>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/hash.hpp"
 
 namespace meshnn::io {
 namespace {
-
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 constexpr int64_t kRowsPerWrite = 64;
 
@@ -37,7 +31,7 @@ std::string falcon_mlp_key(int layer, const std::string& name) {
 }
 
 float synthetic_value(uint64_t seed, uint64_t tensor_id, int64_t index, double scale, bool exact) {
-  const uint64_t h = mix(mix(seed ^ (tensor_id * 0x100000001B3ull)) + static_cast<uint64_t>(index));
+  const uint64_t h = mix64(mix64(seed ^ (tensor_id * 0x100000001B3ull)) + static_cast<uint64_t>(index));
   if (exact) return static_cast<float>(static_cast<int64_t>(h % 256) - 128) / 64.0f;
   const double unit = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
   return static_cast<float>((unit * 2.0 - 1.0) * scale);

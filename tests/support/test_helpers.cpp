@@ -3,23 +3,14 @@
 #include <cstring>
 #include <functional>
 
-#include "meshnn/tensor/bfloat16.hpp"
+#include "meshnn/core/hash.hpp"
 
 namespace meshnn::testing {
-
-namespace {
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-}  // namespace
 
 std::vector<float> seeded_values(int64_t count, uint64_t seed, bool integers) {
   std::vector<float> v(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
-    const uint64_t h = splitmix64(seed * 0x100000001B3ull + static_cast<uint64_t>(i));
+    const uint64_t h = mix64(seed * 0x100000001B3ull + static_cast<uint64_t>(i));
     if (integers)
       v[static_cast<size_t>(i)] = static_cast<float>(static_cast<int64_t>(h % 2001) - 1000);
     else
