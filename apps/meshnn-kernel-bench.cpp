@@ -3,13 +3,14 @@
 //
 //   meshnn-kernel-bench [--threads 1,2] [--shapes prefill128,decode1,...|MxKxN,...]
 //                       [--dtypes float32,bfloat16,bfloat8_b,bfloat4_b] [--act float32|bfloat16]
-//                       [--min-time S] [--json FILE]
+//                       [--min-time S] [--openblas-threads same|N] [--json FILE]
 //
 // The machine's single-core peak FMA rate (for the instruction set the kernels use) and read
 // bandwidth (one thread streaming 1 GiB) are measured first; "%peak" is GFLOP/s against the
 // peak times threads, "%bw" weight bytes/s against the single-core read bandwidth.
-// OpenBLAS runs with the same number of threads as our row (openblas_set_num_threads), in
-// alternation with ours; each side reports its best time.
+// OpenBLAS runs with the same number of threads as our row (--openblas-threads N pins it, e.g. 1
+// for a single-threaded baseline everywhere), in alternation with ours; each side reports its best
+// time. JSON records carry openblas_threads.
 #include <fmt/format.h>
 #include <immintrin.h>
 
@@ -24,6 +25,7 @@
 
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/ops/matmul.hpp"
+#include "meshnn/runtime/options.hpp"
 #include "meshnn/runtime/thread_pool.hpp"
 #include "meshnn/tensor/tensor.hpp"
 
@@ -188,63 +190,84 @@ std::pair<double, double> best_times_alternating(F&& f, G&& g, bool run_g, doubl
   return {best_f, run_g ? best_g : 0.0};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct BenchOptions {
   std::vector<int> thread_counts{1};
-  std::vector<std::string> shape_names;
+  std::vector<BenchShape> shapes;
   std::vector<DataType> dtypes{DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B};
   DataType act = DataType::FLOAT32;
   std::string json_path;
   double min_time = 0.5;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        fmt::print(stderr, "{} needs a value\n", arg);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--threads") {
-      thread_counts.clear();
-      for (const auto& t : split(value(), ',')) thread_counts.push_back(std::stoi(t));
-    } else if (arg == "--shapes") {
-      shape_names = split(value(), ',');
-    } else if (arg == "--dtypes") {
-      dtypes.clear();
-      for (const auto& d : split(value(), ',')) dtypes.push_back(parse_data_type(d));
-    } else if (arg == "--act") {
-      act = parse_data_type(value());
-    } else if (arg == "--json") {
-      json_path = value();
-    } else if (arg == "--min-time") {
-      min_time = std::stod(value());
-    } else {
-      fmt::print(stderr,
-                 "usage: meshnn-kernel-bench [--threads 1,2] [--shapes name|MxKxN,...] [--dtypes d,...] "
-                 "[--act float32|bfloat16] [--min-time s] [--json FILE]\nshapes:");
-      for (const auto& s : kShapes) fmt::print(stderr, " {}={}x{}x{}", s.name, s.m, s.k, s.n);
-      fmt::print(stderr, "\n");
-      return arg == "--help" ? 0 : 2;
-    }
+  int openblas_threads = 0;  // 0: same as ours
+};
+
+BenchOptions parse_options(int argc, char** argv) {
+  std::string shape_help = "shapes: names or MxKxN, comma-separated:";
+  for (const auto& s : kShapes) shape_help += fmt::format(" {}={}x{}x{}", s.name, s.m, s.k, s.n);
+  OptionParser cli("meshnn-kernel-bench", "GFLOP/s and weight GB/s of meshnn's matmul beside single-thread OpenBLAS.");
+  cli.add_option("threads", "LIST", "worker thread counts, e.g. 1,2", "1");
+  cli.add_option("shapes", "LIST", shape_help + " (default: all)");
+  cli.add_option("dtypes", "LIST", "weight dtypes", "float32,bfloat16,bfloat8_b,bfloat4_b");
+  cli.add_option("act", "T", "activation dtype: float32 | bfloat16", "float32");
+  cli.add_option("min-time", "S", "seconds each measurement runs at least", "0.5");
+  cli.add_option("openblas-threads", "N", "OpenBLAS threads: same (as ours) or a number", "same");
+  cli.add_option("json", "FILE", "also write one JSON record per row");
+  cli.parse(argc, argv);
+
+  BenchOptions o;
+  auto whole_number = [](const std::string& text, const std::string& what, int max) {
+    char* end = nullptr;
+    const long v = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || v < 1 || v > max)
+      throw UsageError(fmt::format("{}: '{}' is not a whole number from 1 to {}", what, text, max));
+    return static_cast<int>(v);
+  };
+  o.thread_counts.clear();
+  for (const auto& t : split(cli.get("threads"), ',')) o.thread_counts.push_back(whole_number(t, "--threads", 1024));
+  try {
+    o.dtypes.clear();
+    for (const auto& d : split(cli.get("dtypes"), ',')) o.dtypes.push_back(parse_data_type(d));
+    o.act = parse_data_type(cli.get_choice("act", {"float32", "bfloat16"}));
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
   }
-  std::vector<BenchShape> shapes;
-  if (shape_names.empty()) shapes = kShapes;
-  for (const auto& name : shape_names) {
+  o.min_time = cli.get_double("min-time", 0.0, 3600.0);
+  const std::string blas_threads = cli.get("openblas-threads");
+  o.openblas_threads = blas_threads == "same" ? 0 : whole_number(blas_threads, "--openblas-threads", 1024);
+  o.json_path = cli.has("json") ? cli.get("json") : "";
+  if (!cli.has("shapes")) {
+    o.shapes = kShapes;
+    return o;
+  }
+  for (const auto& name : split(cli.get("shapes"), ',')) {
     auto it = std::find_if(kShapes.begin(), kShapes.end(), [&](const BenchShape& s) { return s.name == name; });
     if (it != kShapes.end()) {
-      shapes.push_back(*it);
+      o.shapes.push_back(*it);
       continue;
     }
     const auto dims = split(name, 'x');
-    if (dims.size() != 3) {
-      fmt::print(stderr, "unknown shape '{}' (a name or MxKxN)\n", name);
-      return 2;
-    }
-    shapes.push_back({name, std::stoll(dims[0]), std::stoll(dims[1]), std::stoll(dims[2])});
+    if (dims.size() != 3) throw UsageError(fmt::format("--shapes: unknown shape '{}' (a name or MxKxN)", name));
+    o.shapes.push_back({name, whole_number(dims[0], "--shapes M", 1 << 20), whole_number(dims[1], "--shapes K", 1 << 20),
+                        whole_number(dims[2], "--shapes N", 1 << 20)});
   }
+  return o;
+}
 
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchOptions options;
+  try {
+    options = parse_options(argc, argv);
+  } catch (const HelpRequested& e) {
+    std::printf("%s", e.what());
+    return 0;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "meshnn-kernel-bench: usage error: %s\n", e.what());
+    return kExitUsage;
+  }
+  const auto& [thread_counts, shapes, dtypes, act, json_path, min_time, openblas_threads] = options;
   const kernels::Isa isa = kernels::active_isa();
   // Best of several runs: the first ones may meet a core still ramping its clock, or a neighbour.
   double peak = 0;
@@ -275,7 +298,7 @@ int main(int argc, char** argv) {
     for (int threads : thread_counts) {
       ThreadPool pool(threads);
 #ifdef MESHNN_HAVE_OPENBLAS
-      openblas_set_num_threads(threads);
+      openblas_set_num_threads(openblas_threads > 0 ? openblas_threads : threads);
       constexpr bool kHaveBlas = true;
 #else
       constexpr bool kHaveBlas = false;
@@ -303,9 +326,11 @@ int main(int argc, char** argv) {
               json,
               "{}  {{\"op\": \"{}\", \"M\": {}, \"K\": {}, \"N\": {}, \"weight_dtype\": \"{}\", \"threads\": {}, "
               "\"gflops\": {:.3f}, \"weight_GBps\": {:.3f}, \"openblas_gflops\": {:.3f}, \"ratio\": {:.4f}, "
-              "\"activation_dtype\": \"{}\", \"isa\": \"{}\", \"peak_gflops\": {:.1f}, \"read_GBps\": {:.2f}}}",
+              "\"openblas_threads\": {}, \"activation_dtype\": \"{}\", \"isa\": \"{}\", \"peak_gflops\": {:.1f}, "
+              "\"read_GBps\": {:.2f}}}",
               first_record ? "" : ",\n", op, s.m, s.k, s.n, to_string(wd), threads, gflops, weight_gbps, blas, ratio,
-              to_string(act), kernels::to_string(isa), peak, bandwidth);
+              openblas_threads > 0 ? openblas_threads : threads, to_string(act), kernels::to_string(isa), peak,
+              bandwidth);
           first_record = false;
         }
       }

@@ -7,6 +7,7 @@
 //           for each mr rows: micro-kernel        C[mr][32] += A_panel * B_panel
 // B is decoded once per MC block of rows, so for M <= MC exactly once.
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "meshnn/kernels/matmul_kernels.hpp"
@@ -114,10 +115,22 @@ void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, co
         const int64_t kc = std::min(kKc, kp - k0);
         for (int64_t nt = j0; nt < j1; ++nt) {
           decode_b_panel(ks, b, b_transposed, nt, k0, kc, panel, scratch.data());
+          // The next panel's tiles (next tile column, or the first one of the next K block) come
+          // from DRAM; fetch them a slice per micro-kernel call so the decode does not wait.
+          const bool last_column = nt + 1 == j1;
+          const int64_t next_nt = last_column ? j0 : nt + 1, next_k0 = last_column ? k0 + kKc : k0;
+          const int64_t next_tiles = next_k0 < kp ? std::min(kKc, kp - next_k0) / 32 : 0;
+          const int64_t lines_per_tile = static_cast<int64_t>(tile_bytes(b.dtype)) / 64;
+          const int64_t next_lines = next_tiles * lines_per_tile;
           const float* ap = a_packed + k0 * mc;
           int64_t row = i0;
           for (int64_t p = 0; p < panels; ++p) {
             const int mr = micro_rows(mc, ks.max_mr, p);
+            for (int64_t line = next_lines * p / panels; line < next_lines * (p + 1) / panels; ++line) {
+              const int64_t t = next_k0 / 32 + line / lines_per_tile;
+              const std::byte* tile = b_transposed ? b.tile(next_nt, t) : b.tile(t, next_nt);
+              __builtin_prefetch(tile + (line % lines_per_tile) * 64);
+            }
             // Fetch the next micro-panel's C rows (ldc apart) while this one computes.
             if (k0 > 0 && p + 1 < panels)
               for (int i = 0; i < mr; ++i) {

@@ -94,20 +94,26 @@ void decode_tile_t(const std::byte* tile, float* dst, int64_t ld) {
 template <int MR>
 void kernel_mr_x16(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   __m256 acc0[MR], acc1[MR];
-  for (int i = 0; i < MR; ++i) {
-    acc0[i] = accumulate ? _mm256_loadu_ps(c + i * ldc) : _mm256_setzero_ps();
-    acc1[i] = accumulate ? _mm256_loadu_ps(c + i * ldc + 8) : _mm256_setzero_ps();
-  }
+  // Every loop over MR is fully unrolled: otherwise GCC keeps a memory copy of the accumulator
+  // arrays and stores to it on every k.
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_loadu_ps(b + k * 32), b1 = _mm256_loadu_ps(b + k * 32 + 8);
+#pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m256 ai = _mm256_broadcast_ss(a + k * MR + i);
       acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
       acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
     }
   }
+#pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
+    if (accumulate) {
+      acc0[i] = _mm256_add_ps(acc0[i], _mm256_loadu_ps(c + i * ldc));
+      acc1[i] = _mm256_add_ps(acc1[i], _mm256_loadu_ps(c + i * ldc + 8));
+    }
     _mm256_storeu_ps(c + i * ldc, acc0[i]);
     _mm256_storeu_ps(c + i * ldc + 8, acc1[i]);
   }

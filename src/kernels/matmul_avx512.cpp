@@ -31,20 +31,26 @@ inline const std::byte* tile_at(const TileMatrix& m, int64_t tr, int64_t tc, siz
 template <int MR>
 void kernel_mr_x32(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate) {
   __m512 acc0[MR], acc1[MR];
-  for (int i = 0; i < MR; ++i) {
-    acc0[i] = accumulate ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
-    acc1[i] = accumulate ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
-  }
+  // Every loop over MR is fully unrolled: otherwise GCC keeps a memory copy of the accumulator
+  // arrays and stores to it on every k.
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(b + k * 32), b1 = _mm512_loadu_ps(b + k * 32 + 16);
+#pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 ai = _mm512_set1_ps(a[k * MR + i]);
       acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
       acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
     }
   }
+#pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
+    if (accumulate) {
+      acc0[i] = _mm512_add_ps(acc0[i], _mm512_loadu_ps(c + i * ldc));
+      acc1[i] = _mm512_add_ps(acc1[i], _mm512_loadu_ps(c + i * ldc + 16));
+    }
     _mm512_storeu_ps(c + i * ldc, acc0[i]);
     _mm512_storeu_ps(c + i * ldc + 16, acc1[i]);
   }

@@ -120,6 +120,10 @@ class ScratchFloats {
   size_t capacity_ = 0;
 };
 
+// Work (FLOPs, or ~8 per A value for the preparation phases) below which a phase stays on one
+// thread: 2 MFLOP per thread.
+constexpr double kMinParallelWork = 2e6;
+
 // The work of one call, shared by the threads.
 struct MatmulPlan {
   const kernels::KernelSet* ks;
@@ -251,16 +255,20 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
   ThreadPool* pool = options.pool;
   if (pool == nullptr && Runtime::exists()) pool = &Runtime::instance().pool();
   const int threads = pool ? pool->num_threads() : 1;
-  auto run = [&](int64_t count, const std::function<void(int64_t, int64_t, int)>& fn) {
-    if (pool != nullptr && threads > 1 && count > 1)
+  // Waking the workers costs ~10-20 us per phase: below ~2 MFLOP per thread (or 256K A values
+  // for the preparation phases) a phase runs on the calling thread alone.
+  const double flops = 2.0 * static_cast<double>(batches) * m * k * n;
+  auto run = [&](int64_t count, double work_size, const std::function<void(int64_t, int64_t, int)>& fn) {
+    if (pool != nullptr && threads > 1 && count > 1 && work_size >= threads * kMinParallelWork)
       pool->parallel_for(count, fn);
     else
       fn(0, count, 0);
   };
+  const double a_values = static_cast<double>(p.groups) * p.rows_per_group * p.kp;
 
   // Activations -> float rows, one item per (output batch, stored tile row).
   const int64_t a_tile_rows = a.padded_shape()[-2] / 32;
-  run(batches * a_tile_rows, [&](int64_t begin, int64_t end, int) {
+  run(batches * a_tile_rows, a_values * 8, [&](int64_t begin, int64_t end, int) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t ob = item / a_tile_rows;
       load_a_tile_row(*p.ks, a, a_index(ob), item % a_tile_rows, transpose_a, m, k, p.a_rows + ob * m * p.kp, p.kp);
@@ -271,7 +279,7 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
   if (kernels::gemm_packs_a(*p.ks, p.rows_per_group, transpose_b)) {
     p.a_packed = packed_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
     const int64_t blocks = kernels::gemm_row_blocks(p.rows_per_group);
-    run(p.groups * blocks, [&](int64_t begin, int64_t end, int) {
+    run(p.groups * blocks, a_values * 8, [&](int64_t begin, int64_t end, int) {
       for (int64_t item = begin; item < end; ++item) {
         const int64_t g = item / blocks;
         kernels::gemm_pack_a_block(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp, p.kp,
@@ -299,7 +307,7 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
       epilogue(p, g, nt_begin, nt_end);
     }
   };
-  run(items, work);
+  run(items, flops, work);
   return out;
 }
 

@@ -234,6 +234,41 @@ TEST_P(KernelsMatmulIsa, LargeMCrossesRowBlocks) {
   check_matmul({{530, 70}, {70, 40}}, DataType::FLOAT32, DataType::BFLOAT8_B, GetParam(), 7);
 }
 
+TEST_P(KernelsMatmulIsa, PrefillBlockingAllLoopsWithThreads) {
+  // M = 1000: three row blocks; K = 600: three K blocks; N = 300: two column blocks of 8 tiles;
+  // with two threads sharing the packed A.
+  ThreadPool pool(2);
+  const Shape as{1000, 600}, bs{600, 300};
+  const std::vector<float> a0 = random_values(as.volume(), 41), b0 = random_values(bs.volume(), 42, 0.5f);
+  const Tensor a = Tensor::from_float(a0, as, DataType::BFLOAT16, Layout::TILE);
+  const Tensor b = Tensor::from_float(b0, bs, DataType::BFLOAT8_B, Layout::TILE);
+  IsaCap cap(GetParam());
+  MatmulOptions opt;
+  opt.output_dtype = DataType::FLOAT32;
+  opt.pool = &pool;
+  const std::vector<float> got = matmul(a, b, false, false, opt).to_float();
+  const Reference r = reference_matmul(a.to_float(), as, b.to_float(), bs, false, false, nullptr);
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::fabs(got[i] - r.c[i]) > 600 * std::ldexp(1.0, -24) * r.abs_sum[i]) ++bad;
+  EXPECT_EQ(bad, 0);
+}
+
+TEST_P(KernelsMatmulIsa, ActivationPaddingNeverLeaksIn) {
+  // The padding of a (columns K..Kp) may hold anything, here NaN; the kernels must not use it.
+  const Shape as{5, 40}, bs{40, 20};
+  const std::vector<float> a0 = random_values(as.volume(), 43), b0 = random_values(bs.volume(), 44);
+  const Tensor a = Tensor::from_float(a0, as, DataType::FLOAT32, Layout::TILE, std::nanf(""));
+  const Tensor b = Tensor::from_float(b0, bs, DataType::BFLOAT4_B, Layout::TILE);
+  IsaCap cap(GetParam());
+  for (const std::vector<float>& c :
+       {matmul(a, b).to_float(),
+        matmul(Tensor::from_float(random_values(40, 45), Shape{1, 40}, DataType::FLOAT32, Layout::TILE, std::nanf("")),
+               b)
+            .to_float()})
+    for (float v : c) EXPECT_FALSE(std::isnan(v));
+}
+
 TEST_P(KernelsMatmulIsa, EveryDecodeRowCount) {
   // M = 1..16 crosses the small-M / panel switch and every micro-kernel height.
   for (int64_t m = 1; m <= 16; ++m) {

@@ -31,6 +31,7 @@ struct MatmulOptions {
 // [..., N, K]) -> [..., M, N] in TILE layout. Leading (batch) dims broadcast as in numpy/TT-NN:
 // aligned from the right, each pair equal or one of them 1; so a rank-2 b multiplies every batch
 // of a. Only the M valid rows are computed (decode with M = 1 costs one row, not 32).
+// b's tile padding must be finite (TT-NN pads with 0): it meets zeros of a, and 0 * inf = NaN.
 // Throws meshnn::Error for: rank < 2, a not float32/bfloat16, b not TILE or an unsupported dtype,
 // inner dims that differ (naming both shapes), batch dims that do not broadcast, an output dtype
 // that is not float32/bfloat16/bfloat8_b/bfloat4_b.
