@@ -5,7 +5,8 @@ Sweeps rank counts, parallel modes, weight dtypes and batch sizes; runs the job 
 through scripts/mpirun.sh; writes a CSV table and a PNG plot (time per token, speed-up against the
 ideal line, and the compute/communication split).
 
-Strong scaling keeps the batch fixed as ranks grow; weak scaling grows the batch with the ranks.
+Each rank is one device with --threads-per-rank worker threads (default 1), so that adding ranks adds
+compute as adding devices does. Strong scaling keeps the batch fixed as ranks grow; weak scaling grows the batch with the ranks.
 Speed-up is throughput against the 1-rank run of the same mode, dtype and scaling kind:
 (1-rank time per token) / (N-rank time per token); ideal = N.
 
@@ -40,7 +41,10 @@ def run_point(args, build, weights, ranks, mode, dtype, batch, json_path):
             "--act-dtype", args.act_dtype, "--batch", str(batch), "--seq", str(args.seq),
             "--iterations", str(args.iterations), "--warmup", "1", "--json", json_path]
     print("+", " ".join(cmd), flush=True)
-    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Each rank is one device with a fixed budget of worker threads, so adding ranks adds compute
+    # (a lone rank would otherwise take every core of the node and hide the scaling).
+    env = dict(os.environ, MESHNN_NUM_THREADS=str(args.threads_per_rank))
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if result.returncode != 0:
         sys.stdout.write(result.stdout)
         raise SystemExit(f"run failed with status {result.returncode}")
@@ -108,6 +112,7 @@ def main():
     p.add_argument("--act-dtype", default="bfloat16")
     p.add_argument("--tp-variant", default="reduce_scatter")
     p.add_argument("--iterations", type=int, default=3)
+    p.add_argument("--threads-per-rank", type=int, default=1, help="worker threads of each rank (its device's cores)")
     p.add_argument("--hostfile", default="")
     p.add_argument("--out-dir", default=os.path.join(ROOT, "results", "scaling"))
     p.add_argument("--build", default=os.environ.get("MESHNN_BUILD", os.path.join(ROOT, "build")))
