@@ -1,4 +1,4 @@
-// AVX2/FMA inner loops. This file is compiled with -mavx2 -mfma -mf16c and must only run after
+// AVX2/FMA inner loops. This file is compiled with -mavx2 -mfma and must only run after
 // the dispatcher checked the CPU: it uses no std templates (their out-of-line copies could be
 // shared with portable code) and keeps every helper in an anonymous namespace.
 #include <immintrin.h>

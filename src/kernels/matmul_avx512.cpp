@@ -1,6 +1,6 @@
-// AVX-512 inner loops. Built with the project's baseline flags; the instructions are enabled for
-// this file only by the target pragma below, and it only runs after the dispatcher checked the
-// CPU. Like the AVX2 file it uses no std templates and keeps helpers in an anonymous namespace.
+// AVX-512 inner loops. This file alone is compiled with the AVX-512 flags (CMakeLists.txt: files
+// named *_avx512.cpp) and only runs after the dispatcher checked the CPU. Like the AVX2 file it
+// uses no std templates and keeps helpers in an anonymous namespace.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -9,10 +9,11 @@
 
 #include "meshnn/kernels/matmul_kernels.hpp"
 
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 // GCC 12 false positive inside avx512fintrin.h (_mm512_undefined_* used as a "don't care" source).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 namespace meshnn::kernels {
 

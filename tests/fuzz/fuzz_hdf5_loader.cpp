@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "meshnn/core/error.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "meshnn/core/error.hpp"
+#include "meshnn/core/types.hpp"
 #include "meshnn/mesh/mesh_device.hpp"
 #include "meshnn/runtime/options.hpp"
 

@@ -51,8 +51,11 @@ struct LoadOptions {
 MeshTensor load_tensor(const std::string& file, const std::string& dataset, const MeshMapperConfig& mapper,
                        const MeshDevicePtr& mesh, const LoadOptions& options);
 
-// The model configuration in the root attributes (Hugging Face config.json names). Absent
-// attributes are absent from the map; numbers come back as double, strings as string.
+// The model configuration in the root attributes, by Hugging Face config.json names (model_type,
+// hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
+// vocab_size, max_position_embeddings, rms_norm_eps, rope_theta, tie_word_embeddings). Absent
+// attributes are absent from the map; integers come back as int64_t, reals as double, strings as
+// string.
 using AttributeValue = std::variant<int64_t, double, std::string>;
 using Attributes = std::map<std::string, AttributeValue>;
 Attributes read_root_attributes(const std::string& file, const MeshDevicePtr& mesh);
