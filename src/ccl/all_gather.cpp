@@ -124,11 +124,27 @@ void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, vo
                kMaxLinks, ctx.num_links);
   auto* dst = static_cast<std::byte*>(out);
   const auto* src = static_cast<const std::byte*>(mine);
+  const Schedule sched = choose_schedule(Collective::AllGather, n, bytes, ctx.topology, ctx.options);
+  const double watchdog = watchdog_seconds_for(ctx.options);
+  const std::string_view name = ctx.op_name.empty() ? std::string_view("all_gather") : std::string_view(ctx.op_name);
+  if (sched.algorithm == Algorithm::Direct && bytes <= sched.chunk_bytes && DirectExchange::fits(n)) {
+    // build_gather_direct's messages (one chunk each, lane 0), without a Plan.
+    const int p = t.position();
+    DirectExchange exchange(t, ctx.tag_base);
+    for (int q = 1; q < n; ++q) {
+      const int from = mod(p - q, n);
+      exchange.send(mod(p + q, n), 0, src, bytes);
+      exchange.recv(from, 0, dst + static_cast<size_t>(from) * bytes, bytes);
+    }
+    exchange.post();
+    std::byte* own = dst + static_cast<size_t>(p) * bytes;
+    if (src != own) std::memcpy(own, src, bytes);  // overlaps the transfers
+    exchange.wait(name, watchdog);
+    return;
+  }
   std::vector<ByteRange> blocks(n);
   for (int j = 0; j < n; ++j) blocks[j] = {static_cast<size_t>(j) * bytes, bytes};
-  const Schedule sched = choose_schedule(Collective::AllGather, n, bytes, ctx.topology, ctx.options);
-  const double watchdog = ctx.options.watchdog_seconds > 0 ? ctx.options.watchdog_seconds : watchdog_seconds_from_env();
-  Plan plan(t, ctx.op_name.empty() ? "all_gather" : ctx.op_name, ctx.tag_base, watchdog);
+  Plan plan(t, std::string(name), ctx.tag_base, watchdog);
   ScratchScope scratch;
   Prims prims(plan, scratch);
   if (sched.algorithm == Algorithm::Direct) {

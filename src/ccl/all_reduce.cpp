@@ -23,6 +23,35 @@ void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_
     red.finish(dst, count);
     return;
   }
+  const Schedule sched = choose_schedule(Collective::AllReduce, n, red.compute_bytes(count), ctx.topology, ctx.options);
+  const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
+  const double watchdog = watchdog_seconds_for(ctx.options);
+  const std::string_view name = ctx.op_name.empty() ? std::string_view("all_reduce") : std::string_view(ctx.op_name);
+  if (sched.algorithm == Algorithm::Direct && chunk_count(count, chunk) <= 1 && DirectExchange::fits(n)) {
+    // The Direct case below with one chunk, without a Plan: same messages, same combination order.
+    const Reduction r = direct_reduction(red);
+    const size_t bytes = r.compute_bytes(count);
+    ScratchScope scratch;
+    std::byte* staging = scratch.acquire(bytes * (n - 1));
+    auto source = [&](int q) -> const std::byte* { return q == p ? src : staging + bytes * mod(q - p - 1, n); };
+    DirectExchange exchange(t, ctx.tag_base);
+    for (int q = 1; q < n; ++q) {
+      const int from = mod(p - q, n);
+      exchange.send(mod(p + q, n), 0, src, bytes);
+      exchange.recv(from, 0, const_cast<std::byte*>(source(from)), bytes);
+    }
+    exchange.post();
+    exchange.wait(name, watchdog);
+    const void* sources[DirectExchange::kMaxMessages];
+    for (int j = 0; j < n; ++j) {
+      const int64_t b = slice_begin(count, n, j), e = slice_begin(count, n, j + 1);
+      if (b >= e) continue;
+      for (int k = 1; k <= n; ++k) sources[k - 1] = source(mod(j + k, n)) + b * 4;
+      r.combine_sources(std::span<const void* const>(sources, static_cast<size_t>(n)), dst + b * 4, e - b);
+      r.finish(dst + b * 4, e - b);
+    }
+    return;
+  }
   // Slice j (owned by member j in the reduce_scatter phase): elements [count*j/n, count*(j+1)/n).
   std::vector<ElemRange> slices(n);
   std::vector<ByteRange> blocks(n);
@@ -31,10 +60,7 @@ void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_
     slices[j] = {b, e - b};
     blocks[j] = {static_cast<size_t>(b) * 4, static_cast<size_t>(e - b) * 4};
   }
-  const Schedule sched = choose_schedule(Collective::AllReduce, n, red.compute_bytes(count), ctx.topology, ctx.options);
-  const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
-  const double watchdog = ctx.options.watchdog_seconds > 0 ? ctx.options.watchdog_seconds : watchdog_seconds_from_env();
-  Plan plan(t, ctx.op_name.empty() ? "all_reduce" : ctx.op_name, ctx.tag_base, watchdog);
+  Plan plan(t, std::string(name), ctx.tag_base, watchdog);
   ScratchScope scratch;
 
   if (sched.algorithm == Algorithm::Direct) {

@@ -4,10 +4,13 @@
 
 #include <functional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "meshnn/ccl/collectives.hpp"
 #include "meshnn/ccl/plan.hpp"
+#include "meshnn/core/error.hpp"
 
 namespace meshnn::ccl::detail {
 
@@ -53,5 +56,48 @@ std::vector<RangeOp> build_reduce_line(Prims& prims, const std::byte* in, std::s
 
 Reduction direct_reduction(const Reduction& red);
 int64_t chunk_elems_for(size_t chunk_bytes);
+
+// The watchdog timeout of a call: options.watchdog_seconds, else MESHNN_WATCHDOG_SECONDS (read
+// once per process: getenv scans the whole environment, which MPI launchers make long).
+double watchdog_seconds_for(const CclOptions& options);
+// Hands a watchdog report to the stuck handler (default meshnn::fatal). Never returns.
+[[noreturn]] void raise_stuck(const std::string& message);
+
+// The one-step Direct schedules when every peer's data is a single message: no Plan, no
+// dependency tracking. Messages are added in plan order (the order Plan-based Direct would add
+// them, which is what the watchdog report follows); post() posts every receive first, then every
+// send (lane l = tag tag_base + l, as Plan), and wait() completes them together with one
+// test_all per poll, the watchdog looking at the clock only every 256 polls.
+class DirectExchange {
+ public:
+  static constexpr int kMaxMessages = 32;  // groups of up to 17 members
+  static bool fits(int group_size) { return 2 * (group_size - 1) <= kMaxMessages; }
+
+  DirectExchange(Transport& transport, int tag_base) : transport_(transport), tag_base_(tag_base) {}
+  void send(int peer, int lane, const void* src, size_t bytes) { add(peer, lane, const_cast<void*>(src), bytes, true); }
+  void recv(int peer, int lane, void* dst, size_t bytes) { add(peer, lane, dst, bytes, false); }
+  void post();
+  void wait(std::string_view op_name, double watchdog_seconds);
+
+ private:
+  struct Message {
+    int peer, lane;
+    void* buffer;
+    size_t bytes;
+    bool is_send;
+  };
+  void add(int peer, int lane, void* buffer, size_t bytes, bool is_send) {
+    MESHNN_FATAL_IF(count_ >= kMaxMessages, "ccl: DirectExchange holds at most {} messages", kMaxMessages);
+    messages_[count_] = {peer, lane, buffer, bytes, is_send};
+    requests_[count_++] = -1;
+  }
+  [[noreturn]] void report_stuck(std::string_view op_name, double watchdog_seconds) const;
+
+  Transport& transport_;
+  int tag_base_;
+  int count_ = 0;
+  Message messages_[kMaxMessages];
+  int requests_[kMaxMessages];
+};
 
 }  // namespace meshnn::ccl::detail

@@ -23,20 +23,35 @@ using ccl::Collective;
 
 int mesh_axis_size(MeshShape s, int axis) { return axis == 0 ? s.rows : s.cols; }
 
+// One or both mesh axes (no heap: resolved on every call).
+struct AxisList {
+  int v[2] = {0, 1};
+  int n = 0;
+  const int* begin() const { return v; }
+  const int* end() const { return v + n; }
+  size_t size() const { return static_cast<size_t>(n); }
+  int operator[](size_t i) const { return v[i]; }
+};
+
 // The devices a collective runs over, and which mesh axes its placement change applies to.
 struct Group {
   MPI_Comm comm = MPI_COMM_NULL;
   int size = 1, position = 0;
-  std::vector<int> axes;                // mesh axes whose placement the op rewrites
-  std::vector<int> member_ids;  // device id of each group position
+  AxisList axes;  // mesh axes whose placement the op rewrites
   std::optional<int> cluster_axis;
 };
+
+// Device id of group position k (for messages only).
+int member_id(const MeshDevice& mesh, const Group& g, int k) {
+  if (!g.cluster_axis) return k;
+  const MeshCoordinate me = mesh.coordinate();
+  return *g.cluster_axis == 0 ? mesh.device_id_of({k, me.col}) : mesh.device_id_of({me.row, k});
+}
 
 Group resolve_group(const MeshDevice& mesh, std::optional<int> cluster_axis, std::string_view op) {
   Group g;
   g.cluster_axis = cluster_axis;
   const MeshShape shape = mesh.shape();
-  std::vector<int> ids;
   if (cluster_axis) {
     const int a = *cluster_axis;
     MESHNN_CHECK(a == 0 || a == 1, "{}: cluster_axis must be 0 or 1 (or none for the whole mesh), got {}", op, a);
@@ -46,19 +61,15 @@ Group resolve_group(const MeshDevice& mesh, std::optional<int> cluster_axis, std
     g.comm = mesh.axis_comm(a);
     g.size = mesh.axis_size(a);
     g.position = mesh.axis_position(a);
-    g.axes = {a};
-    const MeshCoordinate me = mesh.coordinate();
-    for (int k = 0; k < g.size; ++k)
-      ids.push_back(a == 0 ? mesh.device_id_of({k, me.col}) : mesh.device_id_of({me.row, k}));
+    g.axes.v[0] = a;
+    g.axes.n = 1;
   } else {
     g.comm = mesh.comm();
     g.size = mesh.num_devices();
     g.position = mesh.device_id();
-    g.axes = {0, 1};
-    for (int k = 0; k < g.size; ++k) ids.push_back(k);
+    g.axes.n = 2;
   }
   MESHNN_CHECK(g.size > 1, "{} needs more than one device, got {} (a {} mesh)", op, g.size, shape.to_string());
-  g.member_ids = std::move(ids);
   return g;
 }
 
@@ -109,7 +120,7 @@ OutputSpec gather_spec(const MeshTensor& t, const Group& g, int d) {
   if (any_shard) check_nested_shard(t, g, d, op, "gathering");
   MESHNN_CHECK(!t.is_padded(), "all_gather: the tensor's shards carry padding (shape {}, shard {}); not supported",
                t.shape(), t.shard_shape());
-  OutputSpec s{t.shape(), t.shard_shape(), t.placements()};
+  OutputSpec s{t.shape(), t.local().shape(), t.placements()};
   s.local[d] = s.local[d] * g.size;
   if (!any_shard) s.global[d] = s.global[d] * g.size;  // replicated input: N copies side by side
   for (int a : g.axes) s.placements[a] = Replicate{};
@@ -133,10 +144,10 @@ void check_reducible(const MeshTensor& t, const Group& g, ReduceOp op, std::stri
 OutputSpec reduce_scatter_spec(const MeshTensor& t, const Group& g, int d, ReduceOp op) {
   check_reducible(t, g, op, "reduce_scatter");
   check_nested_shard(t, g, d, "reduce_scatter", "scattering");
-  const int64_t size = t.shard_shape()[d];
+  const int64_t size = t.local().shape()[d];
   MESHNN_CHECK(size % g.size == 0, "reduce_scatter: dim {} of size {} (shard shape {}) does not divide over {} devices",
                d, size, t.shard_shape(), g.size);
-  OutputSpec s{t.shape(), t.shard_shape(), t.placements()};
+  OutputSpec s{t.shape(), t.local().shape(), t.placements()};
   s.local[d] = size / g.size;
   for (int a : g.axes) s.placements[a] = Shard{d};
   return s;
@@ -144,7 +155,7 @@ OutputSpec reduce_scatter_spec(const MeshTensor& t, const Group& g, int d, Reduc
 
 OutputSpec all_reduce_spec(const MeshTensor& t, const Group& g, ReduceOp op) {
   check_reducible(t, g, op, "all_reduce");
-  OutputSpec s{t.shape(), t.shard_shape(), t.placements()};
+  OutputSpec s{t.shape(), t.local().shape(), t.placements()};
   for (int a : g.axes) s.placements[a] = Replicate{};
   return s;
 }
@@ -156,7 +167,7 @@ void check_common(const MeshTensor& t, int num_links, std::string_view op) {
 }
 
 void check_output(const MeshTensor& out, const OutputSpec& s, const MeshTensor& in, std::string_view op) {
-  MESHNN_CHECK(out.mesh() == in.mesh() && out.shape() == s.global && out.shard_shape() == s.local &&
+  MESHNN_CHECK(out.mesh() == in.mesh() && out.shape() == s.global && out.local().shape() == s.local &&
                    out.placements() == s.placements && out.dtype() == in.dtype() && out.layout() == in.layout(),
                "{}: output tensor {} {} {} {} does not match the expected {} {} {} {}", op, out.shape(),
                to_string(out.placements()), to_string(out.dtype()), to_string(out.layout()), s.global,
@@ -243,9 +254,12 @@ void encode_storage(const void* values, Tensor& t) {
 // ---- checked mode ----
 
 bool checked_mode(const CclOptions& o) {
-  if (o.checked) return true;
-  const char* v = std::getenv("MESHNN_CCL_CHECKED");
-  return v && std::string_view(v) == "1";
+  // The environment is read once per process (getenv scans the whole, launcher-sized, environment).
+  static const bool from_env = [] {
+    const char* v = std::getenv("MESHNN_CCL_CHECKED");
+    return v && std::string_view(v) == "1";
+  }();
+  return o.checked || from_env;
 }
 
 // Every member learns every member's argument description; all throw the same error on mismatch.
@@ -282,7 +296,7 @@ void run_collective(const MeshTensor& in, const Group& g, std::string_view op, i
   const Topology topo = topology.value_or(mesh.topology());
   // Names are formatted only if the watchdog needs one.
   ccl::MpiTransport transport(g.comm, [&g, &mesh](int k) {
-    const int id = g.member_ids.at(k);
+    const int id = member_id(mesh, g, k);
     return fmt::format("device {} {}", id, mesh.coordinate_of(id).to_string());
   });
   const int tag_base = ccl::tag_base_for(mesh.next_operation_id(), transport);

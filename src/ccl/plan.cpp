@@ -9,6 +9,7 @@
 #include <thread>
 #include <tuple>
 
+#include "builders.hpp"
 #include "meshnn/core/error.hpp"
 
 namespace meshnn::ccl {
@@ -228,6 +229,18 @@ void Plan::report_stuck() {
   } else {
     message = fmt::format("{} stuck with no transfer posted ({} bytes outstanding)", op_name_, outstanding);
   }
+  detail::raise_stuck(message);
+}
+
+namespace detail {
+
+double watchdog_seconds_for(const CclOptions& options) {
+  if (options.watchdog_seconds > 0) return options.watchdog_seconds;
+  static const double from_env = watchdog_seconds_from_env();
+  return from_env;
+}
+
+void raise_stuck(const std::string& message) {
   std::function<void(const std::string&)> handler;
   {
     std::lock_guard lock(handler_mutex());
@@ -236,6 +249,68 @@ void Plan::report_stuck() {
   if (handler) handler(message);
   fatal(message);
 }
+
+void DirectExchange::post() {
+  // Receives first: a posted receive lets the peer's rendezvous send start.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < count_; ++i) {
+      const Message& m = messages_[i];
+      if (m.is_send != (pass == 1) || m.bytes == 0) continue;  // empty: both sides know, nothing to exchange
+      const int tag = tag_base_ + m.lane;
+      requests_[i] = m.is_send ? transport_.post_send(m.peer, tag, m.buffer, m.bytes)
+                               : transport_.post_recv(m.peer, tag, m.buffer, m.bytes);
+    }
+  }
+}
+
+void DirectExchange::wait(std::string_view op_name, double watchdog_seconds) {
+  using Clock = std::chrono::steady_clock;
+  const std::span<int> requests(requests_, static_cast<size_t>(count_));
+  Clock::time_point last_progress{};
+  bool clock_started = false;
+  int idle_rounds = 0;
+  while (!transport_.test_all(requests)) {
+    // Oversubscribed ranks (more ranks than cores) must give the core to the peer they wait for.
+    if (++idle_rounds > 64) std::this_thread::yield();
+    if ((idle_rounds & 255) != 0) continue;
+    // Rarely: see which transfers finished (progress restarts the watchdog), then the clock.
+    bool progress = false;
+    for (int& r : requests)
+      if (r >= 0 && transport_.test(r)) {
+        r = -1;
+        progress = true;
+      }
+    const auto now = Clock::now();
+    if (!clock_started || progress) {
+      last_progress = now;
+      clock_started = true;
+    } else if (std::chrono::duration<double>(now - last_progress).count() > watchdog_seconds) {
+      report_stuck(op_name, watchdog_seconds);
+    }
+  }
+}
+
+void DirectExchange::report_stuck(std::string_view op_name, double watchdog_seconds) const {
+  // As Plan: the earliest incomplete transfer in plan order (all are posted here), step 0.
+  const Message* stuck = nullptr;
+  size_t outstanding = 0;
+  for (int i = 0; i < count_; ++i) {
+    if (requests_[i] < 0) continue;
+    outstanding += messages_[i].bytes;
+    if (!stuck) stuck = &messages_[i];
+  }
+  std::string message;
+  if (stuck) {
+    message = fmt::format("{} stuck at step {} waiting for peer {} to {} ({} bytes outstanding, {} s without progress)",
+                          op_name, 0, transport_.describe_member(stuck->peer), stuck->is_send ? "receive" : "send",
+                          outstanding, watchdog_seconds);
+  } else {
+    message = fmt::format("{} stuck with no transfer posted ({} bytes outstanding)", op_name, outstanding);
+  }
+  raise_stuck(message);
+}
+
+}  // namespace detail
 
 // ---- primitives ----
 

@@ -134,12 +134,36 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
     red.finish(dst, count);
     return;
   }
-  std::vector<ElemRange> slices(n);
-  for (int j = 0; j < n; ++j) slices[j] = {count * j, count};
   const Schedule sched = choose_schedule(Collective::ReduceScatter, n, red.compute_bytes(count) * n, ctx.topology, ctx.options);
   const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
-  const double watchdog = ctx.options.watchdog_seconds > 0 ? ctx.options.watchdog_seconds : watchdog_seconds_from_env();
-  Plan plan(t, ctx.op_name.empty() ? "reduce_scatter" : ctx.op_name, ctx.tag_base, watchdog);
+  const double watchdog = watchdog_seconds_for(ctx.options);
+  const std::string_view name = ctx.op_name.empty() ? std::string_view("reduce_scatter") : std::string_view(ctx.op_name);
+  if (sched.algorithm == Algorithm::Direct && chunk_count(count, chunk) <= 1 && DirectExchange::fits(n)) {
+    // The Direct case below with one chunk per peer, without a Plan: same messages, same order of
+    // combination, so the same bits.
+    const Reduction r = direct_reduction(red);
+    const size_t bytes = r.compute_bytes(count);
+    ScratchScope scratch;
+    std::byte* staging = scratch.acquire(bytes * (n - 1));
+    auto staged = [&](int from) { return staging + bytes * mod(from - p - 1, n); };
+    DirectExchange exchange(t, ctx.tag_base);
+    for (int q = 1; q < n; ++q) {
+      const int to = mod(p + q, n), from = mod(p - q, n);
+      exchange.send(to, 0, src + bytes * to, bytes);
+      exchange.recv(from, 0, staged(from), bytes);
+    }
+    exchange.post();
+    exchange.wait(name, watchdog);
+    const void* sources[DirectExchange::kMaxMessages];
+    for (int k = 1; k < n; ++k) sources[k - 1] = staged(mod(p + k, n));
+    sources[n - 1] = src + bytes * p;
+    r.combine_sources(std::span<const void* const>(sources, static_cast<size_t>(n)), dst, count);
+    r.finish(dst, count);
+    return;
+  }
+  std::vector<ElemRange> slices(n);
+  for (int j = 0; j < n; ++j) slices[j] = {count * j, count};
+  Plan plan(t, std::string(name), ctx.tag_base, watchdog);
   ScratchScope scratch;
   switch (sched.algorithm) {
     case Algorithm::Direct: {

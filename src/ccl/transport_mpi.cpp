@@ -8,97 +8,153 @@
 
 namespace meshnn::ccl {
 
-// One posted transfer: one MPI request per piece of at most kMaxPieceBytes.
-struct MpiTransport::Slot {
-  std::vector<MPI_Request> requests;
-  std::vector<MPI_Status> statuses;
-  std::vector<int> piece_bytes;  // receives: the size each piece must arrive with
-  bool is_recv = false;
-  int peer = 0;
-  int tag = 0;
-};
+bool Transport::test_all(std::span<int> requests) {
+  bool all = true;
+  for (int& r : requests) {
+    if (r < 0) continue;
+    if (test(r)) r = -1;
+    else all = false;
+  }
+  return all;
+}
+
+namespace {
+// MPI_TAG_UB of the last communicator seen on this thread: collectives are created per call, and
+// querying the attribute every time costs more than the small collective itself.
+int tag_ub_of(MPI_Comm comm) {
+  thread_local MPI_Comm last_comm = MPI_COMM_NULL;
+  thread_local int last_tag_ub = 32767;
+  if (comm != last_comm) {
+    int flag = 0;
+    int* tag_ub = nullptr;
+    MESHNN_MPI_CHECK(MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &flag));
+    last_tag_ub = flag && tag_ub ? *tag_ub : 32767;
+    last_comm = comm;
+  }
+  return last_tag_ub;
+}
+}  // namespace
 
 MpiTransport::MpiTransport(MPI_Comm comm, std::function<std::string(int)> namer)
     : comm_(comm), namer_(std::move(namer)) {
   rank_ = comm_rank(comm);
   size_ = comm_size(comm);
-  int flag = 0;
-  int* tag_ub = nullptr;
-  MESHNN_MPI_CHECK(MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &flag));
-  if (flag && tag_ub) max_tag_ = *tag_ub;
+  max_tag_ = tag_ub_of(comm);
 }
 
 MpiTransport::~MpiTransport() = default;
 
 int MpiTransport::allocate_slot() {
-  if (!free_slots_.empty()) {
-    int id = free_slots_.back();
-    free_slots_.pop_back();
+  if (free_head_ >= 0) {
+    const int id = free_head_;
+    free_head_ = slot(id).next_free;
     return id;
   }
-  slots_.push_back(std::make_unique<Slot>());
-  return static_cast<int>(slots_.size()) - 1;
+  const int id = used_++;
+  if (id >= kInlineSlots) more_slots_.emplace_back();
+  return id;
 }
 
-int MpiTransport::post_send(int peer, int tag, const void* data, size_t bytes) {
+void MpiTransport::release_slot(int id) {
+  slot(id).next_free = free_head_;
+  free_head_ = id;
+}
+
+int MpiTransport::post(bool is_recv, int peer, int tag, void* data, size_t bytes) {
   const int id = allocate_slot();
-  Slot& s = *slots_[id];
-  s.requests.clear();
-  s.piece_bytes.clear();
-  s.is_recv = false;
+  Slot& s = slot(id);
+  s.pieces.clear();
+  s.is_recv = is_recv;
   s.peer = peer;
   s.tag = tag;
-  const auto* p = static_cast<const std::byte*>(data);
+  s.bytes = bytes;
+  auto* p = static_cast<std::byte*>(data);
+  auto start = [&](std::byte* at, size_t n, MPI_Request* r) {
+    const int count = checked_mpi_count(static_cast<int64_t>(n));
+    if (is_recv) MESHNN_MPI_CHECK(MPI_Irecv(at, count, MPI_BYTE, peer, tag, comm_, r));
+    else MESHNN_MPI_CHECK(MPI_Isend(at, count, MPI_BYTE, peer, tag, comm_, r));
+  };
+  if (bytes <= kMaxPieceBytes) {
+    start(p, bytes, &s.request);
+    return id;
+  }
   // Pieces of one message share the tag; MPI's non-overtaking rule keeps them in order.
   size_t offset = 0;
   do {
     const size_t n = std::min(kMaxPieceBytes, bytes - offset);
-    MPI_Request r;
-    MESHNN_MPI_CHECK(MPI_Isend(p + offset, checked_mpi_count(static_cast<int64_t>(n)), MPI_BYTE, peer, tag, comm_, &r));
-    s.requests.push_back(r);
+    s.pieces.push_back(MPI_REQUEST_NULL);
+    start(p + offset, n, &s.pieces.back());
     offset += n;
   } while (offset < bytes);
   return id;
+}
+
+int MpiTransport::post_send(int peer, int tag, const void* data, size_t bytes) {
+  return post(false, peer, tag, const_cast<void*>(data), bytes);
 }
 
 int MpiTransport::post_recv(int peer, int tag, void* data, size_t bytes) {
-  const int id = allocate_slot();
-  Slot& s = *slots_[id];
-  s.requests.clear();
-  s.piece_bytes.clear();
-  s.is_recv = true;
-  s.peer = peer;
-  s.tag = tag;
-  auto* p = static_cast<std::byte*>(data);
-  size_t offset = 0;
-  do {
-    const size_t n = std::min(kMaxPieceBytes, bytes - offset);
-    MPI_Request r;
-    const int count = checked_mpi_count(static_cast<int64_t>(n));
-    MESHNN_MPI_CHECK(MPI_Irecv(p + offset, count, MPI_BYTE, peer, tag, comm_, &r));
-    s.requests.push_back(r);
-    s.piece_bytes.push_back(count);
-    offset += n;
-  } while (offset < bytes);
-  return id;
+  return post(true, peer, tag, data, bytes);
+}
+
+// A shorter message than posted means the two sides disagree about the schedule.
+void MpiTransport::check_received(const Slot& s, const MPI_Status* statuses) const {
+  if (!s.is_recv) return;
+  const size_t pieces = s.pieces.empty() ? 1 : s.pieces.size();
+  for (size_t i = 0; i < pieces; ++i) {
+    const size_t expected = std::min(kMaxPieceBytes, s.bytes - i * kMaxPieceBytes);
+    int got = 0;
+    MESHNN_MPI_CHECK(MPI_Get_count(&statuses[i], MPI_BYTE, &got));
+    MESHNN_FATAL_IF(static_cast<size_t>(got) != expected, "ccl: received {} bytes from {} (tag {}), expected {}", got,
+                    describe_member(s.peer), s.tag, expected);
+  }
 }
 
 bool MpiTransport::test(int request) {
-  Slot& s = *slots_[request];
+  Slot& s = slot(request);
   int done = 0;
-  s.statuses.resize(s.requests.size());
-  MESHNN_MPI_CHECK(MPI_Testall(static_cast<int>(s.requests.size()), s.requests.data(), &done, s.statuses.data()));
-  if (!done) return false;
-  if (s.is_recv) {
-    // A shorter message than posted means the two sides disagree about the schedule.
-    for (size_t i = 0; i < s.piece_bytes.size(); ++i) {
-      int got = 0;
-      MESHNN_MPI_CHECK(MPI_Get_count(&s.statuses[i], MPI_BYTE, &got));
-      MESHNN_FATAL_IF(got != s.piece_bytes[i], "ccl: received {} bytes from {} (tag {}), expected {}", got,
-                      describe_member(s.peer), s.tag, s.piece_bytes[i]);
-    }
+  if (s.pieces.empty()) {
+    MPI_Status status;
+    MESHNN_MPI_CHECK(MPI_Test(&s.request, &done, &status));
+    if (!done) return false;
+    check_received(s, &status);
+  } else {
+    std::vector<MPI_Status> statuses(s.pieces.size());
+    MESHNN_MPI_CHECK(MPI_Testall(static_cast<int>(s.pieces.size()), s.pieces.data(), &done, statuses.data()));
+    if (!done) return false;
+    check_received(s, statuses.data());
   }
-  free_slots_.push_back(request);
+  release_slot(request);
+  return true;
+}
+
+bool MpiTransport::test_all(std::span<int> requests) {
+  // One MPI_Testall over the single-piece requests; anything else goes through test().
+  constexpr size_t kBatch = 32;
+  MPI_Request reqs[kBatch];
+  MPI_Status statuses[kBatch];
+  int ids[kBatch];
+  int k = 0;
+  for (int r : requests) {
+    if (r < 0) continue;
+    if (k == static_cast<int>(kBatch) || !slot(r).pieces.empty()) return Transport::test_all(requests);
+    ids[k] = r;
+    reqs[k++] = slot(r).request;
+  }
+  if (k == 0) return true;
+  int done = 0;
+  MESHNN_MPI_CHECK(MPI_Testall(k, reqs, &done, statuses));
+  if (!done) {
+    // Testall completes all or nothing, but may have freed none: keep the handles as they were.
+    return false;
+  }
+  for (int i = 0; i < k; ++i) {
+    Slot& s = slot(ids[i]);
+    s.request = reqs[i];
+    check_received(s, &statuses[i]);
+    release_slot(ids[i]);
+  }
+  for (int& r : requests) r = -1;
   return true;
 }
 

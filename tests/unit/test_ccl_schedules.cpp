@@ -287,6 +287,49 @@ TEST(CclAllReduce, DirectAndRingGiveTheSameBits) {
   }
 }
 
+// Direct with one message per peer runs without a Plan (DirectExchange); with several chunks per
+// peer it runs through the Plan. Both, and Ring, must give the same bits on every member.
+TEST(CclDirect, OneMessageExchangeMatchesPlannedDirectAndRing) {
+  for (int n : {2, 3, 5, 8, 16}) {
+    const int64_t count = 301;
+    std::vector<std::vector<float>> scatter(3), reduce(3);
+    std::vector<std::vector<uint8_t>> gather(2);
+    for (int variant = 0; variant < 3; ++variant) {
+      InProcessFabric::run(n, [&](Transport& t) {
+        const int p = t.position();
+        CclOptions o;
+        o.algorithm = variant == 2 ? Algorithm::Ring : Algorithm::Direct;
+        o.chunk_bytes = variant == 1 ? 128 : 0;  // 0: one message per peer
+        o.watchdog_seconds = 60;
+        CallContext ctx{t, 0, Topology::Ring, 1, o, ""};
+        const Reduction red{ReduceOp::SUM, ElementType::F32, false, n};
+        std::vector<float> in(count * n), rs(count), ar(count * n);
+        for (int64_t i = 0; i < count * n; ++i) in[i] = real_value(p, i);
+        reduce_scatter_values(ctx, in.data(), rs.data(), count, red);
+        all_reduce_values(ctx, in.data(), ar.data(), count * n, red);
+        // Every member's slice of reduce_scatter, and all_reduce on every member, must agree.
+        std::vector<float> all_rs(count * n);
+        all_gather_bytes(ctx, rs.data(), count * 4, all_rs.data());
+        EXPECT_EQ(std::memcmp(all_rs.data(), ar.data(), count * n * 4), 0) << "n=" << n << " variant=" << variant;
+        std::vector<uint8_t> mine(999), out(999 * n);
+        for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<uint8_t>(p * 31 + i);
+        if (variant < 2) all_gather_bytes(ctx, mine.data(), mine.size(), out.data());
+        if (p == n - 1) {
+          scatter[variant] = all_rs;
+          reduce[variant] = ar;
+          if (variant < 2) gather[variant] = out;
+        }
+      });
+    }
+    for (int variant = 1; variant < 3; ++variant) {
+      EXPECT_EQ(scatter[0], scatter[variant]) << "reduce_scatter n=" << n << " variant=" << variant;
+      EXPECT_EQ(reduce[0], reduce[variant]) << "all_reduce n=" << n << " variant=" << variant;
+    }
+    EXPECT_EQ(gather[0], gather[1]) << "all_gather n=" << n;
+    for (int j = 0; j < n; ++j) EXPECT_EQ(gather[0][j * 999 + 5], static_cast<uint8_t>(j * 31 + 5)) << "n=" << n;
+  }
+}
+
 TEST(CclSchedule, AutoChoice) {
   CclOptions o;
   EXPECT_EQ(choose_schedule(Collective::AllGather, 8, 1 << 20, Topology::Ring, o).algorithm, Algorithm::BidirectionalRing);

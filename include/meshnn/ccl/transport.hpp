@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ class Transport {
   virtual int post_recv(int peer, int tag, void* data, size_t bytes) = 0;
   // Non-blocking. True once the request completed; the handle is released then.
   virtual bool test(int request) = 0;
+  // Non-blocking test of several requests at once (one progress call on MPI). True once every
+  // request completed. Handles already released are -1 and skipped; a request that completed is
+  // released and set to -1 (the MPI transport completes all or none per call).
+  virtual bool test_all(std::span<int> requests);
 
   // "device 5 (1, 1)": how messages (the watchdog's) name a member.
   virtual std::string describe_member(int position) const { return "position " + std::to_string(position); }
@@ -54,21 +59,40 @@ class MpiTransport final : public Transport {
   int post_send(int peer, int tag, const void* data, size_t bytes) override;
   int post_recv(int peer, int tag, void* data, size_t bytes) override;
   bool test(int request) override;
+  bool test_all(std::span<int> requests) override;
   std::string describe_member(int position) const override;
 
   // Largest piece one MPI message carries (MPI counts are int).
   static constexpr size_t kMaxPieceBytes = size_t{1} << 30;
 
  private:
-  struct Slot;
+  // One posted transfer. Messages up to kMaxPieceBytes (all but huge ones) are one MPI request,
+  // held inline; larger ones keep one request per piece in `pieces`.
+  struct Slot {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<MPI_Request> pieces;
+    size_t bytes = 0;
+    int peer = 0;
+    int tag = 0;
+    bool is_recv = false;
+    int next_free = -1;
+  };
   int allocate_slot();
+  void release_slot(int id);
+  int post(bool is_recv, int peer, int tag, void* data, size_t bytes);
+  void check_received(const Slot& s, const MPI_Status* statuses) const;
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
   int max_tag_ = 32767;
   std::function<std::string(int)> namer_;
-  std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<int> free_slots_;
+  // A few slots cover every small collective without touching the heap.
+  static constexpr int kInlineSlots = 8;
+  Slot inline_slots_[kInlineSlots];
+  std::vector<Slot> more_slots_;  // slot id kInlineSlots + k
+  int free_head_ = -1;
+  int used_ = 0;
+  Slot& slot(int id) { return id < kInlineSlots ? inline_slots_[id] : more_slots_[id - kInlineSlots]; }
 };
 
 // N virtual ranks in one process. Build one fabric, then run a function on every member's thread:
