@@ -72,8 +72,10 @@ MeshTensor::MeshTensor(MeshDevicePtr mesh, Shape global_shape, Placements placem
 }
 
 bool MeshTensor::is_padded() const {
+  const Shape& shard = local_.shape();
+  const MeshShape mesh_shape = mesh_->shape();
   for (int d = 0; d < global_shape_.rank(); ++d)
-    if (shard_shape()[d] * shard_count(placements_, mesh_->shape(), d) != global_shape_[d]) return true;
+    if (shard[d] * shard_count(placements_, mesh_shape, d) != global_shape_[d]) return true;
   return false;
 }
 
