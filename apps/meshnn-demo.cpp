@@ -11,6 +11,7 @@
 #include "meshnn/mesh/mesh_device.hpp"
 #include "meshnn/ops/pcc.hpp"
 #include "meshnn/runtime/app.hpp"
+#include "meshnn/runtime/options.hpp"
 #include "meshnn/tensor/distribute.hpp"
 
 namespace {
@@ -24,43 +25,24 @@ struct DemoOptions {
   DataType dtype = DataType::BFLOAT16;
 };
 
-Shape parse_shape(const std::string& text) {
-  std::vector<int64_t> dims;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    const std::string piece = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    char* end = nullptr;
-    const long long v = std::strtoll(piece.c_str(), &end, 10);
-    if (piece.empty() || *end != '\0' || v < 1) throw UsageError("--shape '" + text + "' is not a list like 1,1,64,256");
-    dims.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return Shape(dims);
-}
-
 DemoOptions parse_options(int argc, char** argv) {
+  OptionParser cli("meshnn-demo", "Shards a tensor over a mesh, applies a per-device op, composes it back, checks PCC.");
+  cli.add_option("mesh", "RxC", "mesh shape (default: 1 x ranks)");
+  cli.add_option("shape", "D0,D1,..", "global tensor shape", "1,1,64,256");
+  cli.add_option("dim", "D", "tensor dim to shard (negative counts from the end)", "-1");
+  cli.add_option("dtype", "T", "float32 | bfloat16 | bfloat8_b | bfloat4_b", "bfloat16");
+  cli.parse(argc, argv);
   DemoOptions o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(arg + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (arg == "--mesh") o.mesh = parse_mesh_shape(value());
-      else if (arg == "--shape") o.shape = parse_shape(value());
-      else if (arg == "--dim") o.dim = std::stoi(value());
-      else if (arg == "--dtype") o.dtype = parse_data_type(value());
-      else if (arg == "--help" || arg == "-h") throw UsageError("options: --mesh RxC --shape d0,d1,.. --dim D --dtype T");
-      else throw UsageError("unknown option '" + arg + "' (try --help)");
-    } catch (const UsageError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw UsageError(arg + ": " + e.what());
-    }
+  try {
+    if (cli.has("mesh")) o.mesh = parse_mesh_shape(cli.get("mesh"));
+    o.shape = Shape(parse_int_list(cli.get("shape"), "--shape", 1, int64_t{1} << 31));
+    o.dtype = parse_data_type(cli.get_choice("dtype", {"float32", "bfloat16", "bfloat8_b", "bfloat4_b"}));
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
   }
+  o.dim = static_cast<int>(cli.get_int("dim", -kMaxRank, kMaxRank));
   return o;
 }
 

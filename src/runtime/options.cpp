@@ -87,6 +87,25 @@ int64_t parse_size(const std::string& text, const std::string& what) {
   return static_cast<int64_t>(v) * multiplier;
 }
 
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what, int64_t min, int64_t max) {
+  std::vector<int64_t> values;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    const std::string piece = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(piece.c_str(), &end, 10);
+    if (piece.empty() || *end != '\0' || errno == ERANGE || std::isspace(static_cast<unsigned char>(piece[0])) ||
+        v < min || v > max)
+      throw UsageError(fmt::format("{}: '{}' is not a comma-separated list of whole numbers in [{}, {}]", what, text,
+                                   min, max));
+    values.push_back(v);
+    if (comma == std::string::npos) return values;
+    start = comma + 1;
+  }
+}
+
 int64_t OptionParser::get_int(const std::string& name, int64_t min, int64_t max, bool suffixes) const {
   const std::string text = get(name);
   const std::string what = "--" + name;

@@ -44,6 +44,7 @@ def cases(work):
         Case("shapes differ across ranks (checked mode)", 4, "fault_drill", ["mismatch"], ERROR, "differ"),
         # unknown options and values
         Case("demo: unknown option", 2, demo, ["--frobnicate"], USAGE, "unknown option"),
+        Case("demo: malformed shape", 4, demo, ["--shape", "1,,2"], USAGE, "is not a comma-separated list"),
         Case("mlp: unknown option", 2, mlp, ["--frobnicate"], USAGE, "unknown option '--frobnicate'"),
         Case("mlp: unknown mode", 2, mlp, ["--mode", "pp"], USAGE, "unknown mode 'pp'"),
         Case("mlp: unknown tp variant", 2, mlp, ["--tp-variant", "ring"], USAGE, "unknown tp variant"),

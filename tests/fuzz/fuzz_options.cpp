@@ -58,6 +58,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)meshnn::parse_layout(w);
     } catch (const meshnn::Error&) {
     }
+    try {
+      (void)meshnn::parse_int_list(w, "word", -8, INT64_MAX);
+    } catch (const meshnn::Error&) {
+    }
   }
   return 0;
 }

@@ -55,4 +55,8 @@ class OptionParser {
 // Parses "123", "64K", "1M", "2G" (powers of 1024). Throws UsageError naming `what`.
 int64_t parse_size(const std::string& text, const std::string& what);
 
+// Parses a comma-separated list of whole numbers in [min, max], e.g. a shape "1,1,64,256".
+// Throws UsageError naming `what`.
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what, int64_t min, int64_t max);
+
 }  // namespace meshnn
