@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "meshnn/core/mpi_utils.hpp"
 #include "meshnn/io/hdf5_io.hpp"
@@ -37,7 +38,7 @@ struct GeneratedWeights {
     file = dir + "/falcon_mlp.h5";
     if (comm_rank(comm) == 0) {
       try {
-        std::system(fmt::format("mkdir -p '{}'", dir).c_str());
+        std::filesystem::create_directories(dir);
         io::SyntheticFalconMlp spec;
         spec.hidden_size = c.hidden;
         spec.intermediate_size = c.intermediate;
@@ -52,7 +53,8 @@ struct GeneratedWeights {
   }
   ~GeneratedWeights() {
     MPI_Barrier(comm);  // nobody is still reading
-    if (comm_rank(comm) == 0) std::system(fmt::format("rm -rf '{}'", dir).c_str());
+    std::error_code ignored;  // best effort: a leftover temporary directory is not worth failing for
+    if (comm_rank(comm) == 0) std::filesystem::remove_all(dir, ignored);
   }
 };
 
