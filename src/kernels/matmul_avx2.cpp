@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "gemv_block_float_avx2.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 
 namespace meshnn::kernels {
@@ -125,6 +126,46 @@ void kernel_mr_x32(int64_t kc, const float* a, const float* b, float* c, int64_t
   kernel_mr_x16<MR>(kc, a, b + 16, c + 16, ldc, accumulate);
 }
 
+// C[i][16 columns of face f] += A[i][the face's 16 k] * B's face f, for i < M. The accumulators
+// are named registers, never an indexed array: GCC keeps an array indexed by a loop variable that
+// is not fully unrolled on the stack, and the FMA chains then run through store forwarding (about
+// 3x slower, seen on Zen). kSets interleaved sets per row cover the FMA latency.
+template <int M, DataType D>
+inline void accumulate_face(const std::byte* tile, int f, const float* ak, int64_t lda, const float* scales, float* c,
+                            int64_t ldc) {
+  constexpr int kSets = M == 1 ? 4 : 2;  // 2*kSets*M accumulators + 2 B vectors <= 16 registers
+  __m256 lo_acc[kSets][M], hi_acc[kSets][M];
+#pragma GCC unroll 16
+  for (int s = 0; s < kSets; ++s)
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) lo_acc[s][i] = hi_acc[s][i] = _mm256_setzero_ps();
+  const float* a_face = ak + (f / 2) * 16;
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) {
+    __m256 lo, hi;
+    float scale;
+    load_block<D>(tile, f * 16 + r, scales, lo, hi, scale);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const __m256 w = _mm256_set1_ps(a_face[i * lda + r] * scale);
+      lo_acc[r % kSets][i] = _mm256_fmadd_ps(w, lo, lo_acc[r % kSets][i]);
+      hi_acc[r % kSets][i] = _mm256_fmadd_ps(w, hi, hi_acc[r % kSets][i]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    __m256 lo = lo_acc[0][i], hi = hi_acc[0][i];
+#pragma GCC unroll 16
+    for (int s = 1; s < kSets; ++s) {
+      lo = _mm256_add_ps(lo, lo_acc[s][i]);
+      hi = _mm256_add_ps(hi, hi_acc[s][i]);
+    }
+    float* ci = c + i * ldc;
+    _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), lo));
+    _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), hi));
+  }
+}
+
 // Small M: B streamed tile row by tile row (contiguous in memory) and decoded into registers,
 // faces in memory order (a forward walk the prefetchers follow), two accumulator sets per row of
 // A alternating over face rows to cover the FMA latency; each face's sum is added into C. The
@@ -146,28 +187,7 @@ void small_m_t(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begi
         const std::byte* tile = tile_at(b, kt, nt, bytes);
         for (size_t line = 0; line < bytes; line += 64)
           _mm_prefetch(reinterpret_cast<const char*>(tile) + kPrefetchBytes + line, _MM_HINT_T0);
-        for (int f = 0; f < 4; ++f) {
-          __m256 acc[M][2][2];
-          for (int i = 0; i < M; ++i)
-            for (int s = 0; s < 2; ++s) acc[i][s][0] = acc[i][s][1] = _mm256_setzero_ps();
-          const float* a_face = ak + (f / 2) * 16;
-#pragma GCC unroll 4
-          for (int r = 0; r < 16; ++r) {
-            __m256 lo, hi;
-            float scale;
-            load_block<D>(tile, f * 16 + r, scales, lo, hi, scale);
-            for (int i = 0; i < M; ++i) {
-              const __m256 w = _mm256_set1_ps(a_face[i * lda + r] * scale);
-              acc[i][r % 2][0] = _mm256_fmadd_ps(w, lo, acc[i][r % 2][0]);
-              acc[i][r % 2][1] = _mm256_fmadd_ps(w, hi, acc[i][r % 2][1]);
-            }
-          }
-          for (int i = 0; i < M; ++i) {
-            float* ci = c + i * ldc + nt * 32 + (f % 2) * 16;
-            _mm256_storeu_ps(ci, _mm256_add_ps(_mm256_loadu_ps(ci), _mm256_add_ps(acc[i][0][0], acc[i][1][0])));
-            _mm256_storeu_ps(ci + 8, _mm256_add_ps(_mm256_loadu_ps(ci + 8), _mm256_add_ps(acc[i][0][1], acc[i][1][1])));
-          }
-        }
+        for (int f = 0; f < 4; ++f) accumulate_face<M, D>(tile, f, ak, lda, scales, c + nt * 32 + (f % 2) * 16, ldc);
       }
 }
 
@@ -224,6 +244,8 @@ void small_m(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt
              int64_t ldc) {
   switch (m) {
     case 1:
+      if (b.dtype == DataType::BFLOAT8_B || b.dtype == DataType::BFLOAT4_B)
+        return gemv_block_float(a, b, nt_begin, nt_end, c);
       return small_m_dtype<1>(a, lda, b, nt_begin, nt_end, c, ldc);
     case 2:
       return small_m_dtype<2>(a, lda, b, nt_begin, nt_end, c, ldc);
