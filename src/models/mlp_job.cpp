@@ -152,8 +152,13 @@ int run_mlp_job(const MlpJobConfig& c) {
   }
   mesh->synchronize();
   PhaseTimes times;
+  std::vector<double> pass_seconds(static_cast<size_t>(c.iterations));
   start = std::chrono::steady_clock::now();
-  for (int i = 0; i < c.iterations; ++i) y = mlp.forward(x, times);
+  for (int i = 0; i < c.iterations; ++i) {
+    const auto pass_start = std::chrono::steady_clock::now();
+    y = mlp.forward(x, times);
+    pass_seconds[i] = seconds_since(pass_start);
+  }
   mine.total = seconds_since(start);
   mine.compute = times.compute;
   mine.communication = times.communication;
@@ -166,13 +171,19 @@ int run_mlp_job(const MlpJobConfig& c) {
     slowest_compute = std::max(slowest_compute, r.compute);
     slowest_comm = std::max(slowest_comm, r.communication);
   }
+  // Best pass: each pass's time on its slowest rank, then the fastest such pass. On a shared
+  // machine interference only ever slows a pass down, so the best pass is the stable figure for
+  // scaling comparisons; the mean is reported beside it.
+  MESHNN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, pass_seconds.data(), c.iterations, MPI_DOUBLE, MPI_MAX, mesh->comm()));
+  const double best_pass = *std::min_element(pass_seconds.begin(), pass_seconds.end());
   const int64_t tokens = x.shape()[0] * x.shape()[-2];
   const double per_pass = slowest / c.iterations;
   if (root) {
     std::printf("output %s placements %s\n", y.shape().to_string().c_str(), to_string(y.placements()).c_str());
     std::printf("%s", time_table(reports, c.iterations).c_str());
-    std::printf("tokens %lld per pass: %.1f tokens/s, %.4f ms per token (slowest rank)\n", static_cast<long long>(tokens),
-                tokens / per_pass, 1e3 * per_pass / tokens);
+    std::printf("tokens %lld per pass: %.1f tokens/s, %.4f ms per token (mean pass, slowest rank); best pass %.4f ms "
+                "per token\n",
+                static_cast<long long>(tokens), tokens / per_pass, 1e3 * per_pass / tokens, 1e3 * best_pass / tokens);
   }
 
   // Compose the output on the root; check and write there; everyone agrees on the outcome.
@@ -215,13 +226,14 @@ int run_mlp_job(const MlpJobConfig& c) {
                      "{\"ranks\": %d, \"mesh\": \"%s\", \"mode\": \"%s\", \"tp_variant\": \"%s\", \"weight_dtype\": "
                      "\"%s\", \"act_dtype\": \"%s\", \"batch\": %lld, \"seq\": %lld, \"hidden\": %lld, "
                      "\"intermediate\": %lld, \"time_per_pass_ms\": %.6f, \"time_per_token_ms\": %.6f, "
-                     "\"compute_ms\": %.6f, \"comm_ms\": %.6f, \"load_s\": %.4f, \"pcc\": %.8f}\n",
+                     "\"best_time_per_token_ms\": %.6f, \"compute_ms\": %.6f, \"comm_ms\": %.6f, \"load_s\": %.4f, "
+                     "\"pcc\": %.8f}\n",
                      mesh->num_devices(), c.mesh.to_string().c_str(), std::string(to_string(c.mlp.mode)).c_str(),
                      std::string(to_string(c.mlp.tp_variant)).c_str(), std::string(to_string(c.mlp.weight_dtype)).c_str(),
                      std::string(to_string(c.mlp.act_dtype)).c_str(), static_cast<long long>(c.batch),
                      static_cast<long long>(c.seq), static_cast<long long>(mlp.hidden_size()),
                      static_cast<long long>(mlp.intermediate_size()), 1e3 * per_pass, 1e3 * per_pass / tokens,
-                     1e3 * slowest_compute / c.iterations, 1e3 * slowest_comm / c.iterations, reports[0].load,
+                     1e3 * best_pass / tokens, 1e3 * slowest_compute / c.iterations, 1e3 * slowest_comm / c.iterations, reports[0].load,
                      c.check ? check.pcc : -1.0);
         std::fclose(f);
       }
