@@ -5,7 +5,8 @@
 //          [--topology ring] [--algo auto] [--links 1] [--chunk 0] [--json out.json]
 //
 // Sizes are nccl-tests' S: all_gather = the gathered output, reduce_scatter = one rank's input,
-// all_reduce = the buffer. Time = the slowest rank's mean over -n iterations after -w warm-ups;
+// all_reduce = the buffer. Time = the slowest rank's mean over -n iterations after -w warm-ups,
+// run in rounds that alternate with MPI's (see time_pair);
 // algbw = S / time; busbw = algbw * (n-1)/n (gather, scatter) or * 2(n-1)/n (all_reduce).
 // ratio = MPI time / our time (= our busbw / MPI busbw; > 1 means faster than MPI).
 // #wrong: elements differing from MPI's result (inputs are small integers, so every summation
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -41,13 +43,35 @@ double slowest(double t, MPI_Comm comm) {
   return m;
 }
 
-template <class Fn>
-double time_loop(int warmup, int iters, MPI_Comm comm, Fn&& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  MPI_Barrier(comm);
-  const double t0 = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) fn();
-  return slowest((MPI_Wtime() - t0) / iters, comm);
+// Mean time per iteration of ours() and mpi() on the slowest rank. The timed iterations run in
+// rounds that alternate between the two (ours first, then MPI first, ...), so a slow spell of a
+// shared machine lands on both rather than on whichever happened to run then.
+struct PairTimes {
+  double ours = 0, mpi = 0;
+};
+template <class Ours, class Mpi>
+PairTimes time_pair(int warmup, int iters, MPI_Comm comm, Ours&& ours, Mpi&& mpi) {
+  for (int i = 0; i < warmup; ++i) ours();
+  for (int i = 0; i < warmup; ++i) mpi();
+  const int rounds = std::min(iters, 4);
+  PairTimes total;
+  auto timed = [&](auto& fn, int count) {
+    MPI_Barrier(comm);
+    const double t0 = MPI_Wtime();
+    for (int i = 0; i < count; ++i) fn();
+    return slowest(MPI_Wtime() - t0, comm);
+  };
+  for (int r = 0; r < rounds; ++r) {
+    const int count = iters / rounds + (r < iters % rounds ? 1 : 0);
+    if (r % 2 == 0) {
+      total.ours += timed(ours, count);
+      total.mpi += timed(mpi, count);
+    } else {
+      total.mpi += timed(mpi, count);
+      total.ours += timed(ours, count);
+    }
+  }
+  return {total.ours / iters, total.mpi / iters};
 }
 
 // Small integers: exact in every dtype here and in every summation order.
@@ -147,12 +171,13 @@ int bench_main(Runtime& rt, int argc, char** argv) {
         const Shape global{1, count};
         const MeshTensor in(mesh, global, {Replicate{}, Shard{1}}, local);
         MeshTensor out = all_gather(in, 1, std::nullopt, topology, links, options);
-        ours = time_loop(warmup, iters, comm, [&] { all_gather_into(in, out, 1, std::nullopt, topology, links, options); });
         std::vector<std::byte> mpi_out(local.size_bytes() * n);
         const int b = static_cast<int>(local.size_bytes());
-        mpi = time_loop(warmup, iters, comm, [&] {
-          MPI_Allgather(local.data<std::byte>(), b, MPI_BYTE, mpi_out.data(), b, MPI_BYTE, comm);
-        });
+        const PairTimes t = time_pair(
+            warmup, iters, comm, [&] { all_gather_into(in, out, 1, std::nullopt, topology, links, options); },
+            [&] { MPI_Allgather(local.data<std::byte>(), b, MPI_BYTE, mpi_out.data(), b, MPI_BYTE, comm); });
+        ours = t.ours;
+        mpi = t.mpi;
         wrong = std::memcmp(mpi_out.data(), out.local().data<std::byte>(), mpi_out.size()) != 0;
         if (wrong) {
           wrong = 0;
@@ -168,10 +193,6 @@ int bench_main(Runtime& rt, int argc, char** argv) {
         const MeshTensor in(mesh, global, {Partial{}, Partial{}}, local);
         MeshTensor out = scatter ? reduce_scatter(in, 1, ReduceOp::SUM, std::nullopt, topology, links, options)
                                  : all_reduce(in, ReduceOp::SUM, std::nullopt, topology, links, options);
-        ours = time_loop(warmup, iters, comm, [&] {
-          if (scatter) reduce_scatter_into(in, out, 1, ReduceOp::SUM, std::nullopt, topology, links, options);
-          else all_reduce_into(in, out, ReduceOp::SUM, std::nullopt, topology, links, options);
-        });
         // MPI on the same values (float32, or the integers themselves).
         std::vector<float> mpi_in_f = mine, mpi_out_f(scatter ? count / n : count);
         std::vector<int32_t> mpi_in_i, mpi_out_i;
@@ -182,10 +203,18 @@ int bench_main(Runtime& rt, int argc, char** argv) {
         void* src = integer ? static_cast<void*>(mpi_in_i.data()) : mpi_in_f.data();
         void* dst = integer ? static_cast<void*>(mpi_out_i.data()) : mpi_out_f.data();
         const MPI_Datatype type = integer ? MPI_INT : MPI_FLOAT;
-        mpi = time_loop(warmup, iters, comm, [&] {
-          if (scatter) MPI_Reduce_scatter_block(src, dst, static_cast<int>(count / n), type, MPI_SUM, comm);
-          else MPI_Allreduce(src, dst, static_cast<int>(count), type, MPI_SUM, comm);
-        });
+        const PairTimes t = time_pair(
+            warmup, iters, comm,
+            [&] {
+              if (scatter) reduce_scatter_into(in, out, 1, ReduceOp::SUM, std::nullopt, topology, links, options);
+              else all_reduce_into(in, out, ReduceOp::SUM, std::nullopt, topology, links, options);
+            },
+            [&] {
+              if (scatter) MPI_Reduce_scatter_block(src, dst, static_cast<int>(count / n), type, MPI_SUM, comm);
+              else MPI_Allreduce(src, dst, static_cast<int>(count), type, MPI_SUM, comm);
+            });
+        ours = t.ours;
+        mpi = t.mpi;
         if (integer) mpi_out_f.assign(mpi_out_i.begin(), mpi_out_i.end());
         wrong = count_wrong(out.local(), mpi_out_f);
         const auto s = planned_schedule(in, scatter ? ccl::Collective::ReduceScatter : ccl::Collective::AllReduce,
