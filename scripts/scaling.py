@@ -95,7 +95,7 @@ def plot(rows, png, cores):
     axes[2].bar(positions, comm, bottom=compute, label="communication")
     axes[2].set_xticks(list(positions))
     axes[2].set_xticklabels(labels, rotation=90, fontsize=6)
-    axes[2].set_ylabel("ms per forward pass (slowest rank)")
+    axes[2].set_ylabel("ms per forward pass (mean pass, slowest rank)")
     axes[2].set_title("compute / communication split")
     axes[2].legend(fontsize=7)
     fig.tight_layout()
