@@ -21,15 +21,12 @@
 #include <cstdint>
 
 #include "gemv_block_float_avx2.hpp"
+#include "isa_local.hpp"
 
 namespace meshnn::kernels::avx2 {
 namespace {
 
 constexpr size_t kExponentBytes = 64;  // a block-float tile starts with one exponent per face row
-
-inline const std::byte* tile_at(const TileMatrix& m, int64_t tr, int64_t tc, size_t bytes) {
-  return m.data + static_cast<size_t>(tr * m.tile_cols + tc) * bytes;
-}
 
 // Factors for the 16 face rows: a[r] * 2^(E_r - 127 - (W - 1)), E_r = exponents[r], the value of
 // code magnitude 1 in row r times the activation it meets. Normally also times the 2^-24 that

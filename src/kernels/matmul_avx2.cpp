@@ -7,16 +7,12 @@
 #include <cstdint>
 
 #include "gemv_block_float_avx2.hpp"
+#include "isa_local.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 
 namespace meshnn::kernels {
 
 namespace {
-
-// TileMatrix::tile() without calling the header's inline member from AVX2 code.
-inline const std::byte* tile_at(const TileMatrix& m, int64_t tr, int64_t tc, size_t bytes) {
-  return m.data + static_cast<size_t>(tr * m.tile_cols + tc) * bytes;
-}
 
 inline __m128i load16(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "isa_local.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 
 // GCC 12 false positive inside avx512fintrin.h (_mm512_undefined_* used as a "don't care" source).
@@ -22,10 +23,6 @@ void decode_tile(const std::byte* tile, DataType dtype, float* dst, int64_t ld);
 }
 
 namespace {
-
-inline const std::byte* tile_at(const TileMatrix& m, int64_t tr, int64_t tc, size_t bytes) {
-  return m.data + static_cast<size_t>(tr * m.tile_cols + tc) * bytes;
-}
 
 // C[MR][32] (+)= A_panel[kc][MR] * B_panel[kc][32]: 2*MR accumulators + 2 B vectors; MR = 14
 // uses 30 of the 32 zmm registers, and each broadcast feeds two FMAs.
