@@ -229,7 +229,7 @@ int bench_main(Runtime& rt, int argc, char** argv) {
             total_wrong};
       rows.push_back(r);
       if (rank == 0)
-        std::printf("%-15s %12zu %12lld %10.1f %9.2f %9.2f %7lld | %10.1f %9.2f | %6.2f %s\n", coll.c_str(), bytes,
+        std::printf("%-15s %12zu %12lld %10.2f %9.2f %9.2f %7lld | %10.2f %9.2f | %6.2f %s\n", coll.c_str(), bytes,
                     static_cast<long long>(count), r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong),
                     r.mpi_time_us, r.mpi_busbw, r.ratio, schedule.c_str());
       std::fflush(stdout);

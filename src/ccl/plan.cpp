@@ -155,6 +155,7 @@ void Plan::run() {
   using Clock = std::chrono::steady_clock;
   auto last_progress = Clock::now();
   int idle_rounds = 0;
+  const bool yields = transport_.yields_when_idle();
   while (remaining_ > 0) {
     bool progress = false;
     // Post every queue head whose dependencies are done (receives first: a posted receive lets
@@ -204,8 +205,8 @@ void Plan::run() {
       last_progress = Clock::now();
       continue;
     }
-    // Oversubscribed ranks (more ranks than cores) must give the core to the peer they wait for.
-    if (++idle_rounds > 64) std::this_thread::yield();
+    // Members sharing cores must give theirs to the peer they wait for (Transport::yields_when_idle).
+    if (++idle_rounds > 64 && yields) std::this_thread::yield();
     if ((idle_rounds & 255) == 0 &&
         std::chrono::duration<double>(Clock::now() - last_progress).count() > watchdog_seconds_)
       report_stuck();
@@ -269,9 +270,10 @@ void DirectExchange::wait(std::string_view op_name, double watchdog_seconds) {
   Clock::time_point last_progress{};
   bool clock_started = false;
   int idle_rounds = 0;
+  const bool yields = transport_.yields_when_idle();
   while (!transport_.test_all(requests)) {
-    // Oversubscribed ranks (more ranks than cores) must give the core to the peer they wait for.
-    if (++idle_rounds > 64) std::this_thread::yield();
+    // Members sharing cores must give theirs to the peer they wait for (Transport::yields_when_idle).
+    if (++idle_rounds > 64 && yields) std::this_thread::yield();
     if ((idle_rounds & 255) != 0) continue;
     // Rarely: see which transfers finished (progress restarts the watchdog), then the clock.
     bool progress = false;

@@ -5,6 +5,7 @@
 #include "meshnn/ccl/transport.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/mpi_utils.hpp"
+#include "meshnn/runtime/runtime.hpp"
 
 namespace meshnn::ccl {
 
@@ -40,6 +41,7 @@ MpiTransport::MpiTransport(MPI_Comm comm, std::function<std::string(int)> namer)
   rank_ = comm_rank(comm);
   size_ = comm_size(comm);
   max_tag_ = tag_ub_of(comm);
+  yields_when_idle_ = !Runtime::exists() || Runtime::instance().binding().shared;
 }
 
 MpiTransport::~MpiTransport() = default;

@@ -44,6 +44,11 @@ class Transport {
 
   // "device 5 (1, 1)": how messages (the watchdog's) name a member.
   virtual std::string describe_member(int position) const { return "position " + std::to_string(position); }
+
+  // Whether a member that waits for a peer should give up its core now and then (sched_yield).
+  // Needed when members share cores (threads of one process, oversubscribed ranks): the peer may
+  // need that core to make progress. Wasted otherwise: a yield costs more than a small collective.
+  virtual bool yields_when_idle() const { return true; }
 };
 
 // Over an MPI communicator; position = rank in `comm`. `namer` (optional) feeds describe_member(),
@@ -61,6 +66,8 @@ class MpiTransport final : public Transport {
   bool test(int request) override;
   bool test_all(std::span<int> requests) override;
   std::string describe_member(int position) const override;
+  // Only when this node runs more ranks than it has cores (Runtime's binding); true without a Runtime.
+  bool yields_when_idle() const override { return yields_when_idle_; }
 
   // Largest piece one MPI message carries (MPI counts are int).
   static constexpr size_t kMaxPieceBytes = size_t{1} << 30;
@@ -85,6 +92,7 @@ class MpiTransport final : public Transport {
   int rank_ = 0;
   int size_ = 1;
   int max_tag_ = 32767;
+  bool yields_when_idle_ = true;
   std::function<std::string(int)> namer_;
   // A few slots cover every small collective without touching the heap.
   static constexpr int kInlineSlots = 8;

@@ -34,9 +34,9 @@ struct CoreBinding {
 
 class Runtime {
  public:
-  // Initialises MPI with MPI_THREAD_MULTIPLE (so a communication thread can progress messages
-  // while workers compute; falls back with a warning to what the library provides), binds this
-  // rank to its share of the node's cores and starts the worker threads. One per process.
+  // Initialises MPI with MPI_THREAD_FUNNELED (only the main thread calls MPI; warns if the library
+  // provides less), binds this rank to its share of the node's cores and starts the worker
+  // threads. One per process.
   Runtime(int& argc, char**& argv);
   ~Runtime();  // MPI_Finalize
   Runtime(const Runtime&) = delete;
