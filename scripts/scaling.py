@@ -172,9 +172,14 @@ def main():
         w.writeheader()
         w.writerows(rows)
     png_path = os.path.join(args.out_dir, "scaling.png")
-    plot(rows, png_path, cores)
+    try:
+        plot(rows, png_path, cores)
+        print(f"wrote {csv_path} and {png_path}")
+    except ImportError:
+        # The CSV is the result; the plot needs matplotlib (scripts/scaling.sh installs Debian's).
+        print(f"wrote {csv_path}; no plot: matplotlib is not importable by {sys.executable} "
+              "(run scripts/scaling.sh, or scripts/install_deps.sh --plot and /usr/bin/python3)")
     over = sorted({r["ranks"] for r in rows if r["oversubscribed"]})
-    print(f"wrote {csv_path} and {png_path}")
     print(f"oversubscribed rank counts on this machine ({cores} cores): {over or 'none'}" if cores else
           "ran over a hostfile: oversubscription not judged")
 
