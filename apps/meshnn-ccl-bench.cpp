@@ -18,11 +18,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "meshnn/ccl/ccl.hpp"
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/memory.hpp"
 #include "meshnn/runtime/app.hpp"
 #include "meshnn/runtime/options.hpp"
 
@@ -87,10 +89,36 @@ Tensor make_tensor(const std::vector<float>& v, DataType dtype) {
   return Tensor::from_float(v, shape, dtype, layout);
 }
 
-int64_t count_wrong(const Tensor& ours, const std::vector<float>& mpi) {
+// MPI's buffers come from the allocator of our tensors, so both sides of a comparison get the same
+// page size and alignment. It matters: Open MPI's single-copy transfer (process_vm_readv) of a
+// 4 MiB all_gather took 1.6 ms instead of 0.4 ms when the send buffer started on a page boundary
+// and the receive buffer 16 bytes into a page.
+template <class T>
+class MpiBuffer {
+ public:
+  explicit MpiBuffer(size_t count) : count_(count), data_(allocate_buffer(count * sizeof(T))) {
+    if (!data_) throw Error(fmt::format("out of memory allocating a {}-byte MPI buffer", count * sizeof(T)));
+  }
+  template <class U>
+  explicit MpiBuffer(const std::vector<U>& values) : MpiBuffer(values.size()) {
+    for (size_t i = 0; i < count_; ++i) data()[i] = static_cast<T>(values[i]);
+  }
+  T* data() { return reinterpret_cast<T*>(data_.get()); }
+  const T* data() const { return reinterpret_cast<const T*>(data_.get()); }
+  size_t size() const { return count_; }
+
+ private:
+  struct Release {
+    void operator()(std::byte* p) const { release_buffer(p); }
+  };
+  size_t count_;
+  std::unique_ptr<std::byte, Release> data_;
+};
+
+int64_t count_wrong(const Tensor& ours, const MpiBuffer<float>& mpi) {
   const std::vector<float> v = ours.to_float();
   int64_t wrong = 0;
-  for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != mpi[i];
+  for (size_t i = 0; i < v.size(); ++i) wrong += v[i] != mpi.data()[i];
   return wrong;
 }
 
@@ -171,7 +199,7 @@ int bench_main(Runtime& rt, int argc, char** argv) {
         const Shape global{1, count};
         const MeshTensor in(mesh, global, {Replicate{}, Shard{1}}, local);
         MeshTensor out = all_gather(in, 1, std::nullopt, topology, links, options);
-        std::vector<std::byte> mpi_out(local.size_bytes() * n);
+        MpiBuffer<std::byte> mpi_out(local.size_bytes() * n);
         const int b = static_cast<int>(local.size_bytes());
         const PairTimes t = time_pair(
             warmup, iters, comm, [&] { all_gather_into(in, out, 1, std::nullopt, topology, links, options); },
@@ -181,7 +209,7 @@ int bench_main(Runtime& rt, int argc, char** argv) {
         wrong = std::memcmp(mpi_out.data(), out.local().data<std::byte>(), mpi_out.size()) != 0;
         if (wrong) {
           wrong = 0;
-          for (size_t i = 0; i < mpi_out.size(); ++i) wrong += mpi_out[i] != out.local().data<std::byte>()[i];
+          for (size_t i = 0; i < mpi_out.size(); ++i) wrong += mpi_out.data()[i] != out.local().data<std::byte>()[i];
         }
         const auto s = planned_schedule(in, ccl::Collective::AllGather, std::nullopt, topology, options);
         schedule = fmt::format("{}/{}K", ccl::to_string(s.algorithm), s.chunk_bytes >> 10);
@@ -194,12 +222,10 @@ int bench_main(Runtime& rt, int argc, char** argv) {
         MeshTensor out = scatter ? reduce_scatter(in, 1, ReduceOp::SUM, std::nullopt, topology, links, options)
                                  : all_reduce(in, ReduceOp::SUM, std::nullopt, topology, links, options);
         // MPI on the same values (float32, or the integers themselves).
-        std::vector<float> mpi_in_f = mine, mpi_out_f(scatter ? count / n : count);
-        std::vector<int32_t> mpi_in_i, mpi_out_i;
-        if (integer) {
-          mpi_in_i.assign(mine.begin(), mine.end());
-          mpi_out_i.resize(mpi_out_f.size());
-        }
+        // float32 values, or int32 ones for the integer dtypes (same bytes per element).
+        const size_t out_count = static_cast<size_t>(scatter ? count / n : count);
+        MpiBuffer<float> mpi_in_f(mine), mpi_out_f(out_count);
+        MpiBuffer<int32_t> mpi_in_i(integer ? mine : std::vector<float>{}), mpi_out_i(integer ? out_count : 0);
         void* src = integer ? static_cast<void*>(mpi_in_i.data()) : mpi_in_f.data();
         void* dst = integer ? static_cast<void*>(mpi_out_i.data()) : mpi_out_f.data();
         const MPI_Datatype type = integer ? MPI_INT : MPI_FLOAT;
@@ -215,7 +241,8 @@ int bench_main(Runtime& rt, int argc, char** argv) {
             });
         ours = t.ours;
         mpi = t.mpi;
-        if (integer) mpi_out_f.assign(mpi_out_i.begin(), mpi_out_i.end());
+        if (integer)
+          for (size_t i = 0; i < out_count; ++i) mpi_out_f.data()[i] = static_cast<float>(mpi_out_i.data()[i]);
         wrong = count_wrong(out.local(), mpi_out_f);
         const auto s = planned_schedule(in, scatter ? ccl::Collective::ReduceScatter : ccl::Collective::AllReduce,
                                         std::nullopt, topology, options);

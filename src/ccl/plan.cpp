@@ -11,6 +11,7 @@
 
 #include "builders.hpp"
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/memory.hpp"
 
 namespace meshnn::ccl {
 namespace {
@@ -33,7 +34,7 @@ struct Arena {
   std::vector<Block> blocks;
   size_t next = 0;
   ~Arena() {
-    for (auto& b : blocks) std::free(b.data);
+    for (auto& b : blocks) release_buffer(b.data);
   }
 };
 Arena& arena() {
@@ -67,8 +68,8 @@ std::byte* ScratchScope::acquire(size_t bytes) {
   Arena::Block& b = a.blocks[a.next];
   // Blocks at or after `next` are free, so a too-small one can be replaced.
   if (b.size < bytes) {
-    std::free(b.data);
-    b.data = static_cast<std::byte*>(std::aligned_alloc(64, bytes));
+    release_buffer(b.data);
+    b.data = allocate_buffer(bytes);
     MESHNN_FATAL_IF(!b.data, "ccl: cannot allocate {} bytes of staging memory", bytes);
     b.size = bytes;
   }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/memory.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/block_float.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
@@ -11,13 +12,10 @@
 namespace meshnn {
 namespace {
 
-constexpr size_t kStorageAlignment = 64;  // a cache line, and enough for any SIMD load
-
 std::byte* allocate_storage(size_t bytes) {
-  const size_t rounded = (bytes + kStorageAlignment - 1) / kStorageAlignment * kStorageAlignment;
-  void* p = std::aligned_alloc(kStorageAlignment, rounded == 0 ? kStorageAlignment : rounded);
+  std::byte* p = allocate_buffer(bytes);
   if (p == nullptr) throw Error(fmt::format("out of memory allocating a tensor of {} bytes", bytes));
-  return static_cast<std::byte*>(p);
+  return p;
 }
 
 int64_t tiles_of(const MatrixView& m) {
@@ -87,7 +85,7 @@ MatrixView matrix_view(const Shape& shape) {
   return {shape.outer_volume(-2), shape[-2], shape[-1]};
 }
 
-void Tensor::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
+void Tensor::FreeDeleter::operator()(std::byte* p) const { release_buffer(p); }
 
 size_t Tensor::storage_bytes(const Shape& shape, DataType dtype, Layout layout) {
   if (layout == Layout::ROW_MAJOR) return static_cast<size_t>(shape.volume()) * element_bytes(dtype);
