@@ -126,7 +126,7 @@ void Hdf5Writer::commit() {
 void write_file(const std::string& file, const std::vector<NamedTensor>& tensors, const Attributes& root_attributes) {
   Hdf5Writer writer(file);
   for (const NamedTensor& t : tensors) {
-    writer.create_dataset(t.dataset, t.tensor->shape().dims(), StoredType::FLOAT32);
+    writer.create_dataset(t.dataset, t.tensor->shape().to_vector(), StoredType::FLOAT32);
     writer.write_rows(t.dataset, 0, t.tensor->to_float());
   }
   for (const auto& [name, value] : root_attributes) writer.set_attribute(name, value);

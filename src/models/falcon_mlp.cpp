@@ -31,7 +31,7 @@ MatmulOptions output_as(DataType dtype) {
 }
 
 Shape with_last(const Shape& s, int64_t last) {
-  std::vector<int64_t> dims = s.dims();
+  std::vector<int64_t> dims = s.to_vector();
   dims.back() = last;
   return Shape(dims);
 }

@@ -1,5 +1,6 @@
 #include "meshnn/ops/eltwise.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "broadcast.hpp"
@@ -23,13 +24,13 @@ template <class Op>
 Tensor binary(const Tensor& a, const Tensor& b, Op op, const char* what) {
   check_float(a, what, "a");
   check_float(b, what, "b");
-  const std::vector<int64_t> out_dims = ops_detail::broadcast_dims(a.shape().dims(), b.shape().dims(), what);
+  const std::vector<int64_t> out_dims = ops_detail::broadcast_dims(a.shape().to_vector(), b.shape().to_vector(), what);
   const std::vector<float> av = a.to_float(), bv = b.to_float();
   std::vector<float> out(static_cast<size_t>(ops_detail::volume(out_dims)));
-  if (a.shape().dims() == out_dims && b.shape().dims() == out_dims) {
+  if (std::ranges::equal(a.shape().dims(), out_dims) && std::ranges::equal(b.shape().dims(), out_dims)) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = op(av[i], bv[i]);
   } else {
-    const ops_detail::BroadcastIndex ai(a.shape().dims(), out_dims), bi(b.shape().dims(), out_dims);
+    const ops_detail::BroadcastIndex ai(a.shape().to_vector(), out_dims), bi(b.shape().to_vector(), out_dims);
     for (size_t i = 0; i < out.size(); ++i)
       out[i] = op(av[ai(static_cast<int64_t>(i))], bv[bi(static_cast<int64_t>(i))]);
   }

@@ -22,7 +22,7 @@ Tensor embedding(const Tensor& ids, const Tensor& table, std::optional<DataType>
   std::vector<float> out(id.size() * d);
   for (size_t i = 0; i < id.size(); ++i)
     std::copy(t.begin() + id[i] * d, t.begin() + (id[i] + 1) * d, out.begin() + i * d);
-  std::vector<int64_t> dims = ids.shape().dims();
+  std::vector<int64_t> dims = ids.shape().to_vector();
   dims.push_back(d);
   return Tensor::from_float(out, Shape(dims), out_dtype, layout);
 }

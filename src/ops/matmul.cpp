@@ -62,7 +62,10 @@ namespace {
 
 using ops_detail::BroadcastIndex;
 
-std::vector<int64_t> batch_dims(const Shape& s) { return {s.dims().begin(), s.dims().end() - 2}; }
+std::vector<int64_t> batch_dims(const Shape& s) {
+  const auto d = s.dims();
+  return {d.begin(), d.end() - 2};
+}
 
 // Stored tile row `i` of one batch of `a`, decoded into float rows dst [M][lda] (transposed when a
 // is stored [K, M]), with zeros in the K padding. Works from the tiles directly so a bfloat16

@@ -30,8 +30,8 @@ struct UnitView {
 
 UnitView unit_view(const Tensor& t, int dim) {
   const Shape& s = t.shape();
-  if (t.layout() == Layout::ROW_MAJOR) return {s.dims(), dim, element_bytes(t.dtype())};
-  std::vector<int64_t> dims = s.rank() == 1 ? std::vector<int64_t>{1, s[0]} : s.dims();
+  if (t.layout() == Layout::ROW_MAJOR) return {s.to_vector(), dim, element_bytes(t.dtype())};
+  std::vector<int64_t> dims = s.rank() == 1 ? std::vector<int64_t>{1, s[0]} : s.to_vector();
   const int tiled_dim = s.rank() == 1 ? 1 : dim;
   dims[dims.size() - 1] = round_up_to_tile(dims.back()) / kTileWidth;
   dims[dims.size() - 2] = round_up_to_tile(dims[dims.size() - 2]) / kTileHeight;
@@ -44,7 +44,7 @@ bool is_tiled_dim(const Tensor& t, int dim) {
 }
 
 Shape with_dim(const Shape& s, int dim, int64_t size) {
-  std::vector<int64_t> dims = s.dims();
+  std::vector<int64_t> dims = s.to_vector();
   dims[static_cast<size_t>(dim)] = size;
   return Shape(dims);
 }

@@ -105,7 +105,7 @@ Tensor drop_padding(const MeshTensor& t, Tensor composed) {
 }
 
 Shape composed_shape(const MeshTensor& t, const MeshComposerConfig& c) {
-  std::vector<int64_t> dims = t.shard_shape().dims();
+  std::vector<int64_t> dims = t.shard_shape().to_vector();
   const MeshShape ms = t.mesh_device().shape();
   if (c.kind == MeshComposerConfig::Kind::Concat) {
     dims[static_cast<size_t>(c.dim)] *= ms.num_devices();

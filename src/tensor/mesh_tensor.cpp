@@ -46,7 +46,7 @@ int shard_index(const Placements& placements, MeshShape shape, MeshCoordinate co
 
 Shape shard_shape_for(const Shape& global, const Placements& placements, MeshShape shape, bool allow_padding) {
   const Placements ps = normalize_placements(placements, global.rank());
-  std::vector<int64_t> dims = global.dims();
+  std::vector<int64_t> dims = global.to_vector();
   for (int d = 0; d < global.rank(); ++d) {
     const int count = shard_count(ps, shape, d);
     if (count == 1) continue;

@@ -2,21 +2,25 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "meshnn/core/error.hpp"
 
 namespace meshnn {
 
-Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::vector<int64_t>(dims)) {}
+Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::span<const int64_t>(dims.begin(), dims.size())) {}
 
-Shape::Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {
-  MESHNN_CHECK(!dims_.empty() && dims_.size() <= static_cast<size_t>(kMaxRank),
-               "a tensor shape needs 1 to {} dims, got {}", kMaxRank, dims_.size());
-  for (int64_t d : dims_) MESHNN_CHECK(d >= 0, "shape {} has a negative dim", fmt::format("[{}]", fmt::join(dims_, ", ")));
+Shape::Shape(std::span<const int64_t> dims) {
+  MESHNN_CHECK(!dims.empty() && dims.size() <= static_cast<size_t>(kMaxRank),
+               "a tensor shape needs 1 to {} dims, got {}", kMaxRank, dims.size());
+  for (int64_t d : dims) MESHNN_CHECK(d >= 0, "shape {} has a negative dim", fmt::format("[{}]", fmt::join(dims, ", ")));
+  std::copy(dims.begin(), dims.end(), dims_.begin());
+  rank_ = static_cast<int>(dims.size());
 }
 
 int64_t Shape::volume() const {
   int64_t v = 1;
-  for (int64_t d : dims_) v *= d;
+  for (int64_t d : dims()) v *= d;
   return v;
 }
 
@@ -40,6 +44,6 @@ int64_t Shape::inner_volume(int dim) const {
   return v;
 }
 
-std::string Shape::to_string() const { return fmt::format("[{}]", fmt::join(dims_, ", ")); }
+std::string Shape::to_string() const { return fmt::format("[{}]", fmt::join(dims(), ", ")); }
 
 }  // namespace meshnn

@@ -115,7 +115,7 @@ Tensor& Tensor::operator=(const Tensor& other) {
 
 Shape Tensor::padded_shape() const {
   if (layout_ == Layout::ROW_MAJOR) return shape_;
-  std::vector<int64_t> dims = shape_.dims();
+  std::vector<int64_t> dims = shape_.to_vector();
   dims.back() = round_up_to_tile(dims.back());
   if (dims.size() >= 2) dims[dims.size() - 2] = round_up_to_tile(dims[dims.size() - 2]);
   return Shape(dims);
