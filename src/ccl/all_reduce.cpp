@@ -42,7 +42,7 @@ void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_
     }
     exchange.post();
     exchange.wait(name, watchdog);
-    const void* sources[DirectExchange::kMaxMessages];
+    const void* sources[DirectExchange::kMaxMembers];
     for (int j = 0; j < n; ++j) {
       const int64_t b = slice_begin(count, n, j), e = slice_begin(count, n, j + 1);
       if (b >= e) continue;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -252,11 +253,23 @@ void raise_stuck(const std::string& message) {
   fatal(message);
 }
 
+void DirectExchange::add(int peer, int lane, void* buffer, size_t bytes, bool is_send) {
+  const size_t pieces =
+      bytes > kPieceBytes && bytes <= kPieceBytes * kMaxPieces ? (bytes + kPieceBytes - 1) / kPieceBytes : 1;
+  MESHNN_FATAL_IF(count_ + static_cast<int>(pieces) > kMaxTransfers, "ccl: DirectExchange holds at most {} transfers",
+                  kMaxTransfers);
+  for (size_t k = 0; k < pieces; ++k) {
+    const size_t offset = k * kPieceBytes, len = pieces == 1 ? bytes : std::min(kPieceBytes, bytes - offset);
+    transfers_[count_] = {peer, lane, static_cast<std::byte*>(buffer) + offset, len, is_send};
+    requests_[count_++] = -1;
+  }
+}
+
 void DirectExchange::post() {
   // Receives first: a posted receive lets the peer's rendezvous send start.
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = 0; i < count_; ++i) {
-      const Message& m = messages_[i];
+      const Transfer& m = transfers_[i];
       if (m.is_send != (pass == 1) || m.bytes == 0) continue;  // empty: both sides know, nothing to exchange
       const int tag = tag_base_ + m.lane;
       requests_[i] = m.is_send ? transport_.post_send(m.peer, tag, m.buffer, m.bytes)
@@ -295,12 +308,12 @@ void DirectExchange::wait(std::string_view op_name, double watchdog_seconds) {
 
 void DirectExchange::report_stuck(std::string_view op_name, double watchdog_seconds) const {
   // As Plan: the earliest incomplete transfer in plan order (all are posted here), step 0.
-  const Message* stuck = nullptr;
+  const Transfer* stuck = nullptr;
   size_t outstanding = 0;
   for (int i = 0; i < count_; ++i) {
     if (requests_[i] < 0) continue;
-    outstanding += messages_[i].bytes;
-    if (!stuck) stuck = &messages_[i];
+    outstanding += transfers_[i].bytes;
+    if (!stuck) stuck = &transfers_[i];
   }
   std::string message;
   if (stuck) {

@@ -154,7 +154,7 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
     }
     exchange.post();
     exchange.wait(name, watchdog);
-    const void* sources[DirectExchange::kMaxMessages];
+    const void* sources[DirectExchange::kMaxMembers];
     for (int k = 1; k < n; ++k) sources[k - 1] = staged(mod(p + k, n));
     sources[n - 1] = src + bytes * p;
     r.combine_sources(std::span<const void* const>(sources, static_cast<size_t>(n)), dst, count);

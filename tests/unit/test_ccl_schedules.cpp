@@ -330,6 +330,42 @@ TEST(CclDirect, OneMessageExchangeMatchesPlannedDirectAndRing) {
   }
 }
 
+// Messages between 2 and 8 KiB go out as 2 KiB pieces (DirectExchange): sizes on both sides of
+// each boundary, every collective, against the direct computation.
+TEST(CclDirect, PiecedMessagesAtEveryBoundary) {
+  for (int n : {2, 3, 5}) {
+    for (int64_t count : {int64_t{511}, int64_t{512}, int64_t{513}, int64_t{1250}, int64_t{2048}, int64_t{2049}}) {
+      std::atomic<int> bad{0};
+      InProcessFabric::run(n, [&](Transport& t) {
+        const int p = t.position();
+        CclOptions o;
+        o.algorithm = Algorithm::Direct;  // one message per peer: the DirectExchange path
+        CallContext ctx{t, 0, Topology::Ring, 1, o, ""};
+        const Reduction red{ReduceOp::SUM, ElementType::F32, false, n};
+        // all_gather of `count` floats per member (4 * count bytes per message).
+        std::vector<float> mine(count), gathered(count * n);
+        for (int64_t i = 0; i < count; ++i) mine[i] = int_value(p, i);
+        all_gather_bytes(ctx, mine.data(), count * 4, gathered.data());
+        for (int j = 0; j < n; ++j)
+          for (int64_t i = 0; i < count; ++i) bad += gathered[j * count + i] != int_value(j, i);
+        // all_reduce of `count` floats (the whole buffer to every peer) and reduce_scatter of
+        // n * count floats (a `count`-float slice to each peer).
+        std::vector<float> in(count * n), ar(count * n), rs(count);
+        for (int64_t i = 0; i < count * n; ++i) in[i] = int_value(p, i);
+        all_reduce_values(ctx, in.data(), ar.data(), count, red);
+        reduce_scatter_values(ctx, in.data(), rs.data(), count, red);
+        for (int64_t i = 0; i < count * n; ++i) {
+          float sum = 0;
+          for (int m = 0; m < n; ++m) sum += int_value(m, i);
+          if (i < count) bad += ar[i] != sum;
+          if (i / count == p) bad += rs[i % count] != sum;
+        }
+      });
+      EXPECT_EQ(bad.load(), 0) << "n=" << n << " count=" << count;
+    }
+  }
+}
+
 TEST(CclSchedule, AutoChoice) {
   CclOptions o;
   EXPECT_EQ(choose_schedule(Collective::AllGather, 8, 1 << 20, Topology::Ring, o).algorithm, Algorithm::BidirectionalRing);
