@@ -128,7 +128,7 @@ void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, vo
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_gather") : std::string_view(ctx.op_name);
   if (sched.algorithm == Algorithm::Direct && bytes <= sched.chunk_bytes && DirectExchange::fits(n)) {
-    // build_gather_direct's messages (one chunk each, lane 0), without a Plan.
+    // build_gather_direct's transfers (one chunk each, lane 0; small ones in pieces), without a Plan.
     const int p = t.position();
     DirectExchange exchange(t, ctx.tag_base);
     for (int q = 1; q < n; ++q) {

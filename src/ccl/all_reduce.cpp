@@ -28,7 +28,8 @@ void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_reduce") : std::string_view(ctx.op_name);
   if (sched.algorithm == Algorithm::Direct && chunk_count(count, chunk) <= 1 && DirectExchange::fits(n)) {
-    // The Direct case below with one chunk, without a Plan: same messages, same combination order.
+    // The Direct case below with one chunk, without a Plan: same bytes (small ones in pieces), same
+    // combination order.
     const Reduction r = direct_reduction(red);
     const size_t bytes = r.compute_bytes(count);
     ScratchScope scratch;

@@ -139,8 +139,8 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("reduce_scatter") : std::string_view(ctx.op_name);
   if (sched.algorithm == Algorithm::Direct && chunk_count(count, chunk) <= 1 && DirectExchange::fits(n)) {
-    // The Direct case below with one chunk per peer, without a Plan: same messages, same order of
-    // combination, so the same bits.
+    // The Direct case below with one chunk per peer, without a Plan: the same bytes to the same
+    // peers (small ones in pieces) and the same order of combination, so the same bits.
     const Reduction r = direct_reduction(red);
     const size_t bytes = r.compute_bytes(count);
     ScratchScope scratch;
