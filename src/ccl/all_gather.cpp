@@ -4,6 +4,7 @@
 
 #include "builders.hpp"
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/memory.hpp"
 
 namespace meshnn::ccl {
 namespace detail {
@@ -52,7 +53,7 @@ void build_gather_relay(Prims& prims, std::span<const ByteRange> blocks, const s
       for (int dir = 0; dir < 2; ++dir) max_hops = std::max(max_hops, hops(algorithm, split, n, o, part, dir));
 
   if (mine != out + blocks[p].offset) {
-    plan.local(0, [=] { std::memcpy(out + blocks[p].offset, mine, blocks[p].bytes); });
+    plan.local(0, [=] { copy_bytes(out + blocks[p].offset, mine, blocks[p].bytes); });
   }
   size_t max_chunks = 0;
   for (int o = 0; o < n; ++o)
@@ -96,7 +97,7 @@ void build_gather_direct(Prims& prims, std::span<const ByteRange> blocks, const 
   Plan& plan = prims.plan();
   const int n = plan.size(), p = plan.position();
   if (mine != out + blocks[p].offset) {
-    plan.local(0, [=] { std::memcpy(out + blocks[p].offset, mine, blocks[p].bytes); });
+    plan.local(0, [=] { copy_bytes(out + blocks[p].offset, mine, blocks[p].bytes); });
   }
   // Step 0: every block straight to its destination; peers taken at increasing distance so that
   // no two members start on the same receiver.
@@ -138,7 +139,7 @@ void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, vo
     }
     exchange.post();
     std::byte* own = dst + static_cast<size_t>(p) * bytes;
-    if (src != own) std::memcpy(own, src, bytes);  // overlaps the transfers
+    if (src != own) copy_bytes(own, src, bytes);  // overlaps the transfers
     exchange.wait(name, watchdog);
     return;
   }

@@ -6,6 +6,7 @@
 
 #include "builders.hpp"
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/memory.hpp"
 
 namespace meshnn::ccl {
 
@@ -19,7 +20,7 @@ void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_
   const auto* src = static_cast<const std::byte*>(in);
   auto* dst = static_cast<std::byte*>(out);
   if (n == 1) {
-    std::memcpy(dst, src, red.compute_bytes(count));
+    copy_bytes(dst, src, red.compute_bytes(count));
     red.finish(dst, count);
     return;
   }

@@ -11,6 +11,7 @@
 
 #include "meshnn/ccl/plan.hpp"
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/memory.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/block_float.hpp"
 #include "meshnn/tensor/concat.hpp"
@@ -350,7 +351,7 @@ void all_gather_into(const MeshTensor& input, MeshTensor& output, int dim, std::
       const size_t run = storage_bytes_of(runs->run, in.dtype());
       std::byte* o = out.data<std::byte>();
       for (int64_t k = 0; k < runs->outer; ++k)
-        for (int j = 0; j < n; ++j) std::memcpy(o + (k * n + j) * run, staging + j * in.size_bytes() + k * run, run);
+        for (int j = 0; j < n; ++j) copy_bytes(o + (k * n + j) * run, staging + j * in.size_bytes() + k * run, run);
       return;
     }
     // A part boundary cuts tiles: let concat() repack (block floats are requantised there).

@@ -4,6 +4,7 @@
 
 #include "builders.hpp"
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/memory.hpp"
 
 namespace meshnn::ccl {
 namespace detail {
@@ -130,7 +131,7 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
   const auto* src = static_cast<const std::byte*>(in);
   auto* dst = static_cast<std::byte*>(out);
   if (n == 1) {
-    std::memcpy(dst, src, red.compute_bytes(count));
+    copy_bytes(dst, src, red.compute_bytes(count));
     red.finish(dst, count);
     return;
   }

@@ -41,6 +41,8 @@ constexpr size_t kDirectAllReduceBytes = 64 << 10;
 // Pipelined messages: big enough to amortise per-message cost, small enough that a received
 // partial is still in L2 when it is reduced.
 constexpr size_t kDefaultChunkBytes = 1 << 20;
+// Largest single message (MPI counts are ints).
+constexpr size_t kMaxMessageBytes = size_t{1} << 30;
 }  // namespace
 
 Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, const CclOptions& options) {
@@ -53,6 +55,13 @@ Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, c
   }
   if (topology == Topology::Linear) {
     s.algorithm = Algorithm::Line;
+    return s;
+  }
+  if (c == Collective::AllGather && n == 2) {
+    // One hop and nothing to forward: chunks would pipeline nothing and each costs a rendezvous
+    // (on 2 ranks here one message per block measured 5-10% faster than 1 MiB chunks at 2-16 MiB).
+    s.algorithm = Algorithm::Direct;
+    if (!options.chunk_bytes) s.chunk_bytes = std::clamp((bytes + 63) / 64 * 64, s.chunk_bytes, kMaxMessageBytes);
     return s;
   }
   const size_t direct_limit = c == Collective::AllGather       ? kDirectGatherBytes

@@ -369,7 +369,13 @@ TEST(CclDirect, PiecedMessagesAtEveryBoundary) {
 TEST(CclSchedule, AutoChoice) {
   CclOptions o;
   EXPECT_EQ(choose_schedule(Collective::AllGather, 8, 1 << 20, Topology::Ring, o).algorithm, Algorithm::BidirectionalRing);
-  EXPECT_EQ(choose_schedule(Collective::AllGather, 2, 1 << 20, Topology::Ring, o).algorithm, Algorithm::Ring);
+  // Two members gather in one message per block, however large (up to 1 GiB per message).
+  const Schedule pair = choose_schedule(Collective::AllGather, 2, 100 << 20, Topology::Ring, o);
+  EXPECT_EQ(pair.algorithm, Algorithm::Direct);
+  EXPECT_EQ(pair.chunk_bytes, size_t{100} << 20);
+  EXPECT_EQ(choose_schedule(Collective::AllGather, 2, size_t{3} << 30, Topology::Ring, o).chunk_bytes, size_t{1} << 30);
+  EXPECT_EQ(choose_schedule(Collective::AllGather, 2, 1 << 20, Topology::Linear, o).algorithm, Algorithm::Line);
+  EXPECT_EQ(choose_schedule(Collective::AllGather, 4, 1 << 20, Topology::Ring, o).algorithm, Algorithm::BidirectionalRing);
   EXPECT_EQ(choose_schedule(Collective::AllGather, 8, 1024, Topology::Ring, o).algorithm, Algorithm::Direct);
   EXPECT_EQ(choose_schedule(Collective::ReduceScatter, 8, 512 << 10, Topology::Ring, o).algorithm, Algorithm::Direct);
   EXPECT_EQ(choose_schedule(Collective::ReduceScatter, 8, 4 << 20, Topology::Linear, o).algorithm, Algorithm::Line);

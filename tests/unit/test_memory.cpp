@@ -1,4 +1,4 @@
-// allocate_buffer: the alignment promises the kernels and the transfers rely on.
+// allocate_buffer: the alignment promises the kernels and the transfers rely on; copy_bytes.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -31,6 +31,26 @@ TEST(Memory, LargeBuffersStartOnAHugePageBoundary) {
     EXPECT_EQ(p[bytes - 1], std::byte{0xA5});
     release_buffer(p);
   }
+}
+
+TEST(Memory, CopyBytesCopiesExactlyTheRangeAtAnyAlignment) {
+  // Sizes either side of the string-move threshold, from and to odd addresses; the bytes around
+  // the destination range must stay untouched.
+  const size_t sizes[] = {0, 1, 63, 4097, kLargeCopyBytes - 1, kLargeCopyBytes, kLargeCopyBytes + 37,
+                          3 * kLargeCopyBytes + 5};
+  for (size_t bytes : sizes)
+    for (size_t shift : {size_t{0}, size_t{1}, size_t{13}}) {
+      std::byte* src = allocate_buffer(bytes + 64);
+      std::byte* dst = allocate_buffer(bytes + 64);
+      for (size_t i = 0; i < bytes + 64; ++i) src[i] = static_cast<std::byte>((i * 131 + 7) & 0xFF);
+      std::memset(dst, 0x5A, bytes + 64);
+      copy_bytes(dst + shift, src + 64 - shift, bytes);
+      for (size_t i = 0; i < shift; ++i) ASSERT_EQ(dst[i], std::byte{0x5A}) << bytes << " shift " << shift;
+      ASSERT_EQ(std::memcmp(dst + shift, src + 64 - shift, bytes), 0) << bytes << " shift " << shift;
+      for (size_t i = shift + bytes; i < bytes + 64; ++i) ASSERT_EQ(dst[i], std::byte{0x5A}) << bytes << " shift " << shift;
+      release_buffer(src);
+      release_buffer(dst);
+    }
 }
 
 }  // namespace
