@@ -54,10 +54,8 @@ void kernel_mr_x32(int64_t kc, const float* a, const float* b, float* c, int64_t
   }
 }
 
-// Per-block coefficients of one tile for M rows of A: coef[i][b] = a[i][k(b)] * scale(E_b), where
-// block b = face * 16 + r holds k = r (faces 0, 1) or 16 + r (faces 2, 3). The scale 2^(E-127-(W-1))
-// is built from the exponent bits directly; blocks whose scale would be denormal (E < W, values
-// below 2^-120) take the exact value from the table.
+// One face's block scales, one lane per face row: 2^(E-127-(W-1)) built from the exponent bits;
+// rows whose scale would be denormal (E < W) take the exact value from the table.
 template <DataType D>
 inline __m512 face_scales(const uint8_t* face_exps, const float* scales) {
   constexpr int kW = D == DataType::BFLOAT4_B ? 3 : 7;
@@ -69,6 +67,8 @@ inline __m512 face_scales(const uint8_t* face_exps, const float* scales) {
   return scale;
 }
 
+// Per-block coefficients of one tile for M rows of A: coef[i][b] = a[i][k(b)] * scale(E_b), where
+// block b = face * 16 + r holds k = r (faces 0, 1) or 16 + r (faces 2, 3); scales from face_scales.
 template <int M, DataType D>
 inline void tile_coefficients(const uint8_t* exps, const float* ak, int64_t lda, const float* scales,
                               float (*coef)[64]) {
