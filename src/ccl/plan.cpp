@@ -378,8 +378,9 @@ OpId Prims::recv_reduce_copy(int from, int lane, int step, const void* own, void
   const Reduction& r = *reduction_;
   Slot& slot = next_slot(2 * lane);
   std::byte* wire = slot.data;
-  slot.release = plan_.recv(from, lane, step, wire, r.wire_bytes(count), {slot.release}, [&r, wire, own, out, count, finish] {
-    r.combine_wire_to(wire, own, out, count);
+  const ResultStores stores = result_stores_;
+  slot.release = plan_.recv(from, lane, step, wire, r.wire_bytes(count), {slot.release}, [&r, wire, own, out, count, finish, stores] {
+    r.combine_wire_to(wire, own, out, count, stores);
     if (finish) r.finish(out, count);
   });
   return slot.release;
@@ -392,8 +393,9 @@ OpId Prims::recv_reduce_into(int from, int lane, int step, void* out, int64_t co
   const OpId in = plan_.recv(from, lane, step, wire, r.wire_bytes(count), {slot.release});
   Deps deps = after;
   deps.push_back(in);
-  slot.release = plan_.local(step, [&r, wire, out, count, finish] {
-    r.accumulate_wire(out, wire, count);
+  const ResultStores stores = result_stores_;
+  slot.release = plan_.local(step, [&r, wire, out, count, finish, stores] {
+    r.accumulate_wire(out, wire, count, stores);
     if (finish) r.finish(out, count);
   }, deps);
   return slot.release;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
+#include "streaming_combine.hpp"
 
 namespace meshnn::ccl {
 namespace {
@@ -76,7 +78,8 @@ void Reduction::combine_into_wire(void* wire, const void* own, int64_t count) co
   });
 }
 
-void Reduction::combine_wire_to(const void* wire, const void* own, void* out, int64_t count) const {
+void Reduction::combine_wire_to(const void* wire, const void* own, void* out, int64_t count, ResultStores stores) const {
+  if (stores == ResultStores::Streaming && !bf16_wire && detail::combine_streaming(type, op, wire, own, out, count)) return;
   if (bf16_wire) {
     const auto* w = static_cast<const uint16_t*>(wire);
     const auto* b = static_cast<const float*>(own);
@@ -97,7 +100,8 @@ void Reduction::combine_wire_to(const void* wire, const void* own, void* out, in
   });
 }
 
-void Reduction::accumulate_wire(void* out, const void* wire, int64_t count) const {
+void Reduction::accumulate_wire(void* out, const void* wire, int64_t count, ResultStores stores) const {
+  if (stores == ResultStores::Streaming && !bf16_wire && detail::combine_streaming(type, op, out, wire, out, count)) return;
   if (bf16_wire) {
     const auto* w = static_cast<const uint16_t*>(wire);
     auto* o = static_cast<float*>(out);
@@ -154,4 +158,15 @@ void Reduction::finish(void* out, int64_t count) const {
   });
 }
 
+namespace detail {
+
+bool combine_streaming(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t count) {
+  switch (kernels::active_isa()) {
+    case kernels::Isa::AVX512: combine_streaming_avx512(type, op, a, b, out, count); return true;
+    case kernels::Isa::AVX2: combine_streaming_avx2(type, op, a, b, out, count); return true;
+    default: return false;
+  }
+}
+
+}  // namespace detail
 }  // namespace meshnn::ccl

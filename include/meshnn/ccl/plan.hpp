@@ -110,6 +110,9 @@ class Prims {
         int slots_per_lane = 4);
 
   Plan& plan() { return plan_; }
+  // How recv_reduce_copy / recv_reduce_into write `out` (default Cached). all_reduce streams: its
+  // reduced slice is read next by every peer, not by this rank.
+  void set_result_stores(ResultStores stores) { result_stores_ = stores; }
 
   // Push bytes to a peer.
   OpId send(int peer, int lane, int step, const void* src, size_t bytes, const Deps& after = {}) {
@@ -142,6 +145,7 @@ class Prims {
   const Reduction* reduction_;
   size_t slot_bytes_;
   int slots_per_lane_;
+  ResultStores result_stores_ = ResultStores::Cached;
   std::vector<std::vector<Slot>> lanes_;
   std::vector<size_t> lane_cursor_;
 };

@@ -21,6 +21,11 @@ namespace meshnn::ccl {
 
 enum class ElementType { F32, I32, U32 };
 
+// How a combine writes its result. Streaming uses non-temporal stores (on AVX2/AVX-512 machines;
+// elsewhere, and for bfloat16 wires, it falls back to Cached): for results another rank reads
+// next and this one does not, such as all_reduce's reduced slice. See src/ccl/streaming_combine.hpp.
+enum class ResultStores { Cached, Streaming };
+
 struct Reduction {
   ReduceOp op = ReduceOp::SUM;
   ElementType type = ElementType::F32;
@@ -36,9 +41,10 @@ struct Reduction {
   // wire = wire (+) own, in place (an intermediate hop).
   void combine_into_wire(void* wire, const void* own, int64_t count) const;
   // out = wire (+) own (compute type; the hop that reaches the owner).
-  void combine_wire_to(const void* wire, const void* own, void* out, int64_t count) const;
+  void combine_wire_to(const void* wire, const void* own, void* out, int64_t count,
+                       ResultStores stores = ResultStores::Cached) const;
   // out = out (+) wire, in place (compute type).
-  void accumulate_wire(void* out, const void* wire, int64_t count) const;
+  void accumulate_wire(void* out, const void* wire, int64_t count, ResultStores stores = ResultStores::Cached) const;
   // out = sources[0] (+) sources[1] (+) ... in that order (compute type; direct schedules). out may
   // alias no source.
   void combine_sources(std::span<const void* const> sources, void* out, int64_t count) const;

@@ -1,0 +1,75 @@
+// Internal to streaming_combine_avx2.cpp and streaming_combine_avx512.cpp: the loop and the
+// (type, op) dispatch both share. The including file first defines, in an anonymous namespace of
+// meshnn::ccl::detail, three vector types F32, I32 and U32, each with
+//   using Elem; using V; static constexpr int kWidth;
+//   static V load(const Elem*); static void stream(Elem*, V);  // stream needs kWidth*4-byte alignment
+//   static V sum(V a, V b); static V max(V a, V b); static V min(V a, V b);
+// where max/min keep Reduction's operand rule: max(a, b) = b > a ? b : a (a NaN in `a` stays).
+// Everything is in an anonymous namespace: each including file is built with its own instruction
+// flags, so nothing here may be shared between them.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "meshnn/ccl/reduce.hpp"
+
+namespace meshnn::ccl::detail {
+namespace {
+
+enum class Fold { Sum, Max, Min };
+
+template <class Vec, Fold fold>
+inline typename Vec::Elem scalar_fold(typename Vec::Elem a, typename Vec::Elem b) {
+  using T = typename Vec::Elem;
+  if constexpr (fold == Fold::Max) return b > a ? b : a;
+  else if constexpr (fold == Fold::Min) return b < a ? b : a;
+  else if constexpr (std::is_same_v<T, float>) return a + b;
+  else return static_cast<T>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));  // integers wrap
+}
+
+template <class Vec, Fold fold>
+inline typename Vec::V vector_fold(typename Vec::V a, typename Vec::V b) {
+  if constexpr (fold == Fold::Max) return Vec::max(a, b);
+  else if constexpr (fold == Fold::Min) return Vec::min(a, b);
+  else return Vec::sum(a, b);
+}
+
+template <class Vec, Fold fold>
+void stream_fold(const void* a_in, const void* b_in, void* out_, int64_t n) {
+  using T = typename Vec::Elem;
+  const T* a = static_cast<const T*>(a_in);
+  const T* b = static_cast<const T*>(b_in);
+  T* out = static_cast<T*>(out_);
+  constexpr uintptr_t kAlign = sizeof(T) * Vec::kWidth;
+  int64_t i = 0;
+  // Scalar until out is aligned for streaming stores (all the way if it never will be).
+  for (; i < n && reinterpret_cast<uintptr_t>(out + i) % kAlign != 0; ++i) out[i] = scalar_fold<Vec, fold>(a[i], b[i]);
+  for (; i + Vec::kWidth <= n; i += Vec::kWidth)
+    Vec::stream(out + i, vector_fold<Vec, fold>(Vec::load(a + i), Vec::load(b + i)));
+  for (; i < n; ++i) out[i] = scalar_fold<Vec, fold>(a[i], b[i]);
+  _mm_sfence();  // streaming stores are weakly ordered: publish them before anyone is told
+}
+
+template <class Vec>
+void stream_op(ReduceOp op, const void* a, const void* b, void* out, int64_t n) {
+  switch (op) {
+    case ReduceOp::MAX: stream_fold<Vec, Fold::Max>(a, b, out, n); break;
+    case ReduceOp::MIN: stream_fold<Vec, Fold::Min>(a, b, out, n); break;
+    default: stream_fold<Vec, Fold::Sum>(a, b, out, n); break;  // SUM, and MEAN before its division
+  }
+}
+
+template <class F32, class I32, class U32>
+void stream_any(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t n) {
+  switch (type) {
+    case ElementType::I32: stream_op<I32>(op, a, b, out, n); break;
+    case ElementType::U32: stream_op<U32>(op, a, b, out, n); break;
+    default: stream_op<F32>(op, a, b, out, n); break;
+  }
+}
+
+}  // namespace
+}  // namespace meshnn::ccl::detail
