@@ -379,6 +379,14 @@ TEST(CclSchedule, AutoChoice) {
   EXPECT_EQ(choose_schedule(Collective::AllGather, 8, 1024, Topology::Ring, o).algorithm, Algorithm::Direct);
   EXPECT_EQ(choose_schedule(Collective::ReduceScatter, 8, 512 << 10, Topology::Ring, o).algorithm, Algorithm::Direct);
   EXPECT_EQ(choose_schedule(Collective::ReduceScatter, 8, 4 << 20, Topology::Linear, o).algorithm, Algorithm::Line);
+  // all_reduce: direct on two members up to 4 MiB (1 MiB chunks), a ring beyond; 64 KiB on more.
+  const Schedule pair_reduce = choose_schedule(Collective::AllReduce, 2, 4 << 20, Topology::Ring, o);
+  EXPECT_EQ(pair_reduce.algorithm, Algorithm::Direct);
+  EXPECT_EQ(pair_reduce.chunk_bytes, size_t{1} << 20);
+  EXPECT_EQ(choose_schedule(Collective::AllReduce, 2, (4 << 20) + 64, Topology::Ring, o).algorithm, Algorithm::Ring);
+  EXPECT_EQ(choose_schedule(Collective::AllReduce, 4, 64 << 10, Topology::Ring, o).algorithm, Algorithm::Direct);
+  EXPECT_EQ(choose_schedule(Collective::AllReduce, 4, 128 << 10, Topology::Ring, o).algorithm,
+            Algorithm::BidirectionalRing);
   o.algorithm = Algorithm::Ring;
   o.chunk_bytes = 4096;
   const Schedule s = choose_schedule(Collective::AllReduce, 8, 100, Topology::Linear, o);
