@@ -2,7 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "meshnn/core/memory.hpp"
 
@@ -31,6 +35,54 @@ TEST(Memory, LargeBuffersStartOnAHugePageBoundary) {
     EXPECT_EQ(p[bytes - 1], std::byte{0xA5});
     release_buffer(p);
   }
+}
+
+struct Mapping {
+  uintptr_t start = 0, end = 0;
+  long anon_huge_kib = -1;  // kilobytes of it backed by huge pages
+};
+
+// The mapping of this process that holds p, from /proc/self/smaps (start 0 if none does).
+Mapping mapping_holding(const std::byte* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  Mapping found, current;
+  while (std::getline(smaps, line)) {
+    char dash = 0;
+    std::istringstream header(line);
+    Mapping m;
+    if (header >> std::hex >> m.start >> dash >> m.end && dash == '-' && line.find(':') > 12) {
+      current = m;
+      if (m.start <= address(p) && address(p) < m.end) found = m;
+    } else if (found.start == current.start && found.start && line.rfind("AnonHugePages:", 0) == 0) {
+      found.anon_huge_kib = std::stol(line.substr(14));
+    }
+  }
+  return found;
+}
+
+TEST(Memory, LargeBuffersAreMappingsOfTheirOwnWithHugePagesAndUnmappedOnRelease) {
+  // glibc would serve these from its heap once a larger chunk was freed (its mmap threshold
+  // rises), reusing pages faulted in as 4 KiB ones; allocate_buffer maps each one itself.
+  std::byte* big = allocate_buffer(8 * kHugePageBytes);
+  ASSERT_NE(big, nullptr);
+  std::memset(big, 1, 8 * kHugePageBytes);
+  release_buffer(big);
+  const size_t bytes = 2 * kHugePageBytes + 100;
+  std::byte* p = allocate_buffer(bytes);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 2, bytes);
+  const Mapping m = mapping_holding(p);
+  EXPECT_EQ(m.start, address(p));
+  EXPECT_GE(m.end, address(p) + bytes);
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(thp, modes);
+  if (!modes.empty() && modes.find("[never]") == std::string::npos) {
+    EXPECT_GT(m.anon_huge_kib, 0) << "transparent huge pages: " << modes;
+  }
+  release_buffer(p);  // and its memory goes back to the system at once
+  EXPECT_EQ(mapping_holding(p).start, 0u);
 }
 
 TEST(Memory, CopyBytesCopiesExactlyTheRangeAtAnyAlignment) {
