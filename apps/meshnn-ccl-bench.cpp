@@ -13,9 +13,11 @@
 // order is exact), summed over ranks. For 16-bit and block dtypes MPI gathers the same bytes and
 // reduces the same values in float32.
 #include <fmt/format.h>
+#include <malloc.h>
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -122,6 +124,18 @@ int64_t count_wrong(const Tensor& ours, const MpiBuffer<float>& mpi) {
   return wrong;
 }
 
+// MPI's reduce_scatter and all_reduce take a temporary buffer from malloc on every call. glibc
+// maps large ones fresh each time (4 KiB page faults, 12 us each in a VM: MPI's 32 MiB all_reduce
+// took 100 ms) unless a free happened to raise its mmap threshold first, so MPI's time would depend
+// on the malloc history of the process. "reuse" gives MPI its best case at every size: heap only,
+// never trimmed, so a temporary's pages stay faulted in from call to call. meshnn's own large
+// buffers are mapped directly (allocate_buffer) and are not affected either way.
+void configure_malloc_for_mpi(const std::string& mode) {
+  if (mode != "reuse") return;
+  MESHNN_CHECK(mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1,
+               "meshnn-ccl-bench: mallopt refused the heap-only setting");
+}
+
 int bench_main(Runtime& rt, int argc, char** argv) {
   // nccl-tests' short options, mapped to long ones.
   std::vector<std::string> args;
@@ -147,6 +161,8 @@ int bench_main(Runtime& rt, int argc, char** argv) {
   cli.add_option("links", "L", "channels a transfer is striped over", "1");
   cli.add_option("chunk", "SIZE", "bytes per pipelined message (0: by message size)", "0");
   cli.add_option("json", "FILE", "also write one JSON record per row");
+  cli.add_option("mpi-malloc", "M", "reuse (MPI's per-call temporaries stay faulted in) | default (glibc's own)",
+                 "reuse");
   cli.parse(static_cast<int>(argp.size()), argp.data());
 
   const int64_t min_bytes = cli.get_int("minbytes", 4, int64_t{1} << 40, true);
@@ -162,6 +178,9 @@ int bench_main(Runtime& rt, int argc, char** argv) {
   options.algorithm = ccl::parse_algorithm(cli.get("algo"));
   options.chunk_bytes = static_cast<size_t>(cli.get_int("chunk", 0, int64_t{1} << 30, true));
 
+  const std::string mpi_malloc = cli.get_choice("mpi-malloc", {"reuse", "default"});
+  configure_malloc_for_mpi(mpi_malloc);
+
   const int n = rt.world_size(), rank = rt.world_rank();
   auto mesh = MeshDevice::open({1, n}, topology);
   MPI_Comm comm = mesh->comm();
@@ -176,9 +195,9 @@ int bench_main(Runtime& rt, int argc, char** argv) {
   else collectives = {which};
 
   if (rank == 0) {
-    std::printf("# meshnn-ccl-bench: %d ranks, mesh 1x%d, dtype %s, topology %s, algo %s, links %d, iters %d, warmup %d\n",
+    std::printf("# meshnn-ccl-bench: %d ranks, mesh 1x%d, dtype %s, topology %s, algo %s, links %d, iters %d, warmup %d, mpi-malloc %s\n",
                 n, n, std::string(to_string(dtype)).c_str(), std::string(to_string(topology)).c_str(),
-                std::string(ccl::to_string(options.algorithm)).c_str(), links, iters, warmup);
+                std::string(ccl::to_string(options.algorithm)).c_str(), links, iters, warmup, mpi_malloc.c_str());
     std::printf("# ratio = MPI time / our time (our busbw / MPI busbw)\n");
     std::printf("%-15s %12s %12s %10s %9s %9s %7s | %10s %9s | %6s %s\n", "collective", "size(B)", "count", "time(us)",
                 "algbw", "busbw", "#wrong", "mpi(us)", "mpi_bus", "ratio", "schedule");
