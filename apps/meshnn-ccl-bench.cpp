@@ -125,11 +125,11 @@ int64_t count_wrong(const Tensor& ours, const MpiBuffer<float>& mpi) {
 }
 
 // MPI's reduce_scatter and all_reduce take a temporary buffer from malloc on every call. glibc
-// maps large ones fresh each time (4 KiB page faults, 12 us each in a VM: MPI's 32 MiB all_reduce
-// took 100 ms) unless a free happened to raise its mmap threshold first, so MPI's time would depend
-// on the malloc history of the process. "reuse" gives MPI its best case at every size: heap only,
-// never trimmed, so a temporary's pages stay faulted in from call to call. meshnn's own large
-// buffers are mapped directly (allocate_buffer) and are not affected either way.
+// maps large ones fresh each time (4 KiB page faults, about 12 us each on this VM: MPI's 32 MiB
+// all_reduce took 100 ms) unless a free happened to raise its mmap threshold first, so MPI's time
+// would depend on the malloc history of the process. "reuse" gives MPI its best case at every
+// size: heap only, never trimmed, so a temporary's pages stay faulted in from call to call.
+// meshnn's own large buffers are mapped directly (allocate_buffer) and are not affected either way.
 void configure_malloc_for_mpi(const std::string& mode) {
   if (mode != "reuse") return;
   MESHNN_CHECK(mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1,

@@ -63,7 +63,8 @@ Mapping mapping_holding(const std::byte* p) {
 
 TEST(Memory, LargeBuffersAreMappingsOfTheirOwnWithHugePagesAndUnmappedOnRelease) {
   // glibc would serve these from its heap once a larger chunk was freed (its mmap threshold
-  // rises), reusing pages faulted in as 4 KiB ones; allocate_buffer maps each one itself.
+  // rises), reusing pages faulted in as 4 KiB ones and keeping them after free; allocate_buffer
+  // maps each one itself and unmaps it on release.
   std::byte* big = allocate_buffer(8 * kHugePageBytes);
   ASSERT_NE(big, nullptr);
   std::memset(big, 1, 8 * kHugePageBytes);
@@ -72,8 +73,8 @@ TEST(Memory, LargeBuffersAreMappingsOfTheirOwnWithHugePagesAndUnmappedOnRelease)
   std::byte* p = allocate_buffer(bytes);
   ASSERT_NE(p, nullptr);
   std::memset(p, 2, bytes);
-  const Mapping m = mapping_holding(p);
-  EXPECT_EQ(m.start, address(p));
+  const Mapping m = mapping_holding(p);  // (the kernel may merge it with a neighbouring one)
+  EXPECT_LE(m.start, address(p));
   EXPECT_GE(m.end, address(p) + bytes);
   std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string modes;

@@ -13,9 +13,9 @@ namespace meshnn {
 // marked for transparent huge pages (madvise; a no-op where THP is off). For large transfers
 // between ranks of one node: Open MPI moves them with process_vm_readv, where the kernel pins the
 // sender's pages one by one; with 4 KiB pages that page walk cost about a sixth of a 4 MiB
-// all_reduce. (The matmul kernels measured the same either way.) The common alignment also puts every large buffer at the same offset
-// within a page, and copies need that: a 4 MiB MPI_Allgather ran 4x slower between a buffer on a
-// page boundary and one 16 bytes into a page.
+// all_reduce. (The matmul kernels measured the same either way.) The common alignment also puts
+// every large buffer at the same offset within a page, and copies need that: a 4 MiB
+// MPI_Allgather ran 4x slower between a buffer on a page boundary and one 16 bytes into a page.
 std::byte* allocate_buffer(size_t bytes);
 void release_buffer(std::byte* p);
 
