@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -59,12 +60,27 @@ std::byte* map_huge_page_aligned(size_t bytes) {
 
 }  // namespace
 
+bool huge_pages_available() {
+  static const bool available = [] {
+    std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return false;
+    char modes[128] = {};
+    const bool read = std::fgets(modes, sizeof modes, f) != nullptr;
+    std::fclose(f);
+    return read && std::strstr(modes, "[never]") == nullptr;
+  }();
+  return available;
+}
+
 std::byte* allocate_buffer(size_t bytes) {
-  if (bytes >= kHugePageBytes) return map_huge_page_aligned(bytes);
+  // Without huge pages a fresh mapping costs a fault per 4 KiB page on every allocation, which
+  // malloc's reuse of its heap avoids: there, large buffers stay with malloc.
+  if (bytes >= kHugePageBytes && huge_pages_available()) return map_huge_page_aligned(bytes);
   constexpr size_t kLine = 64;
   const size_t rounded = bytes == 0 ? kLine : (bytes + kLine - 1) / kLine * kLine;
+  const size_t alignment = rounded >= kHugePageBytes ? kHugePageBytes : kLine;
   void* p = nullptr;
-  if (posix_memalign(&p, kLine, rounded) != 0) return nullptr;
+  if (posix_memalign(&p, alignment, rounded) != 0) return nullptr;
   return static_cast<std::byte*>(p);
 }
 

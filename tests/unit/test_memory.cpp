@@ -62,6 +62,7 @@ Mapping mapping_holding(const std::byte* p) {
 }
 
 TEST(Memory, LargeBuffersAreMappingsOfTheirOwnWithHugePagesAndUnmappedOnRelease) {
+  if (!huge_pages_available()) GTEST_SKIP() << "no transparent huge pages: large buffers stay with malloc";
   // glibc would serve these from its heap once a larger chunk was freed (its mmap threshold
   // rises), reusing pages faulted in as 4 KiB ones and keeping them after free; allocate_buffer
   // maps each one itself and unmaps it on release.
@@ -76,12 +77,7 @@ TEST(Memory, LargeBuffersAreMappingsOfTheirOwnWithHugePagesAndUnmappedOnRelease)
   const Mapping m = mapping_holding(p);  // (the kernel may merge it with a neighbouring one)
   EXPECT_LE(m.start, address(p));
   EXPECT_GE(m.end, address(p) + bytes);
-  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  std::getline(thp, modes);
-  if (!modes.empty() && modes.find("[never]") == std::string::npos) {
-    EXPECT_GT(m.anon_huge_kib, 0) << "transparent huge pages: " << modes;
-  }
+  EXPECT_GT(m.anon_huge_kib, 0);
   release_buffer(p);  // and its memory goes back to the system at once
   EXPECT_EQ(mapping_holding(p).start, 0u);
 }
