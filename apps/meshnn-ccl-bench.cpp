@@ -129,7 +129,8 @@ int64_t count_wrong(const Tensor& ours, const MpiBuffer<float>& mpi) {
 // all_reduce took 100 ms) unless a free happened to raise its mmap threshold first, so MPI's time
 // would depend on the malloc history of the process. "reuse" gives MPI its best case at every
 // size: heap only, never trimmed, so a temporary's pages stay faulted in from call to call.
-// meshnn's own large buffers are mapped directly (allocate_buffer) and are not affected either way.
+// meshnn's own large buffers are mappings of their own where huge pages are on (allocate_buffer),
+// so this reaches MPI only there.
 void configure_malloc_for_mpi(const std::string& mode) {
   if (mode != "reuse") return;
   MESHNN_CHECK(mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1,
