@@ -9,8 +9,9 @@
 // bandwidth (one thread streaming 1 GiB) are measured first; "%peak" is GFLOP/s against the
 // peak times threads, "%bw" weight bytes/s against the single-core read bandwidth.
 // OpenBLAS runs with the same number of threads as our row (--openblas-threads N pins it, e.g. 1
-// for a single-threaded baseline everywhere), in alternation with ours; each side reports its best
-// time. JSON records carry openblas_threads.
+// for a single-threaded baseline everywhere). For each shape and weight format, every thread count
+// of ours and OpenBLAS run in alternation, round by round; each reports its best time. JSON
+// records carry openblas_threads.
 #include <fmt/format.h>
 #include <immintrin.h>
 
@@ -19,6 +20,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -164,30 +167,26 @@ void openblas_run(const BenchShape& s, const std::vector<float>& a, const std::v
 #endif
 }
 
-// Best times of two functions run in alternation (one warm-up each, then rounds until both have
-// had min_time): on a shared machine both see the same quiet and busy moments.
-template <class F, class G>
-std::pair<double, double> best_times_alternating(F&& f, G&& g, bool run_g, double min_time) {
-  f();
-  if (run_g) g();
-  double best_f = 1e30, best_g = 1e30, total = 0;
-  int rounds = 0;
-  while (rounds < 3 || total < min_time) {
-    auto t0 = Clock::now();
-    f();
-    const double tf = seconds_since(t0);
-    best_f = std::min(best_f, tf);
-    double tg = 0;
-    if (run_g) {
-      t0 = Clock::now();
-      g();
-      tg = seconds_since(t0);
-      best_g = std::min(best_g, tg);
+// Best time of each function, all run in alternation (one warm-up each, then rounds until every
+// one has had min_time): on a shared machine they all see the same quiet and busy moments. The
+// ratios the benchmark reports (ours against OpenBLAS, 2 threads against 1) compare rows measured
+// side by side; measured a few seconds apart, OpenBLAS's own time changed by 10-20% here.
+std::vector<double> best_times_alternating(const std::vector<std::function<void()>>& fns, double min_time) {
+  for (const auto& fn : fns) fn();
+  std::vector<double> best(fns.size(), 1e30);
+  double slowest_total = 0;
+  for (int rounds = 0; rounds < 3 || slowest_total < min_time; ++rounds) {
+    double slowest = 0;
+    for (size_t i = 0; i < fns.size(); ++i) {
+      const auto t0 = Clock::now();
+      fns[i]();
+      const double t = seconds_since(t0);
+      best[i] = std::min(best[i], t);
+      slowest = std::max(slowest, t);
     }
-    total += std::max(tf, tg);
-    ++rounds;
+    slowest_total += slowest;
   }
-  return {best_f, run_g ? best_g : 0.0};
+  return best;
 }
 
 struct BenchOptions {
@@ -291,26 +290,47 @@ int main(int argc, char** argv) {
   if (json) std::fputs("[\n", json);
   bool first_record = true;
 
+#ifdef MESHNN_HAVE_OPENBLAS
+  constexpr bool kHaveBlas = true;
+#else
+  constexpr bool kHaveBlas = false;
+#endif
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int threads : thread_counts) pools.push_back(std::make_unique<ThreadPool>(threads));
+  // OpenBLAS thread counts to measure: one pinned count, or each of ours.
+  std::vector<int> blas_thread_counts;
+  if (kHaveBlas) {
+    if (openblas_threads > 0) blas_thread_counts = {openblas_threads};
+    else blas_thread_counts = thread_counts;
+  }
   for (const BenchShape& s : shapes) {
     const std::vector<float> a_values = random_values(s.m * s.k, 1), w_values = random_values(s.k * s.n, 2);
     const Tensor a = Tensor::from_float(a_values, Shape{s.m, s.k}, act, Layout::TILE);
     std::vector<float> blas_c(static_cast<size_t>(s.m * s.n));
-    for (int threads : thread_counts) {
-      ThreadPool pool(threads);
+    for (DataType wd : dtypes) {
+      const Tensor w = Tensor::from_float(w_values, Shape{s.k, s.n}, wd, Layout::TILE);
+      // Every thread count of ours, then every OpenBLAS thread count, in one alternation.
+      std::vector<std::function<void()>> runs;
+      for (const auto& pool : pools)
+        runs.push_back([&a, &w, pool = pool.get()] {
+          MatmulOptions opt;
+          opt.output_dtype = DataType::FLOAT32;
+          opt.pool = pool;
+          (void)matmul(a, w, false, false, opt);
+        });
+      for (int blas_threads : blas_thread_counts)
+        runs.push_back([&, blas_threads] {
 #ifdef MESHNN_HAVE_OPENBLAS
-      openblas_set_num_threads(openblas_threads > 0 ? openblas_threads : threads);
-      constexpr bool kHaveBlas = true;
-#else
-      constexpr bool kHaveBlas = false;
+          openblas_set_num_threads(blas_threads);
 #endif
-      for (DataType wd : dtypes) {
-        const Tensor w = Tensor::from_float(w_values, Shape{s.k, s.n}, wd, Layout::TILE);
-        MatmulOptions opt;
-        opt.output_dtype = DataType::FLOAT32;
-        opt.pool = &pool;
-        const auto [t, t_blas] =
-            best_times_alternating([&] { (void)matmul(a, w, false, false, opt); },
-                                   [&] { openblas_run(s, a_values, w_values, blas_c); }, kHaveBlas, min_time);
+          openblas_run(s, a_values, w_values, blas_c);
+        });
+      const std::vector<double> best = best_times_alternating(runs, min_time);
+      for (size_t i = 0; i < thread_counts.size(); ++i) {
+        const int threads = thread_counts[i];
+        const double t = best[i];
+        const size_t blas_index = openblas_threads > 0 ? 0 : i;
+        const double t_blas = kHaveBlas ? best[thread_counts.size() + blas_index] : 0.0;
         const double flops = 2.0 * s.m * s.k * s.n;
         const double gflops = flops / t / 1e9;
         const double blas = kHaveBlas ? flops / t_blas / 1e9 : 0.0;
