@@ -50,7 +50,7 @@ std::byte* map_huge_page_aligned(size_t bytes) {
   if (const uintptr_t end = start + padded; end > aligned + length)
     munmap(reinterpret_cast<void*>(aligned + length), end - (aligned + length));
   auto* p = reinterpret_cast<std::byte*>(aligned);
-  // Advice only: without THP support the call fails and the buffer is still good.
+  // Advice only: should it fail, the buffer still works in small pages.
   (void)madvise(p, length, MADV_HUGEPAGE);
   MappedBuffers& m = mapped_buffers();
   std::lock_guard lock(m.mutex);
@@ -87,7 +87,9 @@ std::byte* allocate_buffer(size_t bytes) {
 void release_buffer(std::byte* p) {
   if (p == nullptr) return;
   size_t length = 0;
-  {
+  // Own mappings all start on a huge-page boundary: other buffers (every small tensor) skip the
+  // lock and the lookup.
+  if (reinterpret_cast<uintptr_t>(p) % kHugePageBytes == 0) {
     MappedBuffers& m = mapped_buffers();
     std::lock_guard lock(m.mutex);
     if (auto it = m.bytes_of.find(p); it != m.bytes_of.end()) {
