@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -106,10 +107,17 @@ void release_buffer(std::byte* p) {
 
 namespace {
 
+bool plain_memcpy() {
+  static const bool plain = [] {
+    const char* v = std::getenv("MESHNN_PLAIN_MEMCPY");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return plain;
+}
+
 bool use_string_moves() {
 #if defined(__x86_64__)
   static const bool use = [] {
-    if (const char* v = std::getenv("MESHNN_PLAIN_MEMCPY"); v && *v && std::strcmp(v, "0") != 0) return false;
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
     return (ebx & (1u << 9)) != 0;  // CPUID.(EAX=7,ECX=0):EBX bit 9 = ERMS
@@ -123,13 +131,20 @@ bool use_string_moves() {
 }  // namespace
 
 void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes <= kCopyPieceBytes || plain_memcpy()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
 #if defined(__x86_64__)
   if (bytes >= kLargeCopyBytes && use_string_moves()) {
     asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(bytes) : : "memory");
     return;
   }
 #endif
-  std::memcpy(dst, src, bytes);
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  for (size_t offset = 0; offset < bytes; offset += kCopyPieceBytes)
+    std::memcpy(d + offset, s + offset, std::min(kCopyPieceBytes, bytes - offset));
 }
 
 }  // namespace meshnn

@@ -83,10 +83,10 @@ TEST(Memory, LargeBuffersAreMappingsOfTheirOwnWithHugePagesAndUnmappedOnRelease)
 }
 
 TEST(Memory, CopyBytesCopiesExactlyTheRangeAtAnyAlignment) {
-  // Sizes either side of the string-move threshold, from and to odd addresses; the bytes around
-  // the destination range must stay untouched.
-  const size_t sizes[] = {0, 1, 63, 4097, kLargeCopyBytes - 1, kLargeCopyBytes, kLargeCopyBytes + 37,
-                          3 * kLargeCopyBytes + 5};
+  // Sizes either side of the piece size and of the string-move threshold, a last piece that is
+  // short, from and to odd addresses; the bytes around the destination range must stay untouched.
+  const size_t sizes[] = {0, 1, 63, 4097, kCopyPieceBytes, kCopyPieceBytes + 1, 3 * kCopyPieceBytes + 5,
+                          kLargeCopyBytes - 1, kLargeCopyBytes, kLargeCopyBytes + 37, 3 * kLargeCopyBytes + 5};
   for (size_t bytes : sizes)
     for (size_t shift : {size_t{0}, size_t{1}, size_t{13}}) {
       std::byte* src = allocate_buffer(bytes + 64);

@@ -24,16 +24,20 @@ bool huge_pages_available();
 
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
-// memcpy for buffers that do not overlap, faster for large ones. From kLargeCopyBytes up, on CPUs
-// that advertise fast string moves (ERMS), it copies with `rep movsb`. Why: glibc 2.36 stops using
-// rep movsb above the L2 size on AMD and takes a vector loop instead, which measured slower on
-// this machine (AMD Zen 5, one copy per core on both cores): 128 MiB at 21-22 GB/s against 26-28
-// with rep movsb, 32 MiB at 27 against 31-33. At 2-4 MiB the two were level on average but rep
-// movsb varied more inside a two-rank all_gather, hence the 8 MiB threshold. Collectives use it
-// for their local copies (half the memory traffic of a two-member all_gather).
-// MESHNN_PLAIN_MEMCPY=1 turns it off (for comparisons).
+// memcpy for buffers that do not overlap, faster for large ones. Measured on AMD Zen 5 (both cores
+// copying at once), where glibc 2.36 copies anything above the L2 size (1 MiB) with a vector loop:
+// - Up to kLargeCopyBytes it copies in kCopyPieceBytes pieces, each a memcpy that glibc serves
+//   with `rep movsb` (below the L2 size). 2-8 MiB at 46-53 GB/s, against 38-52 for one memcpy and
+//   35-41 for one `rep movsb`, which streams from about 4 MiB up. This is also how Open MPI copies
+//   (128 KiB pieces); a two-rank all_gather whose local copy was one memcpy lost 5-10% to
+//   MPI_Allgather at 2-16 MiB, and drew level with pieces.
+// - From kLargeCopyBytes up, on CPUs that advertise fast string moves (ERMS), one `rep movsb`:
+//   32 MiB at 27-30 GB/s against 21-26 in pieces and 19-22 for memcpy; 128 MiB at 19-27 against
+//   15-23 and 14-15.
+// MESHNN_PLAIN_MEMCPY=1 turns both off (one memcpy, for comparisons).
 void copy_bytes(void* dst, const void* src, size_t bytes);
 
-inline constexpr size_t kLargeCopyBytes = size_t{8} << 20;
+inline constexpr size_t kCopyPieceBytes = size_t{256} << 10;
+inline constexpr size_t kLargeCopyBytes = size_t{16} << 20;
 
 }  // namespace meshnn
