@@ -48,8 +48,10 @@ double slowest(double t, MPI_Comm comm) {
 }
 
 // Mean time per iteration of ours() and mpi() on the slowest rank. The timed iterations run in
-// rounds that alternate between the two (ours first, then MPI first, ...), so a slow spell of a
-// shared machine lands on both rather than on whichever happened to run then.
+// up to kRounds rounds that alternate between the two (ours first, then MPI first, ...), so a slow
+// spell of a shared machine lands on both rather than on whichever happened to run then. Ten
+// rather than four: on the noisy 2-core VM, four rounds of a 4 MiB all_gather put the same code
+// anywhere from 0.8x to 1.05x of MPI from run to run.
 struct PairTimes {
   double ours = 0, mpi = 0;
 };
@@ -57,7 +59,8 @@ template <class Ours, class Mpi>
 PairTimes time_pair(int warmup, int iters, MPI_Comm comm, Ours&& ours, Mpi&& mpi) {
   for (int i = 0; i < warmup; ++i) ours();
   for (int i = 0; i < warmup; ++i) mpi();
-  const int rounds = std::min(iters, 4);
+  constexpr int kRounds = 10;
+  const int rounds = std::min(iters, kRounds);
   PairTimes total;
   auto timed = [&](auto& fn, int count) {
     MPI_Barrier(comm);
