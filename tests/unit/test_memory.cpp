@@ -61,15 +61,15 @@ Mapping mapping_holding(const std::byte* p) {
   return found;
 }
 
-TEST(Memory, LargeBuffersAreMappingsOfTheirOwnWithHugePagesAndUnmappedOnRelease) {
+TEST(Memory, LargeBuffersAreMappingsOfTheirOwnWithHugePages) {
   if (!huge_pages_available()) GTEST_SKIP() << "no transparent huge pages: large buffers stay with malloc";
   // glibc would serve these from its heap once a larger chunk was freed (its mmap threshold
-  // rises), reusing pages faulted in as 4 KiB ones and keeping them after free; allocate_buffer
-  // maps each one itself and unmaps it on release.
+  // rises), reusing pages faulted in as 4 KiB ones; allocate_buffer maps each one itself.
   std::byte* big = allocate_buffer(8 * kHugePageBytes);
   ASSERT_NE(big, nullptr);
   std::memset(big, 1, 8 * kHugePageBytes);
   release_buffer(big);
+  release_spare_buffers();
   const size_t bytes = 2 * kHugePageBytes + 100;
   std::byte* p = allocate_buffer(bytes);
   ASSERT_NE(p, nullptr);
@@ -78,8 +78,47 @@ TEST(Memory, LargeBuffersAreMappingsOfTheirOwnWithHugePagesAndUnmappedOnRelease)
   EXPECT_LE(m.start, address(p));
   EXPECT_GE(m.end, address(p) + bytes);
   EXPECT_GT(m.anon_huge_kib, 0);
-  release_buffer(p);  // and its memory goes back to the system at once
+  release_buffer(p);
+  release_spare_buffers();
   EXPECT_EQ(mapping_holding(p).start, 0u);
+}
+
+TEST(Memory, ReleasedMappingsComeBackForTheSameSizeUpToABound) {
+  if (!huge_pages_available()) GTEST_SKIP() << "no transparent huge pages: large buffers stay with malloc";
+  release_spare_buffers();
+  const size_t bytes = 2 * kHugePageBytes + 100;
+  std::byte* p = allocate_buffer(bytes);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 3, bytes);
+  release_buffer(p);
+  EXPECT_NE(mapping_holding(p).start, 0u);  // kept, pages and all
+  std::byte* again = allocate_buffer(bytes - 4096);  // about the same size: the same mapping
+  EXPECT_EQ(again, p);
+  std::byte* other = allocate_buffer(2 * bytes);  // far larger: a mapping of its own
+  EXPECT_NE(other, p);
+  release_buffer(other);
+  release_buffer(again);
+
+  // Too large to keep: unmapped at once.
+  std::byte* huge = allocate_buffer(size_t{80} << 20);
+  ASSERT_NE(huge, nullptr);
+  release_buffer(huge);
+  EXPECT_EQ(mapping_holding(huge).start, 0u);
+
+  // Twelve released together: the oldest go back to the system, at most eight stay.
+  std::byte* held[12];
+  for (auto& h : held) {
+    h = allocate_buffer(kHugePageBytes);
+    ASSERT_NE(h, nullptr);
+    h[0] = std::byte{1};
+  }
+  for (auto* h : held) release_buffer(h);
+  int kept = 0;
+  for (auto* h : held) kept += mapping_holding(h).start != 0;
+  EXPECT_LE(kept, 8);
+  EXPECT_EQ(mapping_holding(held[0]).start, 0u);  // the first released went first
+  release_spare_buffers();
+  for (auto* h : held) EXPECT_EQ(mapping_holding(h).start, 0u);
 }
 
 TEST(Memory, CopyBytesCopiesExactlyTheRangeAtAnyAlignment) {

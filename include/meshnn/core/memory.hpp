@@ -16,8 +16,13 @@ namespace meshnn {
 // 4 MiB all_reduce. (The matmul kernels measured the same either way.) The common alignment also
 // puts every large buffer at the same offset within a page, and copies need that: a 4 MiB
 // MPI_Allgather ran 4x slower between a buffer on a page boundary and one 16 bytes into a page.
+// Contents are unspecified (a released buffer may come back).
 std::byte* allocate_buffer(size_t bytes);
+// Own mappings up to 64 MiB are kept after release, for the next allocation of about their size
+// (at most 8, 256 MiB together; the oldest go back to the system first).
 void release_buffer(std::byte* p);
+// Returns the kept mappings to the system now.
+void release_spare_buffers();
 
 // Whether the kernel offers transparent huge pages (always or madvise), read once.
 bool huge_pages_available();
