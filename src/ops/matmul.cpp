@@ -231,7 +231,9 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
   std::vector<int64_t> out_dims = out_batch;
   out_dims.push_back(m);
   out_dims.push_back(n);
-  Tensor out(Shape(out_dims), out_dtype, Layout::TILE);
+  // The epilogue writes every tile of the output whole, padding included (zeros): no zero-fill
+  // here, which would be a serial pass over the output before the threads start.
+  Tensor out = Tensor::uninitialized(Shape(out_dims), out_dtype, Layout::TILE);
   p.out = &out;
 
   std::vector<float> bias_values;
@@ -241,7 +243,10 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
     bias_values = bias->to_float();
     p.bias = bias_values.data();
   }
-  if (m == 0 || n == 0 || batches == 0) return out;
+  if (m == 0 || n == 0 || batches == 0) {
+    std::memset(out.data<std::byte>(), 0, out.size_bytes());
+    return out;
+  }
 
   // When b has a single matrix, all batches of a are one GEMM with M * batches rows: better
   // blocking for decode (e.g. 32 users x 1 row) and B decoded once.

@@ -92,12 +92,20 @@ size_t Tensor::storage_bytes(const Shape& shape, DataType dtype, Layout layout) 
   return static_cast<size_t>(tiles_of(matrix_view(shape))) * tile_bytes(dtype);
 }
 
-Tensor::Tensor(Shape shape, DataType dtype, Layout layout) : shape_(std::move(shape)), dtype_(dtype), layout_(layout) {
+Tensor::Tensor(Shape shape, DataType dtype, Layout layout, Unzeroed)
+    : shape_(std::move(shape)), dtype_(dtype), layout_(layout) {
   MESHNN_CHECK(!(is_block_float(dtype) && layout == Layout::ROW_MAJOR),
                "{} exists only in TILE layout (tensor of shape {} asked for ROW_MAJOR)", to_string(dtype), shape_);
   size_bytes_ = storage_bytes(shape_, dtype_, layout_);
   storage_.reset(allocate_storage(size_bytes_));
+}
+
+Tensor::Tensor(Shape shape, DataType dtype, Layout layout) : Tensor(std::move(shape), dtype, layout, Unzeroed{}) {
   std::memset(storage_.get(), 0, size_bytes_);
+}
+
+Tensor Tensor::uninitialized(Shape shape, DataType dtype, Layout layout) {
+  return Tensor(std::move(shape), dtype, layout, Unzeroed{});
 }
 
 Tensor::Tensor(const Tensor& other)

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -374,6 +375,29 @@ TEST(KernelsMatmul, ThreadsGiveBitwiseTheSameResult) {
     const std::vector<float> c1 = matmul(a, b, false, false, one).to_float();
     const std::vector<float> c2 = matmul(a, b, false, false, two).to_float();
     EXPECT_EQ(c1, c2) << as.to_string() << " x " << bs.to_string();
+  }
+}
+
+TEST(KernelsMatmul, OutputTilePaddingIsWrittenEvenInReusedMemory) {
+  // matmul does not zero its output first (Tensor::uninitialized): the epilogue must write every
+  // byte of every tile, padding included. A just-freed buffer of the same size, filled with junk,
+  // is what the allocator hands out next, so a byte the epilogue skipped shows as junk. Expected:
+  // the same logical values stored afresh, whose padding is zero.
+  const Shape as{1, 40}, bs{40, 20};
+  const Tensor a = Tensor::from_float(random_values(as.volume(), 61), as, DataType::FLOAT32, Layout::TILE);
+  const Tensor b = Tensor::from_float(random_values(bs.volume(), 62), bs, DataType::BFLOAT8_B, Layout::TILE);
+  for (DataType out : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
+    SCOPED_TRACE(to_string(out));
+    {
+      Tensor junk(Shape{1, 20}, out, Layout::TILE);
+      std::memset(junk.data<std::byte>(), 0xA5, junk.size_bytes());
+    }
+    MatmulOptions opt;
+    opt.output_dtype = out;
+    const Tensor c = matmul(a, b, false, false, opt);
+    const Tensor expected = Tensor::from_float(c.to_float(), c.shape(), out, Layout::TILE);
+    ASSERT_EQ(c.size_bytes(), expected.size_bytes());
+    EXPECT_EQ(std::memcmp(c.data<std::byte>(), expected.data<std::byte>(), c.size_bytes()), 0);
   }
 }
 

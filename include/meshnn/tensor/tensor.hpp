@@ -24,6 +24,11 @@ class Tensor {
   Tensor() = default;
   // Zero-filled storage. Throws meshnn::Error for a block-float dtype in ROW_MAJOR layout.
   Tensor(Shape shape, DataType dtype, Layout layout);
+  // As above, but the storage is left as allocated (not zeroed): only for a producer that then
+  // writes every byte itself, tile padding included. Why: zeroing is a serial pass over the whole
+  // output, with its page faults, before the producer's threads start; a one-row matmul over
+  // 4544x18176 bfloat4_b weights reached 1.4x with two threads because of it.
+  static Tensor uninitialized(Shape shape, DataType dtype, Layout layout);
 
   // Converts row-major logical values (values.size() == shape.volume(), else meshnn::Error) into the
   // requested dtype (bfloat16 rounds to nearest even, block floats as TT-NN packs them) and layout;
@@ -70,6 +75,8 @@ class Tensor {
   Tensor& operator=(Tensor&&) noexcept = default;
 
  private:
+  struct Unzeroed {};
+  Tensor(Shape shape, DataType dtype, Layout layout, Unzeroed);
   struct FreeDeleter {
     void operator()(std::byte* p) const;
   };
