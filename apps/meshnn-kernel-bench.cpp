@@ -3,7 +3,7 @@
 //
 //   meshnn-kernel-bench [--threads 1,2] [--shapes prefill128,decode1,...|MxKxN,...]
 //                       [--dtypes float32,bfloat16,bfloat8_b,bfloat4_b] [--act float32|bfloat16]
-//                       [--min-time S] [--openblas-threads same|N] [--json FILE]
+//                       [--min-time S] [--openblas-threads same|N] [--ceiling] [--json FILE]
 //
 // The machine's single-core peak FMA rate (for the instruction set the kernels use) and read
 // bandwidth (one thread streaming 1 GiB) are measured first; "%peak" is GFLOP/s against the
@@ -12,8 +12,15 @@
 // for a single-threaded baseline everywhere). For each shape and weight format, every thread count
 // of ours and OpenBLAS run in alternation, round by round; each reports its best time. JSON
 // records carry openblas_threads.
+//
+// Worker threads are pinned one per core, as the Runtime pins a rank's workers.
+// --ceiling: for every thread count T > 1, also T independent 1-thread matmuls at once, one per
+// worker, each on its own 1/T of N (own A packing, own weights, nothing shared, no waiting on one
+// another inside the call): what T busy cores of this machine deliver on the same work, measured
+// in the same alternation. "of_ceil" = our T-thread rate / that rate.
 #include <fmt/format.h>
 #include <immintrin.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -153,6 +160,34 @@ std::vector<float> random_values(int64_t n, uint32_t seed) {
   return v;
 }
 
+// The OS cpus this process may run on, in order (the workers are pinned to the first ones).
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+// K x N weights cut into `parts` column slices on tile boundaries, as the threads of one matmul
+// split N: slice t holds tile columns [T*t/parts, T*(t+1)/parts) of the T = ceil(N/32).
+std::vector<Tensor> column_slices(const std::vector<float>& w, const BenchShape& s, DataType dtype, int parts) {
+  const int64_t tiles = (s.n + 31) / 32;
+  std::vector<Tensor> slices;
+  for (int t = 0; t < parts; ++t) {
+    const int64_t begin = std::min<int64_t>(s.n, tiles * t / parts * 32);
+    const int64_t end = std::min<int64_t>(s.n, tiles * (t + 1) / parts * 32);
+    const int64_t width = std::max<int64_t>(end - begin, 1);  // a zero-width slice still needs a shape
+    std::vector<float> part(static_cast<size_t>(s.k * width), 0.0f);
+    for (int64_t k = 0; k < s.k; ++k)
+      for (int64_t j = begin; j < end; ++j) part[static_cast<size_t>(k * width + j - begin)] = w[static_cast<size_t>(k * s.n + j)];
+    slices.push_back(Tensor::from_float(part, Shape{s.k, width}, dtype, Layout::TILE));
+  }
+  return slices;
+}
+
 // One OpenBLAS call on float32 weights of the same shape (sgemv for M = 1, as a decode would).
 void openblas_run(const BenchShape& s, const std::vector<float>& a, const std::vector<float>& b,
                   std::vector<float>& c) {
@@ -197,6 +232,7 @@ struct BenchOptions {
   std::string json_path;
   double min_time = 0.5;
   int openblas_threads = 0;  // 0: same as ours
+  bool ceiling = false;
 };
 
 BenchOptions parse_options(int argc, char** argv) {
@@ -209,6 +245,7 @@ BenchOptions parse_options(int argc, char** argv) {
   cli.add_option("act", "T", "activation dtype: float32 | bfloat16", "float32");
   cli.add_option("min-time", "S", "seconds each measurement runs at least", "0.5");
   cli.add_option("openblas-threads", "N", "OpenBLAS threads: same (as ours) or a number", "same");
+  cli.add_flag("ceiling", "also time independent 1-thread matmuls on every worker at once (see the file header)");
   cli.add_option("json", "FILE", "also write one JSON record per row");
   cli.parse(argc, argv);
 
@@ -235,6 +272,7 @@ BenchOptions parse_options(int argc, char** argv) {
   const std::string blas_threads = cli.get("openblas-threads");
   o.openblas_threads = blas_threads == "same" ? 0 : whole_number(blas_threads, "--openblas-threads", 1024);
   o.json_path = cli.has("json") ? cli.get("json") : "";
+  o.ceiling = cli.has("ceiling");
   if (!cli.has("shapes")) {
     o.shapes = kShapes;
     return o;
@@ -266,7 +304,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "meshnn-kernel-bench: usage error: %s\n", e.what());
     return kExitUsage;
   }
-  const auto& [thread_counts, shapes, dtypes, act, json_path, min_time, openblas_threads] = options;
+  const auto& [thread_counts, shapes, dtypes, act, json_path, min_time, openblas_threads, ceiling] = options;
   const kernels::Isa isa = kernels::active_isa();
   // Best of several runs: the first ones may meet a core still ramping its clock, or a neighbour.
   double peak = 0;
@@ -279,8 +317,9 @@ int main(int argc, char** argv) {
              kernels::to_string(isa), peak, bandwidth);
   fmt::print("# activations {}, output float32; OpenBLAS float32 sgemm (sgemv for M=1) with the same threads\n",
              to_string(act));
-  fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}\n", "op", "M", "K", "N",
-             "weights", "thr", "GFLOP/s", "%peak", "weightGB/s", "%bw", "OpenBLAS", "ratio");
+  fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}{}\n", "op", "M", "K", "N",
+             "weights", "thr", "GFLOP/s", "%peak", "weightGB/s", "%bw", "OpenBLAS", "ratio",
+             ceiling ? "   ceiling of_ceil" : "");
 
   std::FILE* json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
   if (!json_path.empty() && json == nullptr) {
@@ -295,8 +334,16 @@ int main(int argc, char** argv) {
 #else
   constexpr bool kHaveBlas = false;
 #endif
+  const std::vector<int> cpus = allowed_cpus();
   std::vector<std::unique_ptr<ThreadPool>> pools;
-  for (int threads : thread_counts) pools.push_back(std::make_unique<ThreadPool>(threads));
+  for (int threads : thread_counts)
+    pools.push_back(std::make_unique<ThreadPool>(
+        threads, static_cast<int>(cpus.size()) >= threads ? std::vector<int>(cpus.begin(), cpus.begin() + threads)
+                                                          : std::vector<int>{}));
+  // One inline pool per worker for the ceiling's independent 1-thread matmuls.
+  std::vector<std::unique_ptr<ThreadPool>> inline_pools;
+  for (int i = 0; i < *std::max_element(thread_counts.begin(), thread_counts.end()); ++i)
+    inline_pools.push_back(std::make_unique<ThreadPool>(1));
   // OpenBLAS thread counts to measure: one pinned count, or each of ours.
   std::vector<int> blas_thread_counts;
   if (kHaveBlas) {
@@ -309,6 +356,11 @@ int main(int argc, char** argv) {
     std::vector<float> blas_c(static_cast<size_t>(s.m * s.n));
     for (DataType wd : dtypes) {
       const Tensor w = Tensor::from_float(w_values, Shape{s.k, s.n}, wd, Layout::TILE);
+      // The ceiling's weights: for each multi-thread count, one column slice per worker.
+      std::vector<std::vector<Tensor>> slices(thread_counts.size());
+      if (ceiling)
+        for (size_t i = 0; i < thread_counts.size(); ++i)
+          if (thread_counts[i] > 1) slices[i] = column_slices(w_values, s, wd, thread_counts[i]);
       // Every thread count of ours, then every OpenBLAS thread count, in one alternation.
       std::vector<std::function<void()>> runs;
       for (const auto& pool : pools)
@@ -325,6 +377,20 @@ int main(int argc, char** argv) {
 #endif
           openblas_run(s, a_values, w_values, blas_c);
         });
+      std::vector<size_t> ceiling_run(thread_counts.size(), 0);
+      for (size_t i = 0; i < thread_counts.size(); ++i) {
+        if (slices[i].empty()) continue;
+        ceiling_run[i] = runs.size();
+        runs.push_back([&a, &inline_pools, pool = pools[i].get(), &mine = slices[i]] {
+          pool->run_on_all([&](int t) {
+            MatmulOptions opt;
+            opt.output_dtype = DataType::FLOAT32;
+            opt.pool = inline_pools[static_cast<size_t>(t)].get();
+            (void)matmul(a, mine[static_cast<size_t>(t)], false, false, opt);
+          });
+        });
+      }
+
       const std::vector<double> best = best_times_alternating(runs, min_time);
       for (size_t i = 0; i < thread_counts.size(); ++i) {
         const int threads = thread_counts[i];
@@ -336,10 +402,13 @@ int main(int argc, char** argv) {
         const double blas = kHaveBlas ? flops / t_blas / 1e9 : 0.0;
         const double weight_gbps = static_cast<double>(w.size_bytes()) / t / 1e9;
         const double ratio = blas > 0 ? gflops / blas : 0.0;
+        const double ceiling_gflops = ceiling_run[i] > 0 ? flops / best[ceiling_run[i]] / 1e9 : 0.0;
         const std::string op = s.m == 1 ? "matmul(gemv)" : "matmul";
-        fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:>9.1f} {:>5.0f}% {:>9.2f} {:>5.0f}% {:>9.1f} {:>6.2f}\n",
+        fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:>9.1f} {:>5.0f}% {:>9.2f} {:>5.0f}% {:>9.1f} {:>6.2f}",
                    op, s.m, s.k, s.n, to_string(wd), threads, gflops, 100 * gflops / (peak * threads), weight_gbps,
                    100 * weight_gbps / bandwidth, blas, ratio);
+        if (ceiling_gflops > 0) fmt::print(" {:>9.1f} {:>7.2f}", ceiling_gflops, gflops / ceiling_gflops);
+        fmt::print("\n");
         std::fflush(stdout);
         if (json) {
           fmt::print(
@@ -347,10 +416,10 @@ int main(int argc, char** argv) {
               "{}  {{\"op\": \"{}\", \"M\": {}, \"K\": {}, \"N\": {}, \"weight_dtype\": \"{}\", \"threads\": {}, "
               "\"gflops\": {:.3f}, \"weight_GBps\": {:.3f}, \"openblas_gflops\": {:.3f}, \"ratio\": {:.4f}, "
               "\"openblas_threads\": {}, \"activation_dtype\": \"{}\", \"isa\": \"{}\", \"peak_gflops\": {:.1f}, "
-              "\"read_GBps\": {:.2f}}}",
+              "\"read_GBps\": {:.2f}{}}}",
               first_record ? "" : ",\n", op, s.m, s.k, s.n, to_string(wd), threads, gflops, weight_gbps, blas, ratio,
               openblas_threads > 0 ? openblas_threads : threads, to_string(act), kernels::to_string(isa), peak,
-              bandwidth);
+              bandwidth, ceiling_gflops > 0 ? fmt::format(", \"ceiling_gflops\": {:.3f}", ceiling_gflops) : "");
           first_record = false;
         }
       }
