@@ -26,8 +26,9 @@ class Tensor {
   Tensor(Shape shape, DataType dtype, Layout layout);
   // As above, but the storage is left as allocated (not zeroed): only for a producer that then
   // writes every byte itself, tile padding included. Why: zeroing is a serial pass over the whole
-  // output, with its page faults, before the producer's threads start; a one-row matmul over
-  // 4544x18176 bfloat4_b weights reached 1.4x with two threads because of it.
+  // output, with its page faults, before the producer's threads start. A one-row matmul over
+  // 4544x18176 bfloat4_b weights (a 2.3 MiB output, 31 of 32 rows padding) went from 36-38 to
+  // 48 GFLOP/s on one thread without it.
   static Tensor uninitialized(Shape shape, DataType dtype, Layout layout);
 
   // Converts row-major logical values (values.size() == shape.volume(), else meshnn::Error) into the
