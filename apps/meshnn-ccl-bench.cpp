@@ -50,8 +50,8 @@ double slowest(double t, MPI_Comm comm) {
 // Mean time per iteration of ours() and mpi() on the slowest rank. The timed iterations run in
 // up to kRounds rounds that alternate between the two (ours first, then MPI first, ...), so a slow
 // spell of a shared machine lands on both rather than on whichever happened to run then. Ten
-// rather than four: on the noisy 2-core VM, four rounds of a 4 MiB all_gather put the same code
-// anywhere from 0.8x to 1.05x of MPI from run to run.
+// rather than four spread such spells more evenly: with four, the same code's 2-8 MiB all_gather
+// came out anywhere from 0.81x to 1.06x of MPI's time from run to run on the noisy 2-core VM.
 struct PairTimes {
   double ours = 0, mpi = 0;
 };
