@@ -26,6 +26,7 @@ namespace {
 // 16 MiB all_gather and reduce_scatter rows: 4 MiB 397-485 us through malloc against 322-450 us
 // in own mappings, 8 MiB 765-1195 us against 700-999 us; MPI's time the same either way. (Fixing
 // the threshold with mallopt instead would also reach MPI's own per-call temporaries.)
+//
 // Released own mappings are kept for the next allocation of about their size (a few, bounded
 // below), pages faulted in and huge pages intact. Why: a decode step allocates the same outputs
 // every token, and a fresh mapping costs its page faults (the kernel zeroing each huge page) on
@@ -95,12 +96,16 @@ std::byte* map_huge_page_aligned(size_t bytes) {
   return p;
 }
 
-// Own mapping p (length bytes) released: kept as a spare, oldest spares beyond the bounds (and
-// mappings too large to keep) unmapped.
-void release_mapping(MappedBuffers& m, std::byte* p, size_t length) {
+// If p is an own mapping: kept as a spare, the oldest spares beyond the bounds (and mappings too
+// large to keep) unmapped; returns true. Otherwise false, nothing done.
+bool release_mapping(MappedBuffers& m, std::byte* p) {
   std::vector<MappedBuffers::Spare> unmap;
   {
     std::lock_guard lock(m.mutex);
+    const auto it = m.bytes_of.find(p);
+    if (it == m.bytes_of.end()) return false;
+    const size_t length = it->second;
+    m.bytes_of.erase(it);
     if (length <= kMaxSpareMappingBytes) {
       m.spares.push_back({p, length});
       m.spare_bytes += length;
@@ -116,6 +121,7 @@ void release_mapping(MappedBuffers& m, std::byte* p, size_t length) {
     m.spares.erase(m.spares.begin(), m.spares.begin() + static_cast<std::ptrdiff_t>(evicted));
   }
   for (const auto& s : unmap) munmap(s.start, s.length);
+  return true;
 }
 
 }  // namespace
@@ -146,22 +152,11 @@ std::byte* allocate_buffer(size_t bytes) {
 
 void release_buffer(std::byte* p) {
   if (p == nullptr) return;
-  size_t length = 0;
   // Own mappings all start on a huge-page boundary: other buffers (every small tensor) skip the
   // lock and the lookup.
-  if (reinterpret_cast<uintptr_t>(p) % kHugePageBytes == 0) {
-    MappedBuffers& m = mapped_buffers();
-    std::lock_guard lock(m.mutex);
-    if (auto it = m.bytes_of.find(p); it != m.bytes_of.end()) {
-      length = it->second;
-      m.bytes_of.erase(it);
-    }
-  }
-  if (length) {
-    release_mapping(mapped_buffers(), p, length);
-  } else {
-    std::free(p);
-  }
+  const bool maybe_mapping = reinterpret_cast<uintptr_t>(p) % kHugePageBytes == 0;
+  if (maybe_mapping && release_mapping(mapped_buffers(), p)) return;
+  std::free(p);
 }
 
 void release_spare_buffers() {
