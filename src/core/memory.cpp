@@ -1,5 +1,7 @@
 #include "meshnn/core/memory.hpp"
 
+#include "block_pool.hpp"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -68,29 +70,18 @@ std::byte* take_spare(MappedBuffers& m, size_t length) {
   return nullptr;
 }
 
+// Own mappings cover whole huge pages: a tail in 4 KiB pages would make every transfer from it
+// take the slow path (block_pool.cpp), for at most one huge page of memory per buffer.
 std::byte* map_huge_page_aligned(size_t bytes) {
-  constexpr size_t kPage = 4096;
   if (bytes > SIZE_MAX - 2 * kHugePageBytes) return nullptr;
-  // Whole small pages: a tail shorter than a huge page stays in small ones rather than costing up
-  // to 2 MiB of memory per buffer.
-  const size_t length = (bytes + kPage - 1) / kPage * kPage;
+  const size_t length = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   MappedBuffers& m = mapped_buffers();
   {
     std::lock_guard lock(m.mutex);
     if (std::byte* spare = take_spare(m, length)) return spare;
   }
-  // Map a huge page more than needed, then return the slack before and after the aligned range.
-  const size_t padded = length + kHugePageBytes;
-  void* base = mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) return nullptr;
-  const auto start = reinterpret_cast<uintptr_t>(base);
-  const uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  if (aligned > start) munmap(base, aligned - start);
-  if (const uintptr_t end = start + padded; end > aligned + length)
-    munmap(reinterpret_cast<void*>(aligned + length), end - (aligned + length));
-  auto* p = reinterpret_cast<std::byte*>(aligned);
-  // Advice only: should it fail, the buffer still works in small pages.
-  (void)madvise(p, length, MADV_HUGEPAGE);
+  std::byte* p = detail::map_huge_pages(length);
+  if (p == nullptr) return nullptr;
   std::lock_guard lock(m.mutex);
   m.bytes_of.emplace(p, length);
   return p;
@@ -126,6 +117,26 @@ bool release_mapping(MappedBuffers& m, std::byte* p) {
 
 }  // namespace
 
+namespace detail {
+
+std::byte* map_huge_pages(size_t length) {
+  // Map a huge page more than needed, then return the slack before and after the aligned range.
+  const size_t padded = length + kHugePageBytes;
+  void* base = mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<uintptr_t>(base);
+  const uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  if (aligned > start) munmap(base, aligned - start);
+  if (const uintptr_t end = start + padded; end > aligned + length)
+    munmap(reinterpret_cast<void*>(aligned + length), end - (aligned + length));
+  auto* p = reinterpret_cast<std::byte*>(aligned);
+  // Advice only: should it fail, the buffer still works in small pages.
+  (void)madvise(p, length, MADV_HUGEPAGE);
+  return p;
+}
+
+}  // namespace detail
+
 bool huge_pages_available() {
   static const bool available = [] {
     std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
@@ -140,8 +151,9 @@ bool huge_pages_available() {
 
 std::byte* allocate_buffer(size_t bytes) {
   // Without huge pages a fresh mapping costs a fault per 4 KiB page on every allocation, which
-  // malloc's reuse of its heap avoids: there, large buffers stay with malloc.
-  if (bytes >= kHugePageBytes && huge_pages_available()) return map_huge_page_aligned(bytes);
+  // malloc's reuse of its heap avoids: there, every buffer stays with malloc.
+  if (bytes >= detail::kMinPooledBytes && huge_pages_available())
+    return bytes <= detail::kMaxPooledBytes ? detail::pool_allocate(bytes) : map_huge_page_aligned(bytes);
   constexpr size_t kLine = 64;
   const size_t rounded = bytes == 0 ? kLine : (bytes + kLine - 1) / kLine * kLine;
   const size_t alignment = rounded >= kHugePageBytes ? kHugePageBytes : kLine;
@@ -152,10 +164,13 @@ std::byte* allocate_buffer(size_t bytes) {
 
 void release_buffer(std::byte* p) {
   if (p == nullptr) return;
-  // Own mappings all start on a huge-page boundary: other buffers (every small tensor) skip the
-  // lock and the lookup.
-  const bool maybe_mapping = reinterpret_cast<uintptr_t>(p) % kHugePageBytes == 0;
-  if (maybe_mapping && release_mapping(mapped_buffers(), p)) return;
+  // Pool blocks are aligned to at least kMinPooledBytes and own mappings to a huge page: most
+  // malloc'd buffers (every small tensor) skip the locks and the lookups.
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  if (address % detail::kMinPooledBytes == 0) {
+    if (address % kHugePageBytes == 0 && release_mapping(mapped_buffers(), p)) return;
+    if (detail::pool_release(p)) return;
+  }
   std::free(p);
 }
 
@@ -168,6 +183,7 @@ void release_spare_buffers() {
     m.spare_bytes = 0;
   }
   for (const auto& s : unmap) munmap(s.start, s.length);
+  detail::pool_release_empty_slabs();
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "meshnn/core/memory.hpp"
 
@@ -86,13 +87,13 @@ TEST(Memory, LargeBuffersAreMappingsOfTheirOwnWithHugePages) {
 TEST(Memory, ReleasedMappingsComeBackForTheSameSizeUpToABound) {
   if (!huge_pages_available()) GTEST_SKIP() << "no transparent huge pages: large buffers stay with malloc";
   release_spare_buffers();
-  const size_t bytes = 2 * kHugePageBytes + 100;
+  const size_t bytes = 4 * kHugePageBytes + 100;  // five huge pages
   std::byte* p = allocate_buffer(bytes);
   ASSERT_NE(p, nullptr);
   std::memset(p, 3, bytes);
   release_buffer(p);
   EXPECT_NE(mapping_holding(p).start, 0u);  // kept, pages and all
-  std::byte* again = allocate_buffer(bytes - 4096);  // about the same size: the same mapping
+  std::byte* again = allocate_buffer(4 * kHugePageBytes);  // four: a quarter less, the same mapping
   EXPECT_EQ(again, p);
   std::byte* other = allocate_buffer(2 * bytes);  // far larger: a mapping of its own
   EXPECT_NE(other, p);
@@ -120,6 +121,59 @@ TEST(Memory, ReleasedMappingsComeBackForTheSameSizeUpToABound) {
   release_spare_buffers();
   for (auto* h : held) EXPECT_EQ(mapping_holding(h).start, 0u);
 }
+
+TEST(Memory, MidSizeBuffersAreAlignedBlocksInHugePages) {
+  if (!huge_pages_available()) GTEST_SKIP() << "no transparent huge pages: mid-size buffers stay with malloc";
+  // 16 KiB to 1 MiB: rounded up to a power of two, aligned to it, in huge-page slabs.
+  const std::pair<size_t, size_t> size_and_block[] = {
+      {size_t{16} << 10, size_t{16} << 10}, {(size_t{16} << 10) + 1, size_t{32} << 10},
+      {size_t{100} << 10, size_t{128} << 10}, {size_t{1} << 20, size_t{1} << 20}};
+  for (const auto& [bytes, block] : size_and_block) {
+    std::byte* p = allocate_buffer(bytes);
+    ASSERT_NE(p, nullptr) << bytes;
+    EXPECT_EQ(address(p) % block, 0u) << bytes;
+    std::memset(p, 0x3C, bytes);
+    EXPECT_GT(mapping_holding(p).anon_huge_kib, 0) << bytes;
+    release_buffer(p);
+  }
+}
+
+TEST(Memory, PoolBlocksComeBackAndEmptySlabsGoBackToTheSystem) {
+  if (!huge_pages_available()) GTEST_SKIP() << "no transparent huge pages: mid-size buffers stay with malloc";
+  release_spare_buffers();
+  std::byte* first = allocate_buffer(size_t{64} << 10);
+  ASSERT_NE(first, nullptr);
+  release_buffer(first);
+  EXPECT_EQ(allocate_buffer(size_t{60} << 10), first);  // the same class: the block just released
+  release_buffer(first);
+
+  // Sixteen slabs of two 1 MiB blocks each, all released: at most one empty slab stays mapped.
+  constexpr int kBlocks = 32;
+  std::byte* held[kBlocks];
+  for (auto& h : held) {
+    h = allocate_buffer(size_t{1} << 20);
+    ASSERT_NE(h, nullptr);
+    h[0] = std::byte{1};
+  }
+  for (auto* h : held) release_buffer(h);
+  int mapped = 0;
+  for (auto* h : held) mapped += mapping_holding(h).start != 0;
+  EXPECT_LE(mapped, 2);  // both blocks of the one kept slab
+  release_spare_buffers();
+  for (auto* h : held) EXPECT_EQ(mapping_holding(h).start, 0u);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+TEST(MemoryDeathTest, AddressSanitizerCatchesWritesPastAPoolBlockRequest) {
+  if (!huge_pages_available()) GTEST_SKIP() << "no transparent huge pages: mid-size buffers stay with malloc";
+  const size_t bytes = (size_t{40} << 10) + 8;  // in a 64 KiB block
+  std::byte* p = allocate_buffer(bytes);
+  ASSERT_NE(p, nullptr);
+  EXPECT_DEATH(static_cast<volatile std::byte*>(p)[bytes] = std::byte{1}, "use-after-poison");
+  release_buffer(p);
+  EXPECT_DEATH(static_cast<volatile std::byte*>(p)[0] = std::byte{1}, "use-after-poison");
+}
+#endif
 
 TEST(Memory, CopyBytesCopiesExactlyTheRangeAtAnyAlignment) {
   // Sizes either side of the piece size and of the string-move threshold, a last piece that is

@@ -9,19 +9,22 @@ namespace meshnn {
 // when the system has no memory left. Release with release_buffer (only: large buffers may be
 // mappings of their own, not taken from malloc).
 //
-// Buffers of kHugePageBytes or more start on a 2 MiB boundary; where transparent huge pages are
-// on (huge_pages_available), each is a mapping of its own marked for them (madvise). For large
-// transfers between ranks of one node: Open MPI moves them with process_vm_readv, where the kernel
-// pins the sender's pages one by one; with 4 KiB pages that page walk cost about a sixth of a
-// 4 MiB all_reduce. (The matmul kernels measured the same either way.) The common alignment also
-// puts every large buffer at the same offset within a page, and copies need that: a 4 MiB
-// MPI_Allgather ran 4x slower between a buffer on a page boundary and one 16 bytes into a page.
+// Where transparent huge pages are on (huge_pages_available), every buffer of 16 KiB or more sits
+// in memory marked for them (madvise): up to 1 MiB a block of a shared 2 MiB slab, rounded up to a
+// power of two and aligned to it; above that a mapping of its own, whole huge pages, starting on a
+// 2 MiB boundary. Either way a buffer takes at most twice its size. Why: Open MPI moves messages
+// between ranks of one node with process_vm_readv, where the kernel pins the sender's pages one by
+// one; from 4 KiB pages a 1 MiB message took about three times as long (src/core/block_pool.cpp).
+// (The matmul kernels measured the same either way.) The common alignment also puts every large
+// buffer at the same offset within a page, and copies need that: a 4 MiB MPI_Allgather ran 4x
+// slower between a buffer on a page boundary and one 16 bytes into a page.
+// Without huge pages, buffers of kHugePageBytes or more still start on a 2 MiB boundary.
 // Contents are unspecified (a released buffer may come back).
 std::byte* allocate_buffer(size_t bytes);
 // Own mappings up to 64 MiB are kept after release, for the next allocation of about their size
 // (at most 8, 256 MiB together; the oldest go back to the system first).
 void release_buffer(std::byte* p);
-// Returns the kept mappings to the system now.
+// Returns the kept mappings, and the pool's slabs that hold no buffer in use, to the system now.
 void release_spare_buffers();
 
 // Whether the kernel offers transparent huge pages (always or madvise), read once.
