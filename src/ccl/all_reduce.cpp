@@ -105,7 +105,7 @@ void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_
 
   Prims prims(plan, scratch, &red, chunk, ctx.options.slots_per_lane);
   // Every peer pulls our reduced slice next; streaming it to memory spares the next call from
-  // reclaiming those lines from the peers' caches (src/ccl/streaming_combine.hpp).
+  // reclaiming those lines from the peers' caches (src/ccl/vector_combine.hpp).
   prims.set_result_stores(ResultStores::Streaming);
   std::byte* mine = dst + blocks[p].offset;
   std::vector<RangeOp> reduced;

@@ -5,7 +5,7 @@
 
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
-#include "streaming_combine.hpp"
+#include "vector_combine.hpp"
 
 namespace meshnn::ccl {
 namespace {
@@ -60,6 +60,7 @@ void Reduction::to_wire(const void* own, void* wire, int64_t count) const {
 }
 
 void Reduction::combine_into_wire(void* wire, const void* own, int64_t count) const {
+  if (!bf16_wire && detail::combine_vectorized(type, op, wire, own, wire, count, ResultStores::Cached)) return;
   if (bf16_wire) {
     auto* w = static_cast<uint16_t*>(wire);
     const auto* b = static_cast<const float*>(own);
@@ -79,7 +80,7 @@ void Reduction::combine_into_wire(void* wire, const void* own, int64_t count) co
 }
 
 void Reduction::combine_wire_to(const void* wire, const void* own, void* out, int64_t count, ResultStores stores) const {
-  if (stores == ResultStores::Streaming && !bf16_wire && detail::combine_streaming(type, op, wire, own, out, count)) return;
+  if (!bf16_wire && detail::combine_vectorized(type, op, wire, own, out, count, stores)) return;
   if (bf16_wire) {
     const auto* w = static_cast<const uint16_t*>(wire);
     const auto* b = static_cast<const float*>(own);
@@ -101,7 +102,7 @@ void Reduction::combine_wire_to(const void* wire, const void* own, void* out, in
 }
 
 void Reduction::accumulate_wire(void* out, const void* wire, int64_t count, ResultStores stores) const {
-  if (stores == ResultStores::Streaming && !bf16_wire && detail::combine_streaming(type, op, out, wire, out, count)) return;
+  if (!bf16_wire && detail::combine_vectorized(type, op, out, wire, out, count, stores)) return;
   if (bf16_wire) {
     const auto* w = static_cast<const uint16_t*>(wire);
     auto* o = static_cast<float*>(out);
@@ -126,12 +127,24 @@ void Reduction::combine_sources(std::span<const void* const> sources, void* out,
     std::memcpy(out, sources[0], compute_bytes(count));
     return;
   }
+  // Blocked so the running partial stays in L1 while every source streams through once.
+  constexpr int64_t kBlock = 2048;
+  const size_t elem = compute_bytes(1);
+  auto at = [elem](const void* p, int64_t i) { return static_cast<const std::byte*>(p) + i * elem; };
+  if (detail::vector_combine_available()) {
+    for (int64_t b0 = 0; b0 < count; b0 += kBlock) {
+      const int64_t n = std::min(kBlock, count - b0);
+      void* ob = static_cast<std::byte*>(out) + b0 * elem;
+      detail::combine_vectorized(type, op, at(sources[0], b0), at(sources[1], b0), ob, n, ResultStores::Cached);
+      for (size_t s = 2; s < sources.size(); ++s)
+        detail::combine_vectorized(type, op, ob, at(sources[s], b0), ob, n, ResultStores::Cached);
+    }
+    return;
+  }
   dispatch_type(type, [&](auto tag) {
     using T = decltype(tag);
     auto* o = static_cast<T*>(out);
     dispatch_op<T>(op, [&](auto f) {
-      // Blocked so the running partial stays in L1 while every source streams through once.
-      constexpr int64_t kBlock = 2048;
       for (int64_t b0 = 0; b0 < count; b0 += kBlock) {
         const int64_t n = std::min(kBlock, count - b0);
         const T* s0 = static_cast<const T*>(sources[0]) + b0;
@@ -160,10 +173,16 @@ void Reduction::finish(void* out, int64_t count) const {
 
 namespace detail {
 
-bool combine_streaming(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t count) {
+bool vector_combine_available() {
+  const kernels::Isa isa = kernels::active_isa();
+  return isa == kernels::Isa::AVX512 || isa == kernels::Isa::AVX2;
+}
+
+bool combine_vectorized(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t count,
+                        ResultStores stores) {
   switch (kernels::active_isa()) {
-    case kernels::Isa::AVX512: combine_streaming_avx512(type, op, a, b, out, count); return true;
-    case kernels::Isa::AVX2: combine_streaming_avx2(type, op, a, b, out, count); return true;
+    case kernels::Isa::AVX512: combine_avx512(type, op, a, b, out, count, stores); return true;
+    case kernels::Isa::AVX2: combine_avx2(type, op, a, b, out, count, stores); return true;
     default: return false;
   }
 }

@@ -1,17 +1,27 @@
-// Internal: out[i] = a[i] (+) b[i] written with non-temporal ("streaming") stores, for results that
-// another rank reads next (all_reduce's reduced slice, which every peer pulls in the all_gather
-// phase).
+// Internal: out[i] = a[i] (+) b[i] with the widest vector instructions the CPU offers, its results
+// written either with ordinary stores or with non-temporal ("streaming") ones.
 //
-// Why: Open MPI's shared-memory transport copies a large message on the receiver's core
-// (process_vm_readv), so after one all_reduce the peers hold our reduced slice in their caches. The
-// next all_reduce overwrites that slice, and with ordinary stores every line first has to be
-// fetched and the peers' copies invalidated before the store retires. On the Zen 5 test machine a
-// 1 MiB combine ran at 32 us with the lines in our cache and 140-280 us in this state. Streaming
-// stores invalidate without fetching, and the peer's read then comes from memory instead of our
-// cache. They are a loss when we read the result ourselves next, hence not the default.
+// Why vectors: Reduction's portable loops are built for baseline x86-64 (SSE2). On 2 ranks of the
+// Zen 5 VM a profile of a 4 MiB all_reduce put them at 17% of the run against 8.5% for Open MPI's
+// AVX reduction, which combined as many bytes.
 //
-// The element arithmetic is bit for bit that of Reduction's cached loops (same operand order,
-// NaN kept as there), which the unit tests check for every type, op and instruction set.
+// Why streaming stores are an option: Open MPI's shared-memory transport copies a large message
+// on the receiver's core (process_vm_readv), so after one all_reduce the peers hold our reduced
+// slice in their caches, and the next all_reduce overwrites it. With ordinary stores every line
+// is first fetched and the peers' copies invalidated; streaming stores invalidate without
+// fetching. How much that costs varies over time on the VM (perhaps with where the hypervisor puts
+// the two cores). Two-rank ring all_reduce of 4 MiB, buffers in huge pages, in two spells:
+//
+//   | spell  | ordinary stores | streaming stores | MPI_Allreduce (ordinary stores too) |
+//   |--------|-----------------|------------------|-------------------------------------|
+//   | first  | 235-241 us      | 295-301 us       | 226-240 us                          |
+//   | second | 443-445 us      | 257-264 us       | 337-350 us                          |
+//
+// all_reduce streams its reduced slice, which loses a little in the first state and gains much in
+// the second; everything else keeps its results in cache for whoever reads them next.
+//
+// The element arithmetic is bit for bit that of Reduction's portable loops (same operand order,
+// NaN kept as there), which the unit tests check for every type, op, store kind and instruction set.
 #pragma once
 
 #include <cstdint>
@@ -20,16 +30,22 @@
 
 namespace meshnn::ccl::detail {
 
-// Streams out = a (+) b using the widest instruction set the kernels may use (kernels::active_isa(),
-// so MESHNN_KERNELS and set_isa_cap() apply). Returns false, writing nothing, when there is none
-// (the portable build): the caller then runs its cached loop. `out` may alias `a` exactly (an
-// in-place accumulate) but must not overlap `b`. Ends with a store fence, so the result is visible
-// to other cores before a message announcing it is sent.
-bool combine_streaming(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t count);
+// out = a (+) b using the widest instruction set the kernels may use (kernels::active_isa(), so
+// MESHNN_KERNELS and set_isa_cap() apply). Returns false, writing nothing, when there is none (the
+// portable build): the caller then runs its portable loop. `out` may alias `a` exactly (an
+// in-place accumulate) but must not overlap `b`. With streaming stores it ends with a store fence,
+// so the result is visible to other cores before a message announcing it is sent.
+bool combine_vectorized(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t count,
+                        ResultStores stores);
 
-// The per-instruction-set bodies (streaming_combine_avx2.cpp, streaming_combine_avx512.cpp); call
-// them only after checking the CPU.
-void combine_streaming_avx2(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t count);
-void combine_streaming_avx512(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t count);
+// Whether combine_vectorized has an instruction set to use (it returns false when not).
+bool vector_combine_available();
+
+// The per-instruction-set bodies (vector_combine_avx2.cpp, vector_combine_avx512.cpp); call them
+// only after checking the CPU.
+void combine_avx2(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t count,
+                  ResultStores stores);
+void combine_avx512(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t count,
+                    ResultStores stores);
 
 }  // namespace meshnn::ccl::detail

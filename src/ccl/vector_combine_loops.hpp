@@ -1,8 +1,9 @@
-// Internal to streaming_combine_avx2.cpp and streaming_combine_avx512.cpp: the loop and the
-// (type, op) dispatch both share. The including file first defines, in an anonymous namespace of
-// meshnn::ccl::detail, three vector types F32, I32 and U32, each with
+// Internal to vector_combine_avx2.cpp and vector_combine_avx512.cpp: the loop and the
+// (type, op, stores) dispatch both share. The including file first defines, in an anonymous
+// namespace of meshnn::ccl::detail, three vector types F32, I32 and U32, each with
 //   using Elem; using V; static constexpr int kWidth;
-//   static V load(const Elem*); static void stream(Elem*, V);  // stream needs kWidth*4-byte alignment
+//   static V load(const Elem*); static void store(Elem*, V);
+//   static void stream(Elem*, V);  // needs kWidth*4-byte alignment
 //   static V sum(V a, V b); static V max(V a, V b); static V min(V a, V b);
 // where max/min keep Reduction's operand rule: max(a, b) = b > a ? b : a (a NaN in `a` stays).
 // Everything is in an anonymous namespace: each including file is built with its own instruction
@@ -38,6 +39,17 @@ inline typename Vec::V vector_fold(typename Vec::V a, typename Vec::V b) {
 }
 
 template <class Vec, Fold fold>
+void cached_fold(const void* a_in, const void* b_in, void* out_, int64_t n) {
+  using T = typename Vec::Elem;
+  const T* a = static_cast<const T*>(a_in);
+  const T* b = static_cast<const T*>(b_in);
+  T* out = static_cast<T*>(out_);
+  int64_t i = 0;
+  for (; i + Vec::kWidth <= n; i += Vec::kWidth) Vec::store(out + i, vector_fold<Vec, fold>(Vec::load(a + i), Vec::load(b + i)));
+  for (; i < n; ++i) out[i] = scalar_fold<Vec, fold>(a[i], b[i]);
+}
+
+template <class Vec, Fold fold>
 void stream_fold(const void* a_in, const void* b_in, void* out_, int64_t n) {
   using T = typename Vec::Elem;
   const T* a = static_cast<const T*>(a_in);
@@ -53,21 +65,27 @@ void stream_fold(const void* a_in, const void* b_in, void* out_, int64_t n) {
   _mm_sfence();  // streaming stores are weakly ordered: publish them before anyone is told
 }
 
+template <class Vec, Fold fold>
+void fold_with(ResultStores stores, const void* a, const void* b, void* out, int64_t n) {
+  if (stores == ResultStores::Streaming) stream_fold<Vec, fold>(a, b, out, n);
+  else cached_fold<Vec, fold>(a, b, out, n);
+}
+
 template <class Vec>
-void stream_op(ReduceOp op, const void* a, const void* b, void* out, int64_t n) {
+void combine_op(ReduceOp op, ResultStores stores, const void* a, const void* b, void* out, int64_t n) {
   switch (op) {
-    case ReduceOp::MAX: stream_fold<Vec, Fold::Max>(a, b, out, n); break;
-    case ReduceOp::MIN: stream_fold<Vec, Fold::Min>(a, b, out, n); break;
-    default: stream_fold<Vec, Fold::Sum>(a, b, out, n); break;  // SUM, and MEAN before its division
+    case ReduceOp::MAX: fold_with<Vec, Fold::Max>(stores, a, b, out, n); break;
+    case ReduceOp::MIN: fold_with<Vec, Fold::Min>(stores, a, b, out, n); break;
+    default: fold_with<Vec, Fold::Sum>(stores, a, b, out, n); break;  // SUM, and MEAN before its division
   }
 }
 
 template <class F32, class I32, class U32>
-void stream_any(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t n) {
+void combine_any(ElementType type, ReduceOp op, ResultStores stores, const void* a, const void* b, void* out, int64_t n) {
   switch (type) {
-    case ElementType::I32: stream_op<I32>(op, a, b, out, n); break;
-    case ElementType::U32: stream_op<U32>(op, a, b, out, n); break;
-    default: stream_op<F32>(op, a, b, out, n); break;
+    case ElementType::I32: combine_op<I32>(op, stores, a, b, out, n); break;
+    case ElementType::U32: combine_op<U32>(op, stores, a, b, out, n); break;
+    default: combine_op<F32>(op, stores, a, b, out, n); break;
   }
 }
 

@@ -1,5 +1,6 @@
-// Reduction's element arithmetic: the cached loops and the streaming (non-temporal store) kernels
-// must give the same bits, for every type, op and instruction set, at any alignment and length.
+// Reduction's element arithmetic: the portable loops and the vector kernels (ordinary and
+// streaming stores) must give the same bits, for every type, op and instruction set, at any
+// alignment and length.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -110,6 +111,52 @@ TEST(CclReduction, StreamingAndCachedStoresGiveTheDocumentedBits) {
                 ASSERT_EQ(accumulated[i], want) << "accumulate_wire, element " << i;
               }
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Equal bits, except that a float sum of two NaNs may carry either one's payload: which one is up
+// to the compiler's operand order for `a + b`, here and in the library's portable loops alike.
+bool same_result(ElementType type, uint32_t got, uint32_t want) {
+  auto is_nan = [](uint32_t bits) { return (bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0; };
+  return got == want || (type == ElementType::F32 && is_nan(got) && is_nan(want));
+}
+
+TEST(CclReduction, CombiningManySourcesFoldsThemInOrderWithTheDocumentedBits) {
+  // combine_sources (the direct exchange's reduction) and combine_into_wire, on every instruction
+  // set: sources fold left to right, x0 (+) x1 (+) ... in blocks, so lengths straddle the block.
+  const ElementType types[] = {ElementType::F32, ElementType::I32, ElementType::U32};
+  const ReduceOp ops[] = {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::MIN};
+  const int64_t counts[] = {1, 17, 2047, 2048, 2049, 5000};
+  std::vector<std::vector<uint32_t>> inputs;
+  for (uint32_t k = 0; k < 5; ++k) inputs.push_back(words(5000, 10 + k));
+  for (kernels::Isa isa : isas()) {
+    IsaCap cap(isa);
+    for (ElementType type : types) {
+      for (ReduceOp op : ops) {
+        const Reduction red{op, type, false, 2};
+        for (size_t n_sources : {size_t{2}, size_t{3}, size_t{5}}) {
+          for (int64_t count : counts) {
+            SCOPED_TRACE(::testing::Message() << "isa " << kernels::to_string(isa) << " type " << static_cast<int>(type)
+                                              << " op " << static_cast<int>(op) << " sources " << n_sources
+                                              << " count " << count);
+            std::vector<const void*> sources;
+            for (size_t k = 0; k < n_sources; ++k) sources.push_back(inputs[k].data());
+            std::vector<uint32_t> out(count + 8, 0xDEADBEEFu);
+            red.combine_sources(sources, out.data(), count);
+            std::vector<uint32_t> wire(inputs[0].begin(), inputs[0].begin() + count);
+            red.combine_into_wire(wire.data(), inputs[1].data(), count);
+            for (int64_t i = 0; i < count; ++i) {
+              uint32_t want = inputs[0][i];
+              for (size_t k = 1; k < n_sources; ++k) want = expected(type, op, want, inputs[k][i]);
+              ASSERT_PRED3(same_result, type, out[i], want) << "combine_sources, element " << i;
+              ASSERT_PRED3(same_result, type, wire[i], expected(type, op, inputs[0][i], inputs[1][i]))
+                  << "combine_into_wire, element " << i;
+            }
+            for (int64_t i = count; i < count + 8; ++i) ASSERT_EQ(out[i], 0xDEADBEEFu) << "past the end, element " << i;
           }
         }
       }

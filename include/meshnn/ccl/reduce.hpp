@@ -23,7 +23,7 @@ enum class ElementType { F32, I32, U32 };
 
 // How a combine writes its result. Streaming uses non-temporal stores (on AVX2/AVX-512 machines;
 // elsewhere, and for bfloat16 wires, it falls back to Cached): for results another rank reads
-// next and this one does not, such as all_reduce's reduced slice. See src/ccl/streaming_combine.hpp.
+// next and this one does not. See src/ccl/vector_combine.hpp.
 enum class ResultStores { Cached, Streaming };
 
 struct Reduction {
