@@ -12,12 +12,13 @@ namespace meshnn {
 // Where transparent huge pages are on (huge_pages_available), every buffer of 16 KiB or more sits
 // in memory marked for them (madvise): up to 1 MiB a block of a shared 2 MiB slab, rounded up to a
 // power of two and aligned to it; above that a mapping of its own, whole huge pages, starting on a
-// 2 MiB boundary. Either way a buffer takes at most twice its size. Why: Open MPI moves messages
-// between ranks of one node with process_vm_readv, where the kernel pins the sender's pages one by
-// one; from 4 KiB pages a 1 MiB message took about three times as long (src/core/block_pool.cpp).
-// (The matmul kernels measured the same either way.) The common alignment also puts every large
-// buffer at the same offset within a page, and copies need that: a 4 MiB MPI_Allgather ran 4x
-// slower between a buffer on a page boundary and one 16 bytes into a page.
+// 2 MiB boundary. Either way a buffer takes at most twice its size; on top of that, the pool's
+// slabs that are only partly in use, and one empty slab kept per size class.
+// Why: Open MPI moves messages between ranks of one node with process_vm_readv, where the kernel
+// pins the sender's pages one by one; from 4 KiB pages a 1 MiB message took about three times as
+// long (src/core/block_pool.cpp). (The matmul kernels measured the same either way.) The common
+// alignment also puts every large buffer at the same offset within a page, and copies need that: a
+// 4 MiB MPI_Allgather ran 4x slower between a buffer on a page boundary and one 16 bytes into a page.
 // Without huge pages, buffers of kHugePageBytes or more still start on a 2 MiB boundary.
 // Contents are unspecified (a released buffer may come back).
 std::byte* allocate_buffer(size_t bytes);
