@@ -21,7 +21,7 @@ enum class Isa { PORTABLE = 0, AVX2 = 1, AVX512 = 2 };
 
 const char* to_string(Isa isa);
 Isa best_supported_isa();  // what this CPU (and OS) can run
-// best_supported_isa() capped by MESHNN_KERNELS (read on every call; cheap next to a kernel) and
+// best_supported_isa() capped by MESHNN_KERNELS (read once per process) and
 // by set_isa_cap().
 Isa active_isa();
 // Process-wide cap for tests and benchmarks (overrides MESHNN_KERNELS); reset_isa_cap() undoes it.
