@@ -9,6 +9,36 @@
 #include "meshnn/core/memory.hpp"
 
 namespace meshnn::ccl {
+namespace {
+
+// Direct on two members: the peer's whole buffer arrives straight in `out`, and each half is then
+// combined in place, in the ring's order (slice j: x[j+1] (+) x[j]), so the bits are those of
+// every other schedule. No staging buffer: the working set is two buffers instead of three, and
+// the CMA copy leaves the peer's data in the lines the combine writes next. Two ranks on the Zen 5
+// VM, against the staged exchange (pipelined in 1 MiB chunks above 1 MiB): 1 MiB 42 us instead of
+// 53-55, 4 MiB 175-184 instead of 230-290, 8 MiB 458-474 instead of 647-750.
+void all_reduce_pair_in_place(Transport& t, int tag_base, std::string_view name, double watchdog, const std::byte* src,
+                              std::byte* dst, int64_t count, const Reduction& red) {
+  using namespace detail;
+  const Reduction r = direct_reduction(red);
+  const int p = t.position(), peer = 1 - p;
+  DirectExchange exchange(t, tag_base);
+  exchange.send(peer, 0, src, r.compute_bytes(count));
+  exchange.recv(peer, 0, dst, r.compute_bytes(count));
+  exchange.post();
+  exchange.wait(name, watchdog);
+  for (int j = 0; j < 2; ++j) {
+    const int64_t b = slice_begin(count, 2, j), e = slice_begin(count, 2, j + 1);
+    if (b >= e) continue;
+    std::byte* theirs = dst + r.compute_bytes(b);  // x[peer], about to be overwritten
+    const std::byte* mine = src + r.compute_bytes(b);
+    if (j == p) r.accumulate_wire(theirs, mine, e - b);   // x[p+1] (+) x[p] = theirs (+) mine
+    else r.combine_wire_to(mine, theirs, theirs, e - b);  // x[peer+1] (+) x[peer] = mine (+) theirs
+    r.finish(theirs, e - b);
+  }
+}
+
+}  // namespace
 
 void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red) {
   using namespace detail;
@@ -28,6 +58,10 @@ void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_
   const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_reduce") : std::string_view(ctx.op_name);
+  if (sched.algorithm == Algorithm::Direct && n == 2 && chunk_count(count, chunk) <= 1) {
+    all_reduce_pair_in_place(t, ctx.tag_base, name, watchdog, src, dst, count, red);
+    return;
+  }
   if (sched.algorithm == Algorithm::Direct && chunk_count(count, chunk) <= 1 && DirectExchange::fits(n)) {
     // The Direct case below with one chunk, without a Plan: same bytes (small ones in pieces), same
     // combination order.

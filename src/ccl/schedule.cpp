@@ -39,10 +39,11 @@ constexpr size_t kDirectGatherBytes = 16 << 10;          // per member block
 constexpr size_t kDirectReduceScatterBytes = 512 << 10;  // per member input (TT-NN's threshold)
 constexpr size_t kDirectAllReduceBytes = 64 << 10;
 // Two members: the direct exchange writes our output only, which no peer reads, while the ring's
-// all_gather phase has the peer read the slice we just reduced. Measured on 2 ranks (float32):
-// direct 1.4-2.2x MPI_Allreduce at 128 KiB-4 MiB against the ring's 0.9-1.3x; from 8 MiB the
-// ring's halved traffic wins (1.3-1.5x against 0.9-1.05x).
-constexpr size_t kDirectAllReducePairBytes = 4 << 20;
+// all_gather phase has the peer read the slice we just reduced, and our next call must take those
+// lines back. Four interleaved runs on 2 ranks (float32, in-place direct exchange; ratio = MPI's
+// time / ours): 1-4 MiB direct 1.11-2.05 against the ring's 1.14-1.78; 8 MiB 1.27-1.61 against
+// 1.01-1.34; 16 MiB 1.29-1.56 against 1.50-1.70; 32 MiB 1.25-1.39 against 1.67-1.80.
+constexpr size_t kDirectAllReducePairBytes = 8 << 20;
 // Pipelined messages: big enough to amortise per-message cost, small enough that a received
 // partial is still in L2 when it is reduced.
 constexpr size_t kDefaultChunkBytes = 1 << 20;
@@ -50,35 +51,34 @@ constexpr size_t kDefaultChunkBytes = 1 << 20;
 constexpr size_t kMaxMessageBytes = size_t{1} << 30;
 }  // namespace
 
-Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, const CclOptions& options) {
-  Schedule s;
-  s.chunk_bytes = options.chunk_bytes ? options.chunk_bytes : kDefaultChunkBytes;
-  s.chunk_bytes = std::max<size_t>(64, s.chunk_bytes / 64 * 64);
-  if (options.algorithm != Algorithm::Auto) {
-    s.algorithm = options.algorithm;
-    return s;
-  }
-  if (topology == Topology::Linear) {
-    s.algorithm = Algorithm::Line;
-    return s;
-  }
-  if (c == Collective::AllGather && n == 2) {
-    // One hop and nothing to forward: chunks would pipeline nothing and each costs a rendezvous
-    // (on 2 ranks here one message per block measured 5-10% faster than 1 MiB chunks at 2-16 MiB).
-    s.algorithm = Algorithm::Direct;
-    if (!options.chunk_bytes) s.chunk_bytes = std::clamp((bytes + 63) / 64 * 64, s.chunk_bytes, kMaxMessageBytes);
-    return s;
-  }
+namespace {
+
+Algorithm auto_algorithm(Collective c, int n, size_t bytes, Topology topology) {
+  if (topology == Topology::Linear) return Algorithm::Line;
+  // all_gather on two members: one hop and nothing to forward.
+  if (c == Collective::AllGather && n == 2) return Algorithm::Direct;
   const size_t direct_limit = c == Collective::AllGather       ? kDirectGatherBytes
                               : c == Collective::ReduceScatter ? kDirectReduceScatterBytes
                               : n == 2                         ? kDirectAllReducePairBytes
                                                                : kDirectAllReduceBytes;
-  if (bytes <= direct_limit) {
-    s.algorithm = Algorithm::Direct;
-  } else {
-    // On two members both ring directions reach the same peer: nothing to gain from splitting.
-    s.algorithm = n <= 2 ? Algorithm::Ring : Algorithm::BidirectionalRing;
-  }
+  if (bytes <= direct_limit) return Algorithm::Direct;
+  // On two members both ring directions reach the same peer: nothing to gain from splitting.
+  return n <= 2 ? Algorithm::Ring : Algorithm::BidirectionalRing;
+}
+
+}  // namespace
+
+Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, const CclOptions& options) {
+  Schedule s;
+  s.algorithm = options.algorithm != Algorithm::Auto ? options.algorithm : auto_algorithm(c, n, bytes, topology);
+  s.chunk_bytes = options.chunk_bytes ? options.chunk_bytes : kDefaultChunkBytes;
+  s.chunk_bytes = std::max<size_t>(64, s.chunk_bytes / 64 * 64);
+  // Direct all_gather and all_reduce on two members send the whole buffer as one message unless
+  // told otherwise: with one hop, chunks pipeline nothing and each costs a rendezvous (all_gather
+  // measured 5-10% faster than in 1 MiB chunks at 2-16 MiB), and all_reduce then combines in place
+  // (src/ccl/all_reduce.cpp).
+  if (n == 2 && s.algorithm == Algorithm::Direct && c != Collective::ReduceScatter && !options.chunk_bytes)
+    s.chunk_bytes = std::clamp((bytes + 63) / 64 * 64, s.chunk_bytes, kMaxMessageBytes);
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "meshnn/ccl/collectives.hpp"
@@ -287,6 +288,51 @@ TEST(CclAllReduce, DirectAndRingGiveTheSameBits) {
   }
 }
 
+// max and min keep a NaN already in the running result and ignore one that comes later, so they
+// show the combination order: slice j must fold x[j+1], x[j+2], ..., x[j+n-1], x[j] (the ring's
+// order) whatever the schedule, and every member must hold the same bits. NaNs with distinct
+// payloads tell which one survived.
+TEST(CclAllReduce, MaxAndMinFoldInTheRingsOrderOnEveryScheduleAndMember) {
+  auto nan_of = [](int member) {
+    const uint32_t bits = 0x7FC00000u | static_cast<uint32_t>(member + 1);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  auto input = [&](int member, int64_t i) { return (i + member) % 3 == 0 ? nan_of(member) : real_value(member, i); };
+  for (const int n : {2, 3, 5}) {
+    const int64_t count = 301;
+    for (const ReduceOp op : {ReduceOp::MAX, ReduceOp::MIN}) {
+      std::vector<float> expected(count);
+      for (int j = 0; j < n; ++j)
+        for (int64_t i = slice_begin(count, n, j); i < slice_begin(count, n, j + 1); ++i) {
+          float acc = input((j + 1) % n, i);
+          for (int k = 2; k <= n; ++k) {
+            const float next = input((j + k) % n, i);
+            acc = op == ReduceOp::MAX ? (next > acc ? next : acc) : (next < acc ? next : acc);
+          }
+          expected[i] = acc;
+        }
+      // Ring; Direct through the Plan (chunks); Direct as one message per peer (in place on two).
+      const std::pair<Algorithm, size_t> schedules[] = {{Algorithm::Ring, 128}, {Algorithm::Direct, 128}, {Algorithm::Direct, 0}};
+      for (const auto& [algorithm, chunk_bytes] : schedules) {
+        InProcessFabric::run(n, [&](Transport& t) {
+          std::vector<float> in(count), out(count);
+          for (int64_t i = 0; i < count; ++i) in[i] = input(t.position(), i);
+          CclOptions o;
+          o.algorithm = algorithm;
+          o.chunk_bytes = chunk_bytes;
+          CallContext ctx{t, 0, Topology::Ring, 1, o, ""};
+          all_reduce_values(ctx, in.data(), out.data(), count, Reduction{op, ElementType::F32, false, n});
+          EXPECT_EQ(std::memcmp(out.data(), expected.data(), count * 4), 0)
+              << "n=" << n << " " << to_string(algorithm) << " chunk " << chunk_bytes << " member " << t.position()
+              << (op == ReduceOp::MAX ? " max" : " min");
+        });
+      }
+    }
+  }
+}
+
 // Direct with one message per peer runs without a Plan (DirectExchange); with several chunks per
 // peer it runs through the Plan. Both, and Ring, must give the same bits on every member.
 TEST(CclDirect, OneMessageExchangeMatchesPlannedDirectAndRing) {
@@ -379,11 +425,17 @@ TEST(CclSchedule, AutoChoice) {
   EXPECT_EQ(choose_schedule(Collective::AllGather, 8, 1024, Topology::Ring, o).algorithm, Algorithm::Direct);
   EXPECT_EQ(choose_schedule(Collective::ReduceScatter, 8, 512 << 10, Topology::Ring, o).algorithm, Algorithm::Direct);
   EXPECT_EQ(choose_schedule(Collective::ReduceScatter, 8, 4 << 20, Topology::Linear, o).algorithm, Algorithm::Line);
-  // all_reduce: direct on two members up to 4 MiB (1 MiB chunks), a ring beyond; 64 KiB on more.
-  const Schedule pair_reduce = choose_schedule(Collective::AllReduce, 2, 4 << 20, Topology::Ring, o);
+  // all_reduce: direct on two members up to 8 MiB (one message), a ring beyond; 64 KiB on more.
+  const Schedule pair_reduce = choose_schedule(Collective::AllReduce, 2, 8 << 20, Topology::Ring, o);
   EXPECT_EQ(pair_reduce.algorithm, Algorithm::Direct);
-  EXPECT_EQ(pair_reduce.chunk_bytes, size_t{1} << 20);
-  EXPECT_EQ(choose_schedule(Collective::AllReduce, 2, (4 << 20) + 64, Topology::Ring, o).algorithm, Algorithm::Ring);
+  EXPECT_EQ(pair_reduce.chunk_bytes, size_t{8} << 20);
+  EXPECT_EQ(choose_schedule(Collective::AllReduce, 2, (8 << 20) + 64, Topology::Ring, o).algorithm, Algorithm::Ring);
+  // Forcing direct on two members keeps the one message; forcing a chunk size keeps the chunks.
+  CclOptions forced;
+  forced.algorithm = Algorithm::Direct;
+  EXPECT_EQ(choose_schedule(Collective::AllReduce, 2, 32 << 20, Topology::Ring, forced).chunk_bytes, size_t{32} << 20);
+  forced.chunk_bytes = 256 << 10;
+  EXPECT_EQ(choose_schedule(Collective::AllReduce, 2, 32 << 20, Topology::Ring, forced).chunk_bytes, size_t{256} << 10);
   EXPECT_EQ(choose_schedule(Collective::AllReduce, 4, 64 << 10, Topology::Ring, o).algorithm, Algorithm::Direct);
   EXPECT_EQ(choose_schedule(Collective::AllReduce, 4, 128 << 10, Topology::Ring, o).algorithm,
             Algorithm::BidirectionalRing);

@@ -40,7 +40,8 @@ struct Reduction {
   void to_wire(const void* own, void* wire, int64_t count) const;
   // wire = wire (+) own, in place (an intermediate hop).
   void combine_into_wire(void* wire, const void* own, int64_t count) const;
-  // out = wire (+) own (compute type; the hop that reaches the owner).
+  // out = wire (+) own (compute type; the hop that reaches the owner). out may be `own` itself
+  // (element by element, each is read before it is written) but must not overlap `wire` otherwise.
   void combine_wire_to(const void* wire, const void* own, void* out, int64_t count,
                        ResultStores stores = ResultStores::Cached) const;
   // out = out (+) wire, in place (compute type).
