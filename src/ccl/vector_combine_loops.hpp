@@ -38,37 +38,30 @@ inline typename Vec::V vector_fold(typename Vec::V a, typename Vec::V b) {
   else return Vec::sum(a, b);
 }
 
-template <class Vec, Fold fold>
-void cached_fold(const void* a_in, const void* b_in, void* out_, int64_t n) {
+template <class Vec, Fold fold, bool streaming>
+void fold_loop(const void* a_in, const void* b_in, void* out_, int64_t n) {
   using T = typename Vec::Elem;
   const T* a = static_cast<const T*>(a_in);
   const T* b = static_cast<const T*>(b_in);
   T* out = static_cast<T*>(out_);
   int64_t i = 0;
-  for (; i + Vec::kWidth <= n; i += Vec::kWidth) Vec::store(out + i, vector_fold<Vec, fold>(Vec::load(a + i), Vec::load(b + i)));
-  for (; i < n; ++i) out[i] = scalar_fold<Vec, fold>(a[i], b[i]);
-}
-
-template <class Vec, Fold fold>
-void stream_fold(const void* a_in, const void* b_in, void* out_, int64_t n) {
-  using T = typename Vec::Elem;
-  const T* a = static_cast<const T*>(a_in);
-  const T* b = static_cast<const T*>(b_in);
-  T* out = static_cast<T*>(out_);
+  // Streaming stores need an aligned destination: scalar until there (all the way if never).
   constexpr uintptr_t kAlign = sizeof(T) * Vec::kWidth;
-  int64_t i = 0;
-  // Scalar until out is aligned for streaming stores (all the way if it never will be).
-  for (; i < n && reinterpret_cast<uintptr_t>(out + i) % kAlign != 0; ++i) out[i] = scalar_fold<Vec, fold>(a[i], b[i]);
-  for (; i + Vec::kWidth <= n; i += Vec::kWidth)
-    Vec::stream(out + i, vector_fold<Vec, fold>(Vec::load(a + i), Vec::load(b + i)));
+  if constexpr (streaming)
+    for (; i < n && reinterpret_cast<uintptr_t>(out + i) % kAlign != 0; ++i) out[i] = scalar_fold<Vec, fold>(a[i], b[i]);
+  for (; i + Vec::kWidth <= n; i += Vec::kWidth) {
+    const typename Vec::V v = vector_fold<Vec, fold>(Vec::load(a + i), Vec::load(b + i));
+    if constexpr (streaming) Vec::stream(out + i, v);
+    else Vec::store(out + i, v);
+  }
   for (; i < n; ++i) out[i] = scalar_fold<Vec, fold>(a[i], b[i]);
-  _mm_sfence();  // streaming stores are weakly ordered: publish them before anyone is told
+  if constexpr (streaming) _mm_sfence();  // weakly ordered: publish them before anyone is told
 }
 
 template <class Vec, Fold fold>
 void fold_with(ResultStores stores, const void* a, const void* b, void* out, int64_t n) {
-  if (stores == ResultStores::Streaming) stream_fold<Vec, fold>(a, b, out, n);
-  else cached_fold<Vec, fold>(a, b, out, n);
+  if (stores == ResultStores::Streaming) fold_loop<Vec, fold, true>(a, b, out, n);
+  else fold_loop<Vec, fold, false>(a, b, out, n);
 }
 
 template <class Vec>
