@@ -49,9 +49,6 @@ constexpr size_t kDirectAllReducePairBytes = 8 << 20;
 constexpr size_t kDefaultChunkBytes = 1 << 20;
 // Largest single message (MPI counts are ints).
 constexpr size_t kMaxMessageBytes = size_t{1} << 30;
-}  // namespace
-
-namespace {
 
 Algorithm auto_algorithm(Collective c, int n, size_t bytes, Topology topology) {
   if (topology == Topology::Linear) return Algorithm::Line;
