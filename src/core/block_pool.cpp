@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <iterator>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
