@@ -41,7 +41,7 @@ struct Reduction {
   // wire = wire (+) own, in place (an intermediate hop).
   void combine_into_wire(void* wire, const void* own, int64_t count) const;
   // out = wire (+) own (compute type; the hop that reaches the owner). out may be `own` itself
-  // (element by element, each is read before it is written) but must not overlap `wire` otherwise.
+  // (each element is read before it is written) but must not overlap `wire`.
   void combine_wire_to(const void* wire, const void* own, void* out, int64_t count,
                        ResultStores stores = ResultStores::Cached) const;
   // out = out (+) wire, in place (compute type).
