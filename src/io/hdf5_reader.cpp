@@ -286,6 +286,23 @@ std::vector<float> read_dataset_local(const std::string& file, const std::string
   return values;
 }
 
+std::vector<int64_t> read_int_dataset_local(const std::string& file, const std::string& dataset, DatasetInfo* info_out) {
+  const Handle f = open_file(file);
+  const Handle d = open_dataset(f, file, dataset);
+  const DatasetInfo info = describe(d, file, dataset);
+  if (info.type != StoredType::INT32 && info.type != StoredType::INT64)
+    throw Error(fmt::format("dataset '{}' in '{}' is stored as {}; integer data (token ids, lengths) must be int32 or int64",
+                            dataset, file, to_string(info.type)));
+  int64_t volume = 1;
+  for (int64_t x : info.shape) volume *= x;
+  std::vector<int64_t> values(static_cast<size_t>(volume));
+  // HDF5 widens int32 to int64 itself; reading the whole extent needs no selection.
+  if (volume > 0 && H5Dread(d.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
+    throw Error(fmt::format("reading dataset '{}' from '{}' failed (file truncated or corrupt?)", dataset, file));
+  if (info_out != nullptr) *info_out = info;
+  return values;
+}
+
 DatasetInfo inspect_dataset(const std::string& file, const std::string& dataset, const MeshDevicePtr& mesh) {
   DatasetInfo info;
   std::string message;
@@ -305,7 +322,8 @@ namespace {
 constexpr const char* kConfigAttributes[] = {
     "model_type",          "hidden_size",     "intermediate_size",     "num_hidden_layers",
     "num_attention_heads", "num_key_value_heads", "vocab_size",        "max_position_embeddings",
-    "rms_norm_eps",        "rope_theta",      "tie_word_embeddings",   "meshnn_synthetic_seed"};
+    "rms_norm_eps",        "rope_theta",      "tie_word_embeddings",   "meshnn_synthetic_seed",
+    "head_dim",            "bos_token_id",    "eos_token_id"};
 
 void collect_attribute(hid_t object, const char* name, Attributes& attrs) {
   if (H5Aexists(object, name) <= 0) return;

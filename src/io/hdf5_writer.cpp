@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <utility>
 
 #include "hdf5_handles.hpp"
 #include "meshnn/io/hdf5_io.hpp"
@@ -47,8 +48,9 @@ Hdf5Writer::~Hdf5Writer() {
 
 void Hdf5Writer::create_dataset(const std::string& name, const std::vector<int64_t>& shape, StoredType type,
                                 bool chunked, int deflate_level) {
-  MESHNN_CHECK(type == StoredType::FLOAT32 || type == StoredType::BFLOAT16,
-               "datasets are written as float32 or bfloat16, not {}", to_string(type));
+  MESHNN_CHECK(type == StoredType::FLOAT32 || type == StoredType::BFLOAT16 || type == StoredType::INT32,
+               "datasets are written as float32, bfloat16 or int32, not {}", to_string(type));
+  MESHNN_CHECK(!shape.empty(), "dataset '{}' needs at least one dim", name);
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
@@ -59,41 +61,71 @@ void Hdf5Writer::create_dataset(const std::string& name, const std::vector<int64
     H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
     if (deflate_level > 0) H5Pset_deflate(dcpl.get(), static_cast<unsigned>(deflate_level));
   }
-  const hid_t file_type = type == StoredType::FLOAT32 ? H5T_IEEE_F32LE : H5T_STD_U16LE;
+  const hid_t file_type = type == StoredType::FLOAT32 ? H5T_IEEE_F32LE
+                          : type == StoredType::INT32 ? H5T_STD_I32LE
+                                                      : H5T_STD_U16LE;
   Handle d(H5Dcreate2(state_->handle.get(), name.c_str(), file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
            H5Dclose);
   MESHNN_CHECK(d.valid(), "cannot create dataset '{}' in '{}'", name, state_->file);
   if (type == StoredType::BFLOAT16) write_string_attribute(d.get(), "dtype", "bfloat16");
 }
 
-void Hdf5Writer::write_rows(const std::string& name, int64_t row_begin, std::span<const float> values) {
-  Handle d(H5Dopen2(state_->handle.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
-  MESHNN_CHECK(d.valid(), "no dataset '{}' in '{}' to write to", name, state_->file);
+namespace {
+
+// What the writer created a dataset as, told apart by its file type (a bfloat16 dataset is the
+// only 2-byte integer one the writer makes).
+StoredType written_type(hid_t dataset) {
+  Handle type(H5Dget_type(dataset), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_INTEGER) return StoredType::FLOAT32;
+  return H5Tget_size(type.get()) == 2 ? StoredType::BFLOAT16 : StoredType::INT32;
+}
+
+// Writes `count` values of `memory_type` at `data` as whole rows from row_begin on, after checking
+// that they fit. `prepare` may convert the values first (bfloat16) and returns the buffer to write.
+template <class Prepare>
+void write_row_block(hid_t file_handle, const std::string& file, const std::string& name, int64_t row_begin,
+                     size_t count, bool want_int, Prepare&& prepare) {
+  Handle d(H5Dopen2(file_handle, name.c_str(), H5P_DEFAULT), H5Dclose);
+  MESHNN_CHECK(d.valid(), "no dataset '{}' in '{}' to write to", name, file);
+  const StoredType stored = written_type(d.get());
+  MESHNN_CHECK((stored == StoredType::INT32) == want_int, "write_rows: {} values given for dataset '{}' of '{}', stored as {}",
+               want_int ? "int32" : "float", name, file, to_string(stored));
   Handle file_space(H5Dget_space(d.get()), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(file_space.get());
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(file_space.get(), dims.data(), nullptr);
   hsize_t row_size = 1;
   for (int i = 1; i < rank; ++i) row_size *= dims[static_cast<size_t>(i)];
-  const hsize_t rows = row_size == 0 ? 0 : values.size() / row_size;
-  MESHNN_CHECK(rows * row_size == values.size() && static_cast<hsize_t>(row_begin) + rows <= dims[0],
-               "write_rows: {} values at row {} do not fit dataset '{}'", values.size(), row_begin, name);
+  const hsize_t rows = row_size == 0 ? 0 : count / row_size;
+  MESHNN_CHECK(row_begin >= 0 && rows * row_size == count && static_cast<hsize_t>(row_begin) + rows <= dims[0],
+               "write_rows: {} values at row {} do not fit dataset '{}'", count, row_begin, name);
   if (rows == 0) return;
-  std::vector<hsize_t> start(static_cast<size_t>(rank), 0), count = dims;
+  std::vector<hsize_t> start(static_cast<size_t>(rank), 0), box = dims;
   start[0] = static_cast<hsize_t>(row_begin);
-  count[0] = rows;
-  H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
-  Handle mem_space(H5Screate_simple(rank, count.data(), nullptr), H5Sclose);
-  Handle type(H5Dget_type(d.get()), H5Tclose);
-  herr_t rc;
-  if (H5Tget_class(type.get()) == H5T_INTEGER) {
-    std::vector<uint16_t> bits(values.size());
-    float_to_bfloat16(values, bits);
-    rc = H5Dwrite(d.get(), H5T_NATIVE_UINT16, mem_space.get(), file_space.get(), H5P_DEFAULT, bits.data());
-  } else {
-    rc = H5Dwrite(d.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(), H5P_DEFAULT, values.data());
-  }
-  MESHNN_CHECK(rc >= 0, "writing dataset '{}' of '{}' failed (disk full?)", name, state_->file);
+  box[0] = rows;
+  H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, box.data(), nullptr);
+  Handle mem_space(H5Screate_simple(rank, box.data(), nullptr), H5Sclose);
+  const auto [memory_type, buffer] = prepare(stored);
+  const herr_t rc = H5Dwrite(d.get(), memory_type, mem_space.get(), file_space.get(), H5P_DEFAULT, buffer);
+  MESHNN_CHECK(rc >= 0, "writing dataset '{}' of '{}' failed (disk full?)", name, file);
+}
+
+}  // namespace
+
+void Hdf5Writer::write_rows(const std::string& name, int64_t row_begin, std::span<const float> values) {
+  std::vector<uint16_t> bits;
+  write_row_block(state_->handle.get(), state_->file, name, row_begin, values.size(), false,
+                  [&](StoredType stored) -> std::pair<hid_t, const void*> {
+                    if (stored != StoredType::BFLOAT16) return {H5T_NATIVE_FLOAT, values.data()};
+                    bits.resize(values.size());
+                    float_to_bfloat16(values, bits);
+                    return {H5T_NATIVE_UINT16, bits.data()};
+                  });
+}
+
+void Hdf5Writer::write_rows(const std::string& name, int64_t row_begin, std::span<const int32_t> values) {
+  write_row_block(state_->handle.get(), state_->file, name, row_begin, values.size(), true,
+                  [&](StoredType) -> std::pair<hid_t, const void*> { return {H5T_NATIVE_INT32, values.data()}; });
 }
 
 void Hdf5Writer::set_attribute(const std::string& name, const AttributeValue& value) {

@@ -13,17 +13,6 @@
 namespace meshnn::models {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Runs fn and adds its wall time to `seconds`.
-template <class Fn>
-auto timed(double& seconds, Fn&& fn) {
-  const auto start = Clock::now();
-  auto result = fn();
-  seconds += std::chrono::duration<double>(Clock::now() - start).count();
-  return result;
-}
-
 MatmulOptions output_as(DataType dtype) {
   MatmulOptions o;
   o.output_dtype = dtype;
@@ -65,22 +54,6 @@ MeshTensor gather(const MeshTensor& t, int dim, Topology topology, int num_links
 }
 
 }  // namespace
-
-std::string_view to_string(ParallelMode m) {
-  switch (m) {
-    case ParallelMode::DP: return "dp";
-    case ParallelMode::TP: return "tp";
-    case ParallelMode::TWO_D: return "2d";
-    case ParallelMode::HYBRID: return "hybrid";
-  }
-  return "?";
-}
-
-ParallelMode parse_parallel_mode(std::string_view name) {
-  for (ParallelMode m : {ParallelMode::DP, ParallelMode::TP, ParallelMode::TWO_D, ParallelMode::HYBRID})
-    if (name == to_string(m)) return m;
-  throw Error(fmt::format("unknown mode '{}' (expected dp, tp, 2d or hybrid)", name));
-}
 
 std::string_view to_string(TpVariant v) {
   switch (v) {

@@ -11,10 +11,14 @@
 #include "meshnn/tensor/block_float.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 #include "op_utils.hpp"
+#include "tile_rows.hpp"
 
 namespace meshnn {
 
 namespace {
+
+using ops_detail::run_parallel;
+using ops_detail::write_rows;
 
 // Eight partial sums: independent chains the compiler can keep in vector lanes.
 float dot(const float* a, const float* b, int64_t n) {
@@ -24,13 +28,6 @@ float dot(const float* a, const float* b, int64_t n) {
     for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
   for (; i < n; ++i) acc[0] += a[i] * b[i];
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-void run_parallel(int64_t count, const std::function<void(int64_t, int64_t, int)>& fn) {
-  if (Runtime::exists() && Runtime::instance().pool().num_threads() > 1 && count > 1)
-    Runtime::instance().pool().parallel_for(count, fn);
-  else
-    fn(0, count, 0);
 }
 
 // out[D] = softmax(scale * q . k_j for j < n_keys) . v_j; k/v rows of D floats, row stride D.
@@ -54,66 +51,6 @@ void attend(const float* q, const float* k, const float* v, int64_t n_keys, int6
     const float* vj = v + j * d;
     for (int64_t i = 0; i < d; ++i) out[i] += p * vj[i];
   }
-}
-
-// Decodes a tile to / encodes it from face-order floats.
-void tile_to_faces(const std::byte* tile, DataType dtype, float* faces) {
-  switch (dtype) {
-    case DataType::FLOAT32:
-      std::memcpy(faces, tile, 4096);
-      break;
-    case DataType::BFLOAT16: {
-      const uint16_t* s = reinterpret_cast<const uint16_t*>(tile);
-      for (int i = 0; i < 1024; ++i) faces[i] = bfloat16_to_float(s[i]);
-      break;
-    }
-    default:
-      unpack_block_float_tile(tile, faces, dtype);
-  }
-}
-
-void faces_to_tile(const float* faces, DataType dtype, std::byte* tile) {
-  switch (dtype) {
-    case DataType::FLOAT32:
-      std::memcpy(tile, faces, 4096);
-      break;
-    case DataType::BFLOAT16: {
-      uint16_t* d = reinterpret_cast<uint16_t*>(tile);
-      for (int i = 0; i < 1024; ++i) d[i] = float_to_bfloat16(faces[i]);
-      break;
-    }
-    default:
-      pack_block_float_tile(faces, tile, dtype);
-  }
-}
-
-// Overwrites rows [row0, row0 + rows) of matrix `matrix` ([..., H, W] viewed as [batch, H, W]) with
-// values [rows][W], touching only the tiles (or row-major rows) that hold them.
-void write_rows(Tensor& t, int64_t matrix, int64_t row0, int64_t rows, const float* values) {
-  const int64_t h = t.shape()[-2], w = t.shape()[-1];
-  if (t.layout() == Layout::ROW_MAJOR) {
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < w; ++c) {
-        const int64_t idx = (matrix * h + row0 + r) * w + c;
-        if (t.dtype() == DataType::BFLOAT16)
-          t.data<uint16_t>()[idx] = float_to_bfloat16(values[r * w + c]);
-        else
-          t.data<float>()[idx] = values[r * w + c];
-      }
-    return;
-  }
-  const int64_t tr = round_up_to_tile(h) / 32, tc = round_up_to_tile(w) / 32;
-  const size_t bytes = tile_bytes(t.dtype());
-  float faces[1024];
-  for (int64_t ti = row0 / 32; ti <= (row0 + rows - 1) / 32; ++ti)
-    for (int64_t tj = 0; tj < tc; ++tj) {
-      std::byte* tile = t.data<std::byte>() + static_cast<size_t>((matrix * tr + ti) * tc + tj) * bytes;
-      tile_to_faces(tile, t.dtype(), faces);
-      for (int64_t r = std::max(row0, ti * 32); r < std::min(row0 + rows, ti * 32 + 32); ++r)
-        for (int64_t c = tj * 32; c < std::min(w, tj * 32 + 32); ++c)
-          faces[tile_element_index(r - ti * 32, c - tj * 32)] = values[(r - row0) * w + c];
-      faces_to_tile(faces, t.dtype(), tile);
-    }
 }
 
 void check_rank4(const Tensor& t, const char* what, const char* name) {

@@ -1,8 +1,10 @@
 #include "meshnn/ops/embedding.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "meshnn/tensor/bfloat16.hpp"
 #include "op_utils.hpp"
 
 namespace meshnn {
@@ -18,10 +20,23 @@ Tensor embedding(const Tensor& ids, const Tensor& table, std::optional<DataType>
   const std::vector<uint32_t> id = ids.to_uint32();
   for (size_t i = 0; i < id.size(); ++i)
     MESHNN_CHECK(id[i] < vocab, "embedding: id {} at index {} is out of range for a vocabulary of {}", id[i], i, vocab);
-  const std::vector<float> t = table.to_float();
   std::vector<float> out(id.size() * d);
-  for (size_t i = 0; i < id.size(); ++i)
-    std::copy(t.begin() + id[i] * d, t.begin() + (id[i] + 1) * d, out.begin() + i * d);
+  if (table.layout() == Layout::ROW_MAJOR) {
+    // Only the rows looked up are decoded: a decode step reads one row of a 32000-row table.
+    for (size_t i = 0; i < id.size(); ++i) {
+      float* dst = out.data() + i * d;
+      if (table.dtype() == DataType::BFLOAT16) {
+        const uint16_t* src = table.data<uint16_t>() + static_cast<int64_t>(id[i]) * d;
+        for (int64_t j = 0; j < d; ++j) dst[j] = bfloat16_to_float(src[j]);
+      } else {
+        std::copy_n(table.data<float>() + static_cast<int64_t>(id[i]) * d, d, dst);
+      }
+    }
+  } else {
+    const std::vector<float> t = table.to_float();
+    for (size_t i = 0; i < id.size(); ++i)
+      std::copy(t.begin() + id[i] * d, t.begin() + (id[i] + 1) * d, out.begin() + i * d);
+  }
   std::vector<int64_t> dims = ids.shape().to_vector();
   dims.push_back(d);
   return Tensor::from_float(out, Shape(dims), out_dtype, layout);

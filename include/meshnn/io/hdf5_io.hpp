@@ -12,6 +12,7 @@
 // dataset and what was expected. All loaders are therefore collective over the mesh.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <span>
@@ -53,7 +54,8 @@ MeshTensor load_tensor(const std::string& file, const std::string& dataset, cons
 
 // The model configuration in the root attributes, by Hugging Face config.json names (model_type,
 // hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
-// vocab_size, max_position_embeddings, rms_norm_eps, rope_theta, tie_word_embeddings). Absent
+// head_dim, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta, tie_word_embeddings,
+// bos_token_id, eos_token_id; meshnn_synthetic_seed). Other attributes are not read; absent
 // attributes are absent from the map; integers come back as int64_t, reals as double, strings as
 // string.
 using AttributeValue = std::variant<int64_t, double, std::string>;
@@ -71,6 +73,12 @@ DatasetInfo inspect_dataset_local(const std::string& file, const std::string& da
 Attributes read_root_attributes_local(const std::string& file);
 // The whole dataset as float32 values, validated as load_tensor validates (shape, type, finiteness).
 std::vector<float> read_dataset_local(const std::string& file, const std::string& dataset, const LoadOptions& options);
+// The whole of an integer dataset (token ids, prompt lengths), row-major, widened to int64. The
+// dataset must be stored as INT32 or INT64; any other element type (floats, bfloat16) throws
+// meshnn::Error naming the file, the dataset and the type found. `info`, when given, receives the
+// shape and stored type.
+std::vector<int64_t> read_int_dataset_local(const std::string& file, const std::string& dataset,
+                                            DatasetInfo* info = nullptr);
 
 // Rank-local writing, atomic: everything goes to "<file>.tmp.<pid>", renamed over `file` only by
 // commit() after a clean close, so a failure never leaves a half-written file (the destructor of an
@@ -83,12 +91,17 @@ class Hdf5Writer {
   Hdf5Writer(const Hdf5Writer&) = delete;
   Hdf5Writer& operator=(const Hdf5Writer&) = delete;
 
-  // A dataset of `shape` stored as FLOAT32 or BFLOAT16 (uint16 + attribute dtype="bfloat16");
-  // chunked (row blocks) and optionally deflate-compressed (level 1-9, 0 = off).
+  // A dataset of `shape` (rank >= 1) stored as FLOAT32, BFLOAT16 (uint16 + attribute
+  // dtype="bfloat16") or INT32 (native int32: token ids); chunked (row blocks) and optionally
+  // deflate-compressed (level 1-9, 0 = off). Other types throw meshnn::Error.
   void create_dataset(const std::string& name, const std::vector<int64_t>& shape, StoredType type,
                       bool chunked = false, int deflate_level = 0);
-  // Rows [row_begin, row_begin + values.size() / row_size) along the first dim, row-major floats.
+  // Rows [row_begin, row_begin + values.size() / row_size) along the first dim, row-major; the row
+  // size is the product of the dims after the first (1 for a rank-1 dataset). Floats go to FLOAT32
+  // or BFLOAT16 datasets, int32 values to INT32 datasets; a mismatch, or values that are not whole
+  // rows inside the dataset, throws meshnn::Error.
   void write_rows(const std::string& name, int64_t row_begin, std::span<const float> values);
+  void write_rows(const std::string& name, int64_t row_begin, std::span<const int32_t> values);
   void set_attribute(const std::string& name, const AttributeValue& value);  // on the root group
   void commit();
 

@@ -19,15 +19,12 @@
 #include <string>
 
 #include "meshnn/ccl/ccl.hpp"
+#include "meshnn/models/parallel.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/tensor/distribute.hpp"
 #include "meshnn/tensor/mesh_tensor.hpp"
 
 namespace meshnn::models {
-
-enum class ParallelMode { DP, TP, TWO_D, HYBRID };
-std::string_view to_string(ParallelMode m);  // "dp", "tp", "2d", "hybrid"
-ParallelMode parse_parallel_mode(std::string_view name);
 
 // How tp (and hybrid) finishes the row-parallel FF2, or the column-column variant.
 enum class TpVariant { REDUCE_SCATTER, ALL_REDUCE, ALL_GATHER };
@@ -41,15 +38,6 @@ struct MlpOptions {
   DataType act_dtype = DataType::BFLOAT16;
   Topology topology = Topology::Ring;
   int num_links = 1;
-};
-
-// Wall-clock seconds this rank spent, by phase.
-struct PhaseTimes {
-  double compute = 0, communication = 0;
-  void add(const PhaseTimes& o) {
-    compute += o.compute;
-    communication += o.communication;
-  }
 };
 
 class FalconMlp {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 
+#include "meshnn/ops/embedding.hpp"
 #include "meshnn/tensor/tensor.hpp"
 
 namespace meshnn {
@@ -49,5 +50,29 @@ QkvHeads split_qkv_heads(const Tensor& qkv, int64_t num_q_heads, int64_t num_kv_
 QkvHeads split_qkv_heads_decode(const Tensor& qkv, int64_t num_q_heads, int64_t num_kv_heads);
 // Decode form of concat_heads: [1, B, H, D] -> [1, 1, B, H*D].
 Tensor concat_heads_decode(const Tensor& x);
+
+// Where q, k and v start in the columns of a fused QKV projection row: q heads at q_column, k heads
+// at k_column, v heads at v_column, each head's D values contiguous. Separate starts let each part
+// begin on a tile boundary, so weights of each part are concatenated whole tiles, never re-quantised.
+struct QkvColumns {
+  int64_t q_column = 0, k_column = 0, v_column = 0;
+};
+
+// One attention step of a decoder with a KV cache, the same for prefill and decode: row m of `qkv`
+// ([..., M, W], float32 or bfloat16, any layout) is a token of cache slot slots[m] at position
+// positions[m]. For every row: rotate-half RoPE (tables from make_rotary_tables) on its Hq query and
+// Hkv key heads; its k and v written into row positions[m] of k_cache / v_cache [slots, Hkv, S_max, D]
+// (TILE; float32, bfloat16 or bfloat8_b: the cache keeps its dtype); then each query head h attends,
+// softmax(scale q k^T) v, over positions 0..positions[m] of its slot through KV head h / (Hq / Hkv).
+// Every row's k/v is written before any row attends, so rows of one slot at increasing positions (a
+// prefill chunk) see each other causally. The cache is read in its stored format, only the tiles
+// that hold positions in use. Returns [1, 1, M, Hq * D] in out_dtype, TILE.
+// Throws meshnn::Error for: sizes that disagree (W too narrow for the columns, cache shapes, D
+// against the tables), Hq not a multiple of Hkv, a slot or position outside the cache or the
+// rotary tables, or two rows writing the same (slot, position).
+Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Tensor& k_cache, Tensor& v_cache,
+                               const RotaryTables& rope, std::span<const int64_t> slots,
+                               std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
+                               std::optional<float> scale = std::nullopt);
 
 }  // namespace meshnn

@@ -1,0 +1,51 @@
+// The configuration of a Llama-family decoder (Hugging Face LlamaForCausalLM: Llama 2/3,
+// TinyLlama, Mistral-shaped models) and the state_dict names of its weights.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "meshnn/io/hdf5_io.hpp"
+
+namespace meshnn::models::llama {
+
+struct LlamaConfig {
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // grouped-query attention: divides num_attention_heads
+  int64_t head_dim = 0;             // hidden_size / num_attention_heads unless the file says otherwise
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;  // lm_head is model.embed_tokens.weight
+  std::optional<int64_t> bos_token_id, eos_token_id;
+
+  // Throws meshnn::Error naming the first value that is missing, non-positive or inconsistent
+  // (heads not dividing, odd head_dim, ...). `source` names the file in the message.
+  void validate(const std::string& source) const;
+};
+
+// Reads the root attributes (hdf5.md: Hugging Face config.json names). model_type must be "llama"
+// or "mistral"; num_key_value_heads defaults to num_attention_heads, head_dim to hidden/heads,
+// rms_norm_eps to 1e-6... as Hugging Face's LlamaConfig defaults them. Throws meshnn::Error.
+LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::string& file);
+
+// The attributes a file must carry for config_from_attributes to give `config` back.
+io::Attributes config_to_attributes(const LlamaConfig& config);
+
+// state_dict names.
+std::string embed_tokens_key();                           // "model.embed_tokens.weight" [vocab, hidden]
+std::string layer_key(int64_t layer, const char* name);   // "model.layers.{layer}.{name}"
+std::string final_norm_key();                             // "model.norm.weight" [hidden]
+std::string lm_head_key();                                // "lm_head.weight" [vocab, hidden]
+
+// Named shapes from the presets of meshnn-make-weights: "tiny" (tests: 2 layers, hidden 112,
+// 8 heads / 2 KV heads of 14, intermediate 200, vocab 250), "tinyllama" (TinyLlama-1.1B),
+// "llama3-8b" (Llama-3-8B). Throws meshnn::Error for another name.
+LlamaConfig llama_preset(const std::string& name);
+
+}  // namespace meshnn::models::llama

@@ -1,0 +1,48 @@
+// The LLM inference job behind meshnn-llm: a Llama-family model loaded shard by shard, requests
+// prefilled and decoded with a KV cache and continuous batching, tokens sampled on the sharded
+// logits, a per-phase report, the generated ids written out. Collective over MPI_COMM_WORLD; every
+// error is the same on every rank.
+//
+// Modes (models/parallel.hpp): tp = one tensor-parallel group over the whole mesh; dp = every
+// device a replica; hybrid = submeshes (default one mesh row each) as replicas, tensor-parallel
+// inside. Requests go to replicas round-robin (request r to replica r % replicas).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "meshnn/models/llama/model.hpp"
+#include "meshnn/models/parallel.hpp"
+#include "meshnn/serving/sampler.hpp"
+
+namespace meshnn::models::llama {
+
+struct LlmJobConfig {
+  MeshShape mesh{1, 2};
+  ParallelMode mode = ParallelMode::TP;
+  std::optional<MeshShape> submesh;  // hybrid: each replica's shape (default 1 x mesh cols)
+  LlamaOptions model;
+  DataType kv_dtype = DataType::BFLOAT16;
+  std::string weights;               // empty: a generated model of `preset`, made once and reused
+  std::string preset = "tinyllama";
+  int64_t layers = 0;                // generated model: num_hidden_layers override (0 = the preset's)
+  std::string tokens;                // prompts file (hdf5.md); empty: `batch` generated prompts
+  int64_t batch = 1, prompt_len = 128;
+  int64_t max_new_tokens = 32;       // per request, unless the tokens file gives max_new_tokens
+  int64_t max_batch = 32;            // decode slots per replica
+  int64_t prefill_chunk = 512;
+  serving::SamplingParams sampling;
+  bool ignore_eos = false;           // benchmarks: always produce max_new_tokens
+  std::string output, json;
+  bool save_logits = false;
+  uint64_t seed = 1234;              // generated model and prompts
+};
+
+// Where a generated model of `preset` (and `layers`) is kept between runs: $MESHNN_CACHE_DIR, else
+// $XDG_CACHE_HOME/meshnn, else ~/.cache/meshnn.
+std::string generated_model_path(const std::string& preset, int64_t layers, uint64_t seed);
+
+// Runs the job; returns the process exit status.
+int run_llm_job(const LlmJobConfig& config);
+
+}  // namespace meshnn::models::llama

@@ -1,0 +1,90 @@
+// A Llama-family decoder (Hugging Face LlamaForCausalLM) on one tensor-parallel group of devices:
+// the whole mesh in tp mode, one submesh in hybrid, one device in dp (see llm_job.hpp).
+//
+// Placements over the group's N devices (TT-NN's table for N300 / T3000):
+//   embedding      replicated (ROW_MAJOR rows, looked up one token at a time)
+//   q/k/v_proj     column-parallel, heads split: device d holds q heads [d Hq/N, (d+1) Hq/N) and the
+//                  KV heads they read; when N > Hkv each KV head is replicated over N / Hkv devices
+//                  (TT-NN's Llama-70B on Galaxy). Fused per device into one [hidden, q|k|v] weight
+//                  whose parts start on tile boundaries.
+//   o_proj         row-parallel -> Partial(sum), all_reduce
+//   gate/up_proj   column-parallel over intermediate (torch.chunk, padded), fused as [hidden, gate|up]
+//   down_proj      row-parallel -> Partial(sum), all_reduce
+//   norms          replicated (float32)
+//   lm_head        column-parallel over the vocabulary: logits stay sharded (the sampler works on them)
+//   KV cache       [slots, KV heads of this device, S_max, D]
+// Partial sums are produced, reduced and added to the residual in float32.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "meshnn/ccl/ccl.hpp"
+#include "meshnn/models/llama/config.hpp"
+#include "meshnn/ops/attention.hpp"
+#include "meshnn/serving/causal_lm.hpp"
+
+namespace meshnn::models::llama {
+
+struct LlamaOptions {
+  DataType weight_dtype = DataType::BFLOAT16;  // float32, bfloat16, bfloat8_b or bfloat4_b
+  DataType act_dtype = DataType::BFLOAT16;     // float32 or bfloat16
+  Topology topology = Topology::Ring;
+  int num_links = 1;
+};
+
+// How the heads split over a group of `devices` (pure; same on every rank).
+struct HeadSplit {
+  int64_t q_heads = 0, kv_heads = 0;  // per device
+  int64_t kv_replicas = 1;            // devices sharing one KV head (N / Hkv when N > Hkv, else 1)
+};
+// Throws meshnn::Error naming the numbers when the heads cannot be split over `devices`.
+HeadSplit split_heads_over(const LlamaConfig& config, int devices);
+
+class LlamaModel final : public serving::CausalLm {
+ public:
+  // Loads every weight onto `group` (collective over it), each device reading only its shards.
+  // Errors (a missing or misshapen dataset, NaN in weights, heads that cannot be split) are the
+  // same on every rank of the group.
+  static LlamaModel load(const std::string& file, const LlamaConfig& config, const MeshDevicePtr& group,
+                         const LlamaOptions& options);
+
+  Tensor forward(const serving::TokenBatch& batch, serving::KvCache& cache, PhaseTimes& times) const override;
+  serving::KvCache make_cache(int64_t slots, int64_t max_seq, DataType dtype) const override;
+  serving::VocabShard vocab_shard() const override { return vocab_shard_; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t max_positions() const override { return config_.max_position_embeddings; }
+  const MeshDevicePtr& mesh() const override { return group_; }
+
+  const LlamaConfig& config() const { return config_; }
+  const HeadSplit& head_split() const { return heads_; }
+  size_t weight_bytes() const;  // this device's weight storage
+  // The placements of the embedding, layer 0's weights and the logits, for the job's report.
+  std::string describe() const;
+
+ private:
+  struct Layer {
+    Tensor input_norm, post_norm;  // float32 [hidden]
+    Tensor wqkv;                   // [hidden, q|k|v], parts tile-aligned
+    Tensor wo;                     // [local q heads * D, hidden]
+    Tensor w_gate_up;              // [hidden, 2 * gate_up_half]
+    Tensor w_down;                 // [local intermediate, hidden]
+  };
+  Tensor sum_over_group(const Tensor& partial, PhaseTimes& times) const;
+
+  LlamaConfig config_;
+  LlamaOptions options_;
+  MeshDevicePtr group_;
+  HeadSplit heads_;
+  QkvColumns qkv_columns_;
+  int64_t local_intermediate_ = 0, gate_up_half_ = 0;
+  serving::VocabShard vocab_shard_;
+  Tensor embedding_;   // [vocab, hidden] ROW_MAJOR, float32 or bfloat16
+  std::vector<Layer> layers_;
+  Tensor final_norm_;  // float32 [hidden]
+  Tensor lm_head_;     // [hidden, local vocab]
+  RotaryTables rope_;
+  std::vector<std::string> placements_;  // report lines, made at load time
+};
+
+}  // namespace meshnn::models::llama

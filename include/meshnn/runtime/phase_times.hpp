@@ -1,0 +1,26 @@
+// Wall-clock seconds a rank spent in compute and in communication, accumulated over a job's
+// phases (the jobs' time tables; communication includes waiting for the slowest peer).
+#pragma once
+
+#include <chrono>
+
+namespace meshnn {
+
+struct PhaseTimes {
+  double compute = 0, communication = 0;
+  void add(const PhaseTimes& o) {
+    compute += o.compute;
+    communication += o.communication;
+  }
+};
+
+// Runs fn and adds its wall time to `seconds`; returns fn's result.
+template <class Fn>
+auto timed(double& seconds, Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  auto result = fn();
+  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace meshnn

@@ -1,0 +1,60 @@
+// Generation with continuous batching, for any CausalLm: requests wait in arrival order for one of
+// the cache's slots; a request that gets a slot is prefilled (in chunks of at most prefill_chunk
+// tokens) and samples its first token from the prefill's last logits; then every active request
+// advances one token per decode step, all in one batch. When a request ends (its eos token or its
+// max_new_tokens) its slot goes to the next waiting request at once, while the others keep
+// decoding. A request's tokens do not depend on what else runs beside it: each row of a pass is
+// computed independently and the draw is seeded by (seed, request id, step).
+//
+// Collective over model.mesh(): every device of it calls with the same requests and options and
+// makes the same decisions (the sampler's choice is identical everywhere).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "meshnn/serving/causal_lm.hpp"
+
+namespace meshnn::serving {
+
+struct GenerationRequest {
+  uint64_t id = 0;               // seeds the request's draws; unique per request
+  std::vector<int32_t> prompt;   // at least one token
+  int64_t max_new_tokens = 1;    // >= 1
+};
+
+struct GenerationOptions {
+  int64_t prefill_chunk = 512;  // longest prefill pass (tokens); longer prompts are prefilled in chunks
+  SamplingParams sampling;
+  std::optional<int32_t> eos_token_id;  // stop a request when it produces this token
+  bool keep_logits = false;             // gather the full logits of every sampled token (tests, --save-logits)
+};
+
+struct RequestOutput {
+  std::vector<int32_t> tokens;       // generated ids, the eos token included when it ended the request
+  std::vector<float> logits;         // keep_logits: tokens.size() x vocab, row t the distribution of tokens[t]
+  double time_to_first_token = 0;    // seconds from the request's admission to its first token
+};
+
+struct GenerationStats {
+  int64_t prefill_passes = 0, prefill_tokens = 0;
+  int64_t decode_steps = 0, decode_tokens = 0;  // decode_tokens: rows summed over steps
+  double prefill_seconds = 0, decode_seconds = 0, sampling_seconds = 0;
+  PhaseTimes prefill_times, decode_times;       // forward passes only (compute / communication)
+};
+
+struct GenerationResult {
+  std::vector<RequestOutput> outputs;  // in the order of the requests
+  GenerationStats stats;
+};
+
+// Runs every request to its end using cache.slots() slots. Throws meshnn::Error (the same on
+// every device, before any pass) for an empty prompt, max_new_tokens < 1, a prompt plus its new
+// tokens longer than the cache or the model's positions, token ids outside the vocabulary, or
+// invalid sampling parameters.
+GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const GenerationRequest> requests,
+                          const GenerationOptions& options);
+
+}  // namespace meshnn::serving

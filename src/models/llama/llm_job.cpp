@@ -1,0 +1,348 @@
+#include "meshnn/models/llama/llm_job.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <type_traits>
+
+#include "meshnn/core/hash.hpp"
+#include "meshnn/core/mpi_utils.hpp"
+#include "meshnn/io/hdf5_io.hpp"
+#include "meshnn/models/llama/synthetic.hpp"
+#include "meshnn/models/report.hpp"
+#include "meshnn/runtime/memory.hpp"
+#include "meshnn/serving/generator.hpp"
+
+namespace meshnn::models::llama {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Runs fn on world rank 0 only; every rank learns whether it failed (and throws alike).
+template <class Fn>
+void on_root(const MeshDevice& mesh, const std::string& what, Fn&& fn) {
+  std::string message;
+  if (mesh.device_id() == 0) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+  }
+  agree_on_failure(mesh.comm(), what, message.empty(), message);
+}
+
+// Runs fn on every rank; a rank-local failure (a file) becomes the same error everywhere.
+template <class Fn>
+void on_every_rank(const MeshDevice& mesh, const std::string& what, Fn&& fn) {
+  std::string message;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  agree_on_failure(mesh.comm(), what, message.empty(), message);
+}
+
+std::string weights_file(const LlmJobConfig& c, const MeshDevice& mesh) {
+  if (!c.weights.empty()) return c.weights;
+  const std::string path = generated_model_path(c.preset, c.layers, c.seed);
+  on_root(mesh, "generating the synthetic model", [&] {
+    if (std::filesystem::exists(path)) return;
+    SyntheticLlama spec;
+    spec.config = llama_preset(c.preset);
+    if (c.layers > 0) spec.config.num_hidden_layers = c.layers;
+    spec.seed = c.seed;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::printf("generating %s (once; later runs reuse it) ...\n", path.c_str());
+    std::fflush(stdout);
+    write_synthetic_llama(path, spec);
+  });
+  return path;
+}
+
+// The requests, from the tokens file or generated; every rank reads or makes the same ones.
+std::vector<serving::GenerationRequest> make_requests(const LlmJobConfig& c, const LlamaConfig& config,
+                                                      const MeshDevice& mesh) {
+  std::vector<serving::GenerationRequest> requests;
+  if (c.tokens.empty()) {
+    for (int64_t b = 0; b < c.batch; ++b) {
+      serving::GenerationRequest r;
+      r.id = static_cast<uint64_t>(b);
+      r.max_new_tokens = c.max_new_tokens;
+      for (int64_t t = 0; t < c.prompt_len; ++t)
+        r.prompt.push_back(static_cast<int32_t>(mix64(mix64(c.seed ^ kTokensTensorId) + b * c.prompt_len + t) %
+                                                static_cast<uint64_t>(config.vocab_size)));
+      requests.push_back(std::move(r));
+    }
+    return requests;
+  }
+  on_every_rank(mesh, "reading the prompts", [&] {
+    io::DatasetInfo info;
+    const std::vector<int64_t> ids = io::read_int_dataset_local(c.tokens, "tokens", &info);
+    MESHNN_CHECK(info.shape.size() == 2 && info.shape[0] >= 1,
+                 "{}: dataset 'tokens' must be [batch, seq] with batch >= 1, got {} dims", c.tokens, info.shape.size());
+    const int64_t batch = info.shape[0], seq = info.shape[1];
+    std::vector<int64_t> lengths(static_cast<size_t>(batch), seq), new_tokens(static_cast<size_t>(batch), c.max_new_tokens);
+    auto optional_vector = [&](const char* name, std::vector<int64_t>& into) {
+      try {
+        io::inspect_dataset_local(c.tokens, name);
+      } catch (const Error&) {
+        return;  // absent: the defaults stand
+      }
+      io::DatasetInfo i;
+      const std::vector<int64_t> v = io::read_int_dataset_local(c.tokens, name, &i);
+      MESHNN_CHECK(i.shape == std::vector<int64_t>{batch}, "{}: dataset '{}' must be [{}] (one per prompt)", c.tokens,
+                   name, batch);
+      into = v;
+    };
+    optional_vector("prompt_lengths", lengths);
+    optional_vector("max_new_tokens", new_tokens);
+    for (int64_t b = 0; b < batch; ++b) {
+      MESHNN_CHECK(lengths[b] >= 1 && lengths[b] <= seq, "{}: prompt {} has length {} (need 1..{}: an empty prompt cannot be prefilled)",
+                   c.tokens, b, lengths[b], seq);
+      serving::GenerationRequest r;
+      r.id = static_cast<uint64_t>(b);
+      r.max_new_tokens = new_tokens[b];
+      for (int64_t t = 0; t < lengths[b]; ++t) {
+        const int64_t id = ids[static_cast<size_t>(b * seq + t)];
+        MESHNN_CHECK(id >= 0 && id < config.vocab_size, "{}: token {} of prompt {} is {}, outside the vocabulary [0, {})",
+                     c.tokens, t, b, id, config.vocab_size);
+        r.prompt.push_back(static_cast<int32_t>(id));
+      }
+      requests.push_back(std::move(r));
+    }
+  });
+  return requests;
+}
+
+struct Replicas {
+  MeshDevicePtr group;  // this rank's tensor-parallel group
+  int index = 0, count = 1;
+};
+
+Replicas make_replicas(const LlmJobConfig& c, const MeshDevicePtr& mesh) {
+  if (c.mode == ParallelMode::TP) return {mesh, 0, 1};
+  const MeshShape shape = c.mode == ParallelMode::DP ? MeshShape{1, 1} : c.submesh.value_or(MeshShape{1, mesh->num_cols()});
+  const auto subs = mesh->create_submeshes(shape);
+  return {subs.mine, subs.index, subs.count};
+}
+
+// Every replica's rows of a [requests, ...] matrix reach every rank: rows a replica did not run
+// hold the lowest value, so an element-wise MAX over the mesh (meshnn's own all_reduce) merges them.
+template <class T>
+void merge_replica_rows(std::vector<T>& values, const Shape& shape, const MeshDevicePtr& mesh, int replicas) {
+  if (replicas == 1 || mesh->num_devices() == 1) return;
+  Tensor local;
+  if constexpr (std::is_same_v<T, int32_t>)
+    local = Tensor::from_int32(values, shape, Layout::ROW_MAJOR);
+  else
+    local = Tensor::from_float(values, shape, DataType::FLOAT32, Layout::ROW_MAJOR);
+  const MeshTensor merged = all_reduce(MeshTensor(mesh, shape, {Replicate{}, Replicate{}}, local), ReduceOp::MAX);
+  std::copy_n(merged.local().data<T>(), values.size(), values.data());
+}
+
+}  // namespace
+
+std::string generated_model_path(const std::string& preset, int64_t layers, uint64_t seed) {
+  std::string dir;
+  if (const char* d = std::getenv("MESHNN_CACHE_DIR"); d != nullptr && *d) {
+    dir = d;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x) {
+    dir = std::string(x) + "/meshnn";
+  } else {
+    const char* home = std::getenv("HOME");
+    dir = std::string(home != nullptr && *home ? home : "/tmp") + "/.cache/meshnn";
+  }
+  return fmt::format("{}/llama-{}{}-seed{}.h5", dir, preset, layers > 0 ? fmt::format("-{}layers", layers) : "", seed);
+}
+
+int run_llm_job(const LlmJobConfig& c) {
+  MESHNN_CHECK(c.mode != ParallelMode::TWO_D, "--mode 2d is not available for the Llama job yet (tp, dp and hybrid are)");
+  MESHNN_CHECK(c.max_batch >= 1, "--max-batch must be >= 1, got {}", c.max_batch);
+  c.sampling.validate();
+  auto mesh = MeshDevice::open(c.mesh, c.model.topology);
+  const bool root = mesh->device_id() == 0;
+  if (root) std::printf("%s\n", visualize_mesh_device(*mesh).c_str());
+
+  const std::string file = weights_file(c, *mesh);
+  const LlamaConfig config = config_from_attributes(io::read_root_attributes(file, mesh), file);
+  const std::vector<serving::GenerationRequest> requests = make_requests(c, config, *mesh);
+  const Replicas replicas = make_replicas(c, mesh);
+
+  // Load: each rank reads only its shards.
+  const size_t rss_before = current_rss_bytes();
+  const auto load_start = Clock::now();
+  const LlamaModel model = LlamaModel::load(file, config, replicas.group, c.model);
+  const double load_seconds = seconds_since(load_start);
+  const double load_growth = static_cast<double>(peak_rss_bytes() - std::min(peak_rss_bytes(), rss_before));
+
+  std::vector<serving::GenerationRequest> mine;
+  int64_t longest = 0;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(requests[r].prompt.size()) + requests[r].max_new_tokens);
+    if (static_cast<int>(r % replicas.count) == replicas.index) mine.push_back(requests[r]);
+  }
+  MESHNN_CHECK(longest <= config.max_position_embeddings,
+               "a prompt plus its new tokens needs {} positions, beyond max_position_embeddings {}", longest,
+               config.max_position_embeddings);
+  const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(c.max_batch, static_cast<int64_t>(mine.size())));
+  serving::KvCache cache = model.make_cache(slots, longest, c.kv_dtype);
+  if (root) {
+    std::printf("%s", model.describe().c_str());
+    std::printf("  %-34s [%lld, %lld, %lld, %lld] %s per device: %lld slots x this device's KV heads\n", "KV cache (per layer, K and V)",
+                static_cast<long long>(slots), static_cast<long long>(config.num_key_value_heads),
+                static_cast<long long>(cache.max_seq()), static_cast<long long>(config.head_dim),
+                std::string(to_string(c.kv_dtype)).c_str(), static_cast<long long>(slots));
+    std::printf("  %-34s [users, %lld] float32, Shard(vocab) over each group; sampled without gathering\n",
+                "logits", static_cast<long long>(config.vocab_size));
+    std::printf("mode %s: %d replica(s) of a %s tensor-parallel group; %zu request(s), %lld decode slot(s) per replica\n",
+                std::string(to_string(c.mode)).c_str(), replicas.count, replicas.group->shape().to_string().c_str(),
+                requests.size(), static_cast<long long>(slots));
+    std::fflush(stdout);
+  }
+
+  serving::GenerationOptions go;
+  go.prefill_chunk = c.prefill_chunk;
+  go.sampling = c.sampling;
+  if (!c.ignore_eos && config.eos_token_id) go.eos_token_id = static_cast<int32_t>(*config.eos_token_id);
+  go.keep_logits = c.save_logits;
+  mesh->synchronize();
+  const auto run_start = Clock::now();
+  const serving::GenerationResult result = serving::generate(model, cache, mine, go);
+  const double run_seconds = seconds_since(run_start);
+  const serving::GenerationStats& s = result.stats;
+
+  // Report: one row per rank.
+  const bool leader = replicas.group->device_id() == 0;
+  const double mean_ttft = [&] {
+    double sum = 0;
+    for (const auto& o : result.outputs) sum += o.time_to_first_token;
+    return result.outputs.empty() ? 0.0 : sum / result.outputs.size();
+  }();
+  const RankTable table = gather_rank_table(
+      {"load s", "prefill s", "mean TTFT s", "decode ms/step", "compute s", "comm s", "sampling s", "weights MiB",
+       "KV MiB", "peak MiB", "load grow MiB", "leader", "decode tok", "decode s", "prefill tok"},
+      {load_seconds, s.prefill_seconds, mean_ttft, s.decode_steps ? 1e3 * s.decode_seconds / s.decode_steps : 0.0,
+       s.prefill_times.compute + s.decode_times.compute, s.prefill_times.communication + s.decode_times.communication,
+       s.sampling_seconds, static_cast<double>(model.weight_bytes()) / (1 << 20),
+       static_cast<double>(cache.bytes()) / (1 << 20), static_cast<double>(peak_rss_bytes()) / (1 << 20),
+       load_growth / (1 << 20), leader ? 1.0 : 0.0, static_cast<double>(s.decode_tokens), s.decode_seconds,
+       static_cast<double>(s.prefill_tokens)},
+      mesh->comm());
+  double aggregate_decode = 0, aggregate_prefill = 0;
+  for (const auto& row : table.rows)
+    if (row[11] == 1.0) {
+      if (row[13] > 0) aggregate_decode += row[12] / row[13];
+      if (row[1] > 0) aggregate_prefill += row[14] / row[1];
+    }
+
+  // Tokens (and logits) of every request on every rank, padded with -1 after a request ended.
+  int64_t longest_output = 0;
+  for (const auto& r : requests) longest_output = std::max(longest_output, r.max_new_tokens);
+  const int64_t n = static_cast<int64_t>(requests.size()), vocab = config.vocab_size;
+  std::vector<int32_t> tokens(static_cast<size_t>(n * longest_output), -1);
+  std::vector<float> logits;
+  if (c.save_logits)
+    logits.assign(static_cast<size_t>(n * longest_output * vocab), -std::numeric_limits<float>::infinity());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const int64_t r = static_cast<int64_t>(mine[i].id);
+    const auto& out = result.outputs[i];
+    std::copy(out.tokens.begin(), out.tokens.end(), tokens.begin() + r * longest_output);
+    if (c.save_logits) std::copy(out.logits.begin(), out.logits.end(), logits.begin() + r * longest_output * vocab);
+  }
+  merge_replica_rows(tokens, Shape{n, longest_output}, mesh, replicas.count);
+  if (c.save_logits) merge_replica_rows(logits, Shape{n, longest_output, vocab}, mesh, replicas.count);
+  int64_t produced = 0;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t t = 0; t < longest_output; ++t)
+      if (tokens[r * longest_output + t] >= 0) produced = std::max(produced, t + 1);
+
+  if (root) {
+    std::printf("\n%s", table.format().c_str());
+    const double ttft = table.max(2), step_ms = table.max(3);
+    std::printf("prefill: %lld tokens, %.1f tokens/s (all replicas), mean time to first token %.3f s (slowest rank)\n",
+                static_cast<long long>(table.rows[0][14]), aggregate_prefill, ttft);
+    std::printf("decode: %.2f ms per step (slowest rank), %.2f tokens/s per user, %.1f tokens/s in total (all replicas)\n",
+                step_ms, step_ms > 0 ? 1e3 / step_ms : 0.0, aggregate_decode);
+    std::printf("compute %.3f s, communication %.3f s (slowest rank); whole generation %.3f s\n", table.max(4),
+                table.max(5), run_seconds);
+    for (int64_t r = 0; r < std::min<int64_t>(n, 8); ++r) {
+      std::string ids;
+      for (int64_t t = 0; t < produced && tokens[r * longest_output + t] >= 0; ++t)
+        ids += fmt::format("{}{}", t ? " " : "", tokens[r * longest_output + t]);
+      std::printf("request %lld: %s\n", static_cast<long long>(r), ids.c_str());
+    }
+    if (n > 8) std::printf("... (%lld requests in all)\n", static_cast<long long>(n));
+  }
+
+  on_root(*mesh, "writing the results", [&] {
+    if (!c.output.empty()) {
+      io::Hdf5Writer w(c.output);
+      std::vector<int32_t> trimmed;
+      for (int64_t r = 0; r < n; ++r)
+        trimmed.insert(trimmed.end(), tokens.begin() + r * longest_output, tokens.begin() + r * longest_output + produced);
+      w.create_dataset("tokens", {n, produced}, io::StoredType::INT32);
+      w.write_rows("tokens", 0, std::span<const int32_t>(trimmed));
+      if (c.save_logits) {
+        std::vector<float> kept;
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t t = 0; t < produced; ++t) {
+            const float* row = logits.data() + (r * longest_output + t) * vocab;
+            const bool generated = tokens[r * longest_output + t] >= 0;
+            for (int64_t v = 0; v < vocab; ++v) kept.push_back(generated ? row[v] : 0.0f);
+          }
+        w.create_dataset("logits", {n, produced, vocab}, io::StoredType::FLOAT32);
+        w.write_rows("logits", 0, std::span<const float>(kept));
+      }
+      for (const auto& [name, value] : io::Attributes{
+               {"mesh", c.mesh.to_string()},
+               {"mode", std::string(to_string(c.mode))},
+               {"weights", file},
+               {"weight_dtype", std::string(to_string(c.model.weight_dtype))},
+               {"act_dtype", std::string(to_string(c.model.act_dtype))},
+               {"kv_dtype", std::string(to_string(c.kv_dtype))},
+               {"sampling", std::string(serving::to_string(c.sampling.mode))},
+               {"temperature", c.sampling.temperature},
+               {"top_k", c.sampling.top_k},
+               {"top_p", c.sampling.top_p},
+               {"seed", static_cast<int64_t>(c.sampling.seed)},
+               {"max_batch", c.max_batch},
+               {"prefill_seconds", table.max(1)},
+               {"decode_ms_per_step", table.max(3)},
+               {"decode_tokens_per_second", aggregate_decode}})
+        w.set_attribute(name, value);
+      w.commit();
+      std::printf("wrote %s\n", c.output.c_str());
+    }
+    if (!c.json.empty()) {
+      std::FILE* f = std::fopen(c.json.c_str(), "w");
+      if (f == nullptr) throw Error(fmt::format("cannot write '{}'", c.json));
+      std::fprintf(f,
+                   "{\"ranks\": %d, \"mesh\": \"%s\", \"mode\": \"%s\", \"weight_dtype\": \"%s\", \"act_dtype\": \"%s\", "
+                   "\"kv_dtype\": \"%s\", \"requests\": %lld, \"max_batch\": %lld, \"layers\": %lld, \"hidden\": %lld, "
+                   "\"load_s\": %.4f, \"prefill_s\": %.6f, \"mean_ttft_s\": %.6f, \"decode_ms_per_step\": %.6f, "
+                   "\"decode_tokens_per_s\": %.4f, \"prefill_tokens_per_s\": %.4f, \"compute_s\": %.6f, \"comm_s\": %.6f, "
+                   "\"peak_mib\": %.1f, \"weights_mib\": %.1f, \"kv_mib\": %.1f}\n",
+                   mesh->num_devices(), c.mesh.to_string().c_str(), std::string(to_string(c.mode)).c_str(),
+                   std::string(to_string(c.model.weight_dtype)).c_str(), std::string(to_string(c.model.act_dtype)).c_str(),
+                   std::string(to_string(c.kv_dtype)).c_str(), static_cast<long long>(n),
+                   static_cast<long long>(c.max_batch), static_cast<long long>(config.num_hidden_layers),
+                   static_cast<long long>(config.hidden_size), table.max(0), table.max(1), table.max(2), table.max(3),
+                   aggregate_decode, aggregate_prefill, table.max(4), table.max(5), table.max(9), table.max(7),
+                   table.max(8));
+      std::fclose(f);
+    }
+  });
+  return 0;
+}
+
+}  // namespace meshnn::models::llama

@@ -1,0 +1,229 @@
+#include "meshnn/models/llama/model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/io/hdf5_io.hpp"
+#include "meshnn/ops/eltwise.hpp"
+#include "meshnn/ops/embedding.hpp"
+#include "meshnn/ops/matmul.hpp"
+#include "meshnn/ops/normalization.hpp"
+#include "meshnn/tensor/concat.hpp"
+#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/tensor/tile_layout.hpp"
+
+namespace meshnn::models::llama {
+namespace {
+
+MatmulOptions float32_output() {
+  MatmulOptions o;
+  o.output_dtype = DataType::FLOAT32;
+  return o;
+}
+
+// Parts of a fused weight, each padded to whole tiles so that concatenation copies tiles and
+// never re-quantises a block-float block across two parts.
+Tensor concat_tile_aligned(std::initializer_list<const Tensor*> parts) {
+  std::vector<Tensor> padded;
+  for (const Tensor* p : parts) padded.push_back(pad_to(*p, -1, round_up_to_tile(p->shape()[-1])));
+  return concat(padded, -1);
+}
+
+std::string placement_line(const std::string& name, const MeshTensor& t) {
+  return fmt::format("  {:<34} {:<16} {:<10} {:<26} shard {}", name, t.shape().to_string(), to_string(t.dtype()),
+                     to_string(t.placements()), t.shard_shape().to_string());
+}
+
+}  // namespace
+
+HeadSplit split_heads_over(const LlamaConfig& c, int devices) {
+  const int64_t hq = c.num_attention_heads, hkv = c.num_key_value_heads, n = devices;
+  const bool kv_split = n <= hkv ? hkv % n == 0 : n % hkv == 0;
+  MESHNN_CHECK(hq % n == 0 && kv_split,
+               "cannot split {} attention heads and {} KV heads over {} devices: the device count must divide the "
+               "attention heads, and divide the KV heads or be a multiple of them",
+               hq, hkv, n);
+  HeadSplit s;
+  s.q_heads = hq / n;
+  s.kv_heads = n <= hkv ? hkv / n : 1;
+  s.kv_replicas = n <= hkv ? 1 : n / hkv;
+  return s;
+}
+
+LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, const MeshDevicePtr& group,
+                            const LlamaOptions& options) {
+  MESHNN_CHECK(options.act_dtype == DataType::FLOAT32 || options.act_dtype == DataType::BFLOAT16,
+               "activations must be float32 or bfloat16, got {}", to_string(options.act_dtype));
+  MESHNN_CHECK(options.weight_dtype == DataType::FLOAT32 || options.weight_dtype == DataType::BFLOAT16 ||
+                   is_block_float(options.weight_dtype),
+               "weights must be float32, bfloat16, bfloat8_b or bfloat4_b, got {}", to_string(options.weight_dtype));
+  config.validate(file);
+  LlamaModel m;
+  m.config_ = config;
+  m.options_ = options;
+  m.group_ = group;
+  const int n = group->num_devices();
+  m.heads_ = split_heads_over(config, n);
+  const int64_t hidden = config.hidden_size, d = config.head_dim, inter = config.intermediate_size;
+  const int64_t hq = config.num_attention_heads, hkv = config.num_key_value_heads, vocab = config.vocab_size;
+
+  // Linear weights are stored [out, in] and loaded transposed to [in, out].
+  auto load_linear = [&](const std::string& key, int64_t out, int64_t in, const MeshMapperConfig& mapper,
+                         const MeshDevicePtr& mesh) {
+    io::LoadOptions o{options.weight_dtype, Layout::TILE, /*transpose=*/true};
+    o.expected_shape = std::vector<int64_t>{out, in};
+    return io::load_tensor(file, key, mapper, mesh, o);
+  };
+  auto load_norm = [&](const std::string& key) {
+    io::LoadOptions o{DataType::FLOAT32, Layout::ROW_MAJOR, false};
+    o.expected_shape = std::vector<int64_t>{hidden};
+    return io::load_tensor(file, key, ReplicateTensorToMesh(), group, o);
+  };
+
+  {
+    const DataType table_dtype = options.weight_dtype == DataType::FLOAT32 ? DataType::FLOAT32 : DataType::BFLOAT16;
+    io::LoadOptions o{table_dtype, Layout::ROW_MAJOR, false};
+    o.expected_shape = std::vector<int64_t>{vocab, hidden};
+    const MeshTensor table = io::load_tensor(file, embed_tokens_key(), ReplicateTensorToMesh(), group, o);
+    m.placements_.push_back(placement_line("embedding", table));
+    m.embedding_ = table.local();
+  }
+
+  // KV heads replicated over groups of kv_replicas devices: loaded through a {Hkv, replicas} view of
+  // the same devices, whose mesh rows are those groups (device d holds KV head d / replicas).
+  MeshDevicePtr kv_mesh = group;
+  MeshMapperConfig kv_mapper = ShardTensorToMesh(1);
+  if (m.heads_.kv_replicas > 1) {
+    kv_mesh = MeshDevice::open({static_cast<int>(hkv), static_cast<int>(m.heads_.kv_replicas)}, group->topology(),
+                               group->comm());
+    kv_mapper = ShardTensor2dMesh(1, std::nullopt);
+  }
+  m.qkv_columns_.k_column = round_up_to_tile(m.heads_.q_heads * d);
+  m.qkv_columns_.v_column = m.qkv_columns_.k_column + round_up_to_tile(m.heads_.kv_heads * d);
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    Layer layer;
+    layer.input_norm = load_norm(layer_key(l, "input_layernorm.weight")).local();
+    layer.post_norm = load_norm(layer_key(l, "post_attention_layernorm.weight")).local();
+    const MeshTensor q = load_linear(layer_key(l, "self_attn.q_proj.weight"), hq * d, hidden, ShardTensorToMesh(1), group);
+    const MeshTensor k = load_linear(layer_key(l, "self_attn.k_proj.weight"), hkv * d, hidden, kv_mapper, kv_mesh);
+    const MeshTensor v = load_linear(layer_key(l, "self_attn.v_proj.weight"), hkv * d, hidden, kv_mapper, kv_mesh);
+    layer.wqkv = concat_tile_aligned({&q.local(), &k.local(), &v.local()});
+    const MeshTensor o = load_linear(layer_key(l, "self_attn.o_proj.weight"), hidden, hq * d, ShardTensorToMesh(0), group);
+    layer.wo = o.local();
+    const MeshTensor gate =
+        load_linear(layer_key(l, "mlp.gate_proj.weight"), inter, hidden, ShardTensorToMesh(1, true), group);
+    const MeshTensor up = load_linear(layer_key(l, "mlp.up_proj.weight"), inter, hidden, ShardTensorToMesh(1, true), group);
+    const MeshTensor down =
+        load_linear(layer_key(l, "mlp.down_proj.weight"), hidden, inter, ShardTensorToMesh(0, true), group);
+    m.local_intermediate_ = gate.shard_shape()[-1];
+    m.gate_up_half_ = round_up_to_tile(m.local_intermediate_);
+    layer.w_gate_up = concat_tile_aligned({&gate.local(), &up.local()});
+    layer.w_down = down.local();
+    if (l == 0) {
+      for (const auto& [name, t] : {std::pair{"layer 0 q_proj (transposed)", &q}, {"layer 0 k_proj", &k},
+                                    {"layer 0 v_proj", &v}, {"layer 0 o_proj", &o}, {"layer 0 gate_proj", &gate},
+                                    {"layer 0 up_proj", &up}, {"layer 0 down_proj", &down}})
+        m.placements_.push_back(placement_line(name, *t));
+      if (m.heads_.kv_replicas > 1)
+        m.placements_.push_back(fmt::format("  (k/v placements are over a {}x{} view of the group: each KV head on {} devices)",
+                                            hkv, m.heads_.kv_replicas, m.heads_.kv_replicas));
+    }
+    m.layers_.push_back(std::move(layer));
+  }
+  m.final_norm_ = load_norm(final_norm_key()).local();
+  const MeshTensor head = load_linear(config.tie_word_embeddings ? embed_tokens_key() : lm_head_key(), vocab, hidden,
+                                      ShardTensorToMesh(1, true), group);
+  m.placements_.push_back(placement_line(config.tie_word_embeddings ? "lm_head (tied to embedding)" : "lm_head", head));
+  m.lm_head_ = head.local();
+  const int64_t chunk = head.shard_shape()[-1];
+  m.vocab_shard_.offset = chunk * group->device_id();
+  m.vocab_shard_.valid = std::clamp<int64_t>(vocab - m.vocab_shard_.offset, 0, chunk);
+  m.rope_ = make_rotary_tables(d, config.max_position_embeddings, config.rope_theta);
+  return m;
+}
+
+serving::KvCache LlamaModel::make_cache(int64_t slots, int64_t max_seq, DataType dtype) const {
+  return serving::KvCache(config_.num_hidden_layers, slots, heads_.kv_heads, max_seq, config_.head_dim, dtype);
+}
+
+Tensor LlamaModel::sum_over_group(const Tensor& partial, PhaseTimes& times) const {
+  if (group_->num_devices() == 1) return partial;
+  return timed(times.communication, [&] {
+    MeshTensor sum = all_reduce(MeshTensor(group_, partial.shape(), {Partial{}, Partial{}}, partial), ReduceOp::SUM,
+                                std::nullopt, options_.topology, options_.num_links);
+    return std::move(sum.local());
+  });
+}
+
+Tensor LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache& cache, PhaseTimes& times) const {
+  const int64_t rows = static_cast<int64_t>(b.tokens.size());
+  MESHNN_CHECK(rows > 0 && b.slots.size() == b.tokens.size() && b.positions.size() == b.tokens.size(),
+               "llama forward: {} tokens need as many slots and positions (got {} and {})", rows, b.slots.size(),
+               b.positions.size());
+  MESHNN_CHECK(cache.layers() == config_.num_hidden_layers, "llama forward: the cache has {} layers, the model {}",
+               cache.layers(), config_.num_hidden_layers);
+  for (int32_t t : b.tokens)
+    MESHNN_CHECK(t >= 0 && t < config_.vocab_size, "llama forward: token id {} is outside the vocabulary [0, {})", t,
+                 config_.vocab_size);
+  for (int64_t r : b.logit_rows)
+    MESHNN_CHECK(r >= 0 && r < rows, "llama forward: logit row {} is outside the batch of {}", r, rows);
+  const auto start = std::chrono::steady_clock::now();
+  const double communication_before = times.communication;
+  const DataType act = options_.act_dtype;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+
+  std::vector<uint32_t> ids(b.tokens.begin(), b.tokens.end());
+  Tensor x = embedding(Tensor::from_uint32(ids, Shape{1, 1, rows}, Layout::ROW_MAJOR), embedding_, act, Layout::TILE);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& layer = layers_[l];
+    const Tensor qkv = matmul(rms_norm(x, eps, &layer.input_norm), layer.wqkv, false, false, float32_output());
+    const Tensor attention = attention_with_kv_cache(qkv, qkv_columns_, cache.keys(static_cast<int64_t>(l)),
+                                                     cache.values(static_cast<int64_t>(l)), rope_, b.slots, b.positions,
+                                                     heads_.q_heads, act);
+    x = add(x, sum_over_group(matmul(attention, layer.wo, false, false, float32_output()), times));
+    const Tensor gate_up = matmul(rms_norm(x, eps, &layer.post_norm), layer.w_gate_up, false, false, float32_output());
+    const Tensor mlp = swiglu(gate_up, gate_up_half_, local_intermediate_, act);
+    x = add(x, sum_over_group(matmul(mlp, layer.w_down, false, false, float32_output()), times));
+  }
+
+  // Logits only for the rows asked for (a prefill chunk needs its last row only).
+  bool all_rows = static_cast<int64_t>(b.logit_rows.size()) == rows;
+  for (size_t i = 0; all_rows && i < b.logit_rows.size(); ++i) all_rows = b.logit_rows[i] == static_cast<int64_t>(i);
+  if (!all_rows) {
+    const int64_t h = config_.hidden_size;
+    const std::vector<float> values = x.to_float();
+    std::vector<float> picked(b.logit_rows.size() * static_cast<size_t>(h));
+    for (size_t i = 0; i < b.logit_rows.size(); ++i)
+      std::copy_n(values.data() + b.logit_rows[i] * h, h, picked.data() + i * h);
+    x = Tensor::from_float(picked, Shape{1, 1, static_cast<int64_t>(b.logit_rows.size()), h}, act, Layout::TILE);
+  }
+  Tensor logits = matmul(rms_norm(x, eps, &final_norm_), lm_head_, false, false, float32_output());
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  times.compute += total - (times.communication - communication_before);
+  return logits;
+}
+
+size_t LlamaModel::weight_bytes() const {
+  size_t total = embedding_.size_bytes() + final_norm_.size_bytes() + lm_head_.size_bytes();
+  for (const Layer& l : layers_)
+    total += l.input_norm.size_bytes() + l.post_norm.size_bytes() + l.wqkv.size_bytes() + l.wo.size_bytes() +
+             l.w_gate_up.size_bytes() + l.w_down.size_bytes();
+  return total;
+}
+
+std::string LlamaModel::describe() const {
+  std::string out = fmt::format(
+      "Llama: {} layers, hidden {}, intermediate {}, {} heads / {} KV heads of {}, vocab {}, on {} device(s) of a {} "
+      "group: {} q heads and {} KV head(s) per device{}\n",
+      config_.num_hidden_layers, config_.hidden_size, config_.intermediate_size, config_.num_attention_heads,
+      config_.num_key_value_heads, config_.head_dim, config_.vocab_size, group_->num_devices(),
+      group_->shape().to_string(), heads_.q_heads, heads_.kv_heads,
+      heads_.kv_replicas > 1 ? fmt::format(" (each KV head replicated on {} devices)", heads_.kv_replicas) : "");
+  for (const std::string& line : placements_) out += line + "\n";
+  return out;
+}
+
+}  // namespace meshnn::models::llama

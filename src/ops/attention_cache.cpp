@@ -1,0 +1,206 @@
+// attention_with_kv_cache: RoPE, the cache update and attention over the cache in one pass over
+// the rows, reading the cache tile by tile in its stored format (an online softmax, so no row of
+// scores is ever materialised and only the tiles up to each query's position are decoded).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "meshnn/ops/attention.hpp"
+#include "meshnn/tensor/tile_layout.hpp"
+#include "op_utils.hpp"
+#include "tile_rows.hpp"
+
+namespace meshnn {
+namespace {
+
+float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  for (; i < n; ++i) acc[0] += a[i] * b[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+void rotate_half(float* x, const float* cos, const float* sin, int64_t d) {
+  const int64_t half = d / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = x[i], b = x[i + half];
+    x[i] = a * cos[i] - b * sin[i];
+    x[i + half] = b * cos[i + half] + a * sin[i + half];
+  }
+}
+
+// The 32 cache rows of tile-row `tile_row` of one [S_max, D] matrix, decoded to row-major floats
+// [32][dp] (dp = D rounded up to 32).
+void decode_tile_row(const Tensor& cache, int64_t matrix, int64_t tile_row, int64_t dp, float* rows) {
+  const int64_t tile_rows = round_up_to_tile(cache.shape()[2]) / 32, tile_cols = dp / 32;
+  const size_t bytes = tile_bytes(cache.dtype());
+  float faces[kTileVolume];
+  for (int64_t tc = 0; tc < tile_cols; ++tc) {
+    const std::byte* tile =
+        cache.data<std::byte>() + static_cast<size_t>((matrix * tile_rows + tile_row) * tile_cols + tc) * bytes;
+    ops_detail::tile_to_faces(tile, cache.dtype(), faces);
+    for (int64_t r = 0; r < 32; ++r)
+      for (int64_t c = 0; c < 32; ++c) rows[r * dp + tc * 32 + c] = faces[tile_element_index(r, c)];
+  }
+}
+
+void check_cache(const Tensor& cache, const char* what, const char* name) {
+  MESHNN_CHECK(cache.shape().rank() == 4 && cache.layout() == Layout::TILE,
+               "{}: {} must be a TILE tensor [slots, Hkv, S_max, D], got {} {}", what, name, cache.shape(),
+               to_string(cache.layout()));
+  MESHNN_CHECK(cache.dtype() == DataType::FLOAT32 || cache.dtype() == DataType::BFLOAT16 ||
+                   cache.dtype() == DataType::BFLOAT8_B,
+               "{}: {} must be float32, bfloat16 or bfloat8_b, got {}", what, name, to_string(cache.dtype()));
+}
+
+}  // namespace
+
+Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Tensor& k_cache, Tensor& v_cache,
+                               const RotaryTables& rope, std::span<const int64_t> slots,
+                               std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
+                               std::optional<float> scale) {
+  const char* what = "attention_with_kv_cache";
+  ops_detail::check_float(qkv, what, "qkv");
+  check_cache(k_cache, what, "k_cache");
+  check_cache(v_cache, what, "v_cache");
+  MESHNN_CHECK(k_cache.shape() == v_cache.shape() && k_cache.dtype() == v_cache.dtype(),
+               "{}: k_cache {} {} and v_cache {} {} differ", what, k_cache.shape(), to_string(k_cache.dtype()),
+               v_cache.shape(), to_string(v_cache.dtype()));
+  const int64_t num_slots = k_cache.shape()[0], hkv = k_cache.shape()[1], smax = k_cache.shape()[2];
+  const int64_t d = k_cache.shape()[3], hq = num_q_heads;
+  MESHNN_CHECK(qkv.shape().rank() >= 2, "{}: qkv must be [..., M, W], got {}", what, qkv.shape());
+  const int64_t m = qkv.shape()[-2], w = qkv.shape()[-1];
+  MESHNN_CHECK(qkv.volume() == m * w, "{}: qkv's leading dims must be 1, got {}", what, qkv.shape());
+  MESHNN_CHECK(hq > 0 && hq % hkv == 0, "{}: {} query heads are not a multiple of {} KV heads", what, hq, hkv);
+  MESHNN_CHECK(columns.q_column >= 0 && columns.k_column >= 0 && columns.v_column >= 0 &&
+                   columns.q_column + hq * d <= w && columns.k_column + hkv * d <= w && columns.v_column + hkv * d <= w,
+               "{}: qkv width {} cannot hold {} q heads at column {} and {} k/v heads at columns {}/{} of {} values",
+               what, w, hq, columns.q_column, hkv, columns.k_column, columns.v_column, d);
+  MESHNN_CHECK(rope.cos.shape().rank() == 2 && rope.cos.shape() == rope.sin.shape() && rope.cos.shape()[1] == d &&
+                   rope.cos.dtype() == DataType::FLOAT32 && rope.cos.layout() == Layout::ROW_MAJOR &&
+                   rope.sin.dtype() == DataType::FLOAT32 && rope.sin.layout() == Layout::ROW_MAJOR,
+               "{}: rotary tables must be float32 ROW_MAJOR [positions, {}], got {}", what, d, rope.cos.shape());
+  MESHNN_CHECK(static_cast<int64_t>(slots.size()) == m && static_cast<int64_t>(positions.size()) == m,
+               "{}: {} rows need as many slots and positions, got {} and {}", what, m, slots.size(), positions.size());
+  const int64_t table_positions = rope.cos.shape()[0];
+  std::vector<std::pair<int64_t, int64_t>> written(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) {
+    MESHNN_CHECK(slots[i] >= 0 && slots[i] < num_slots, "{}: row {} slot {} is outside the cache's [0, {})", what, i,
+                 slots[i], num_slots);
+    MESHNN_CHECK(positions[i] >= 0 && positions[i] < std::min(smax, table_positions),
+                 "{}: row {} position {} is outside the cache / rotary tables [0, {})", what, i, positions[i],
+                 std::min(smax, table_positions));
+    written[i] = {slots[i], positions[i]};
+  }
+  std::sort(written.begin(), written.end());
+  MESHNN_CHECK(std::adjacent_find(written.begin(), written.end()) == written.end(),
+               "{}: two rows write the same slot and position", what);
+  if (m == 0) return Tensor(Shape{1, 1, 0, hq * d}, out_dtype, Layout::TILE);
+
+  std::vector<float> rows = qkv.to_float();
+  const float* cos = rope.cos.data<float>();
+  const float* sin = rope.sin.data<float>();
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = rows.data() + i * w;
+    const int64_t p = positions[i];
+    for (int64_t h = 0; h < hq; ++h) rotate_half(row + columns.q_column + h * d, cos + p * d, sin + p * d, d);
+    for (int64_t h = 0; h < hkv; ++h) rotate_half(row + columns.k_column + h * d, cos + p * d, sin + p * d, d);
+  }
+
+  // Cache update: runs of rows with one slot and consecutive positions are written together, so a
+  // block-float tile is re-encoded once per run, not once per row.
+  std::vector<float> run_values;
+  for (int64_t begin = 0; begin < m;) {
+    int64_t end = begin + 1;
+    while (end < m && slots[end] == slots[begin] && positions[end] == positions[end - 1] + 1) ++end;
+    const int64_t len = end - begin;
+    run_values.resize(static_cast<size_t>(len * d));
+    for (auto [cache, column] : {std::pair<Tensor*, int64_t>{&k_cache, columns.k_column}, {&v_cache, columns.v_column}})
+      for (int64_t h = 0; h < hkv; ++h) {
+        for (int64_t r = 0; r < len; ++r)
+          std::copy_n(rows.data() + (begin + r) * w + column + h * d, d, run_values.data() + r * d);
+        ops_detail::write_rows(*cache, slots[begin] * hkv + h, positions[begin], len, run_values.data());
+      }
+    begin = end;
+  }
+
+  // Attention. Work items: (segment of consecutive rows of one slot, KV head, share of its query
+  // heads); query heads are split further only when there are fewer items than threads would use.
+  struct Segment {
+    int64_t begin, end, max_position;
+  };
+  std::vector<Segment> segments;
+  for (int64_t begin = 0; begin < m;) {
+    int64_t end = begin + 1, max_position = positions[begin];
+    while (end < m && slots[end] == slots[begin]) max_position = std::max(max_position, positions[end++]);
+    segments.push_back({begin, end, max_position});
+    begin = end;
+  }
+  const int64_t group = hq / hkv;
+  const int64_t base_items = static_cast<int64_t>(segments.size()) * hkv;
+  const int64_t head_shares = std::min<int64_t>(group, std::max<int64_t>(1, (8 + base_items - 1) / base_items));
+  const float sc = scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
+  const int64_t dp = round_up_to_tile(d);
+  std::vector<float> out(static_cast<size_t>(m * hq * d));
+  ops_detail::run_parallel(base_items * head_shares, [&](int64_t item_begin, int64_t item_end, int) {
+    std::vector<float> keys(static_cast<size_t>(32 * dp)), values(static_cast<size_t>(32 * dp));
+    std::vector<float> acc, running_max, running_sum;
+    for (int64_t item = item_begin; item < item_end; ++item) {
+      const Segment& seg = segments[static_cast<size_t>(item / (hkv * head_shares))];
+      const int64_t kvh = item / head_shares % hkv, share = item % head_shares;
+      const int64_t h_begin = kvh * group + share * group / head_shares;
+      const int64_t h_end = kvh * group + (share + 1) * group / head_shares;
+      const int64_t queries = (seg.end - seg.begin) * (h_end - h_begin);
+      acc.assign(static_cast<size_t>(queries * d), 0.0f);
+      running_max.assign(static_cast<size_t>(queries), -std::numeric_limits<float>::infinity());
+      running_sum.assign(static_cast<size_t>(queries), 0.0f);
+      const int64_t matrix = slots[seg.begin] * hkv + kvh;
+      for (int64_t tile_row = 0; tile_row <= seg.max_position / 32; ++tile_row) {
+        decode_tile_row(k_cache, matrix, tile_row, dp, keys.data());
+        decode_tile_row(v_cache, matrix, tile_row, dp, values.data());
+        for (int64_t r = seg.begin; r < seg.end; ++r) {
+          const int64_t last = std::min<int64_t>(31, positions[r] - tile_row * 32);
+          if (last < 0) continue;
+          for (int64_t h = h_begin; h < h_end; ++h) {
+            const int64_t qi = (r - seg.begin) * (h_end - h_begin) + (h - h_begin);
+            const float* q = rows.data() + r * w + columns.q_column + h * d;
+            float scores[32];
+            float tile_max = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j <= last; ++j) {
+              scores[j] = sc * dot(q, keys.data() + j * dp, d);
+              tile_max = std::max(tile_max, scores[j]);
+            }
+            // Online softmax: rescale what was accumulated under the old maximum.
+            const float new_max = std::max(running_max[qi], tile_max);
+            const float correction = std::exp(running_max[qi] - new_max);
+            float* a = acc.data() + qi * d;
+            float sum = running_sum[qi] * correction;
+            for (int64_t i = 0; i < d; ++i) a[i] *= correction;
+            for (int64_t j = 0; j <= last; ++j) {
+              const float p = std::exp(scores[j] - new_max);
+              sum += p;
+              const float* v = values.data() + j * dp;
+              for (int64_t i = 0; i < d; ++i) a[i] += p * v[i];
+            }
+            running_max[qi] = new_max;
+            running_sum[qi] = sum;
+          }
+        }
+      }
+      for (int64_t r = seg.begin; r < seg.end; ++r)
+        for (int64_t h = h_begin; h < h_end; ++h) {
+          const int64_t qi = (r - seg.begin) * (h_end - h_begin) + (h - h_begin);
+          const float inv = 1.0f / running_sum[qi];
+          float* o = out.data() + (r * hq + h) * d;
+          for (int64_t i = 0; i < d; ++i) o[i] = acc[qi * d + i] * inv;
+        }
+    }
+  });
+  return Tensor::from_float(out, Shape{1, 1, m, hq * d}, out_dtype, Layout::TILE);
+}
+
+}  // namespace meshnn

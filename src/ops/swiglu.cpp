@@ -1,0 +1,48 @@
+#include <cmath>
+#include <vector>
+
+#include "meshnn/ops/eltwise.hpp"
+#include "meshnn/ops/matmul.hpp"
+#include "meshnn/tensor/tile_layout.hpp"
+#include "op_utils.hpp"
+#include "tile_rows.hpp"
+
+namespace meshnn {
+
+Tensor swiglu(const Tensor& gate_up, int64_t half_width, int64_t width, DataType out_dtype) {
+  const char* what = "swiglu";
+  ops_detail::check_float(gate_up, what, "gate_up");
+  const Shape& s = gate_up.shape();
+  MESHNN_CHECK(gate_up.layout() == Layout::TILE && s.rank() >= 2, "{}: gate_up must be TILE [..., M, W], got {} {}",
+               what, s, to_string(gate_up.layout()));
+  MESHNN_CHECK(half_width % 32 == 0 && width >= 0 && width <= half_width && s[-1] == 2 * half_width,
+               "{}: gate_up width {} must be 2 x half_width {} (a multiple of 32) holding {} values each", what, s[-1],
+               half_width, width);
+  MESHNN_CHECK(out_dtype != DataType::INT32 && out_dtype != DataType::UINT32, "{}: output dtype must be a float, got {}",
+               what, to_string(out_dtype));
+  std::vector<int64_t> dims = s.to_vector();
+  dims.back() = width;
+  Tensor out = Tensor::uninitialized(Shape(dims), out_dtype, Layout::TILE);
+  const int64_t tile_rows = matrix_view(s).batch * round_up_to_tile(s[-2]) / 32;
+  const int64_t in_cols = 2 * half_width / 32, out_cols = round_up_to_tile(width) / 32;
+  const size_t in_bytes = tile_bytes(gate_up.dtype()), out_bytes = tile_bytes(out_dtype);
+  ops_detail::run_parallel(tile_rows * out_cols, [&](int64_t begin, int64_t end, int) {
+    float gate[kTileVolume], up[kTileVolume];
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t row = t / out_cols, col = t % out_cols;
+      const std::byte* in = gate_up.data<std::byte>();
+      ops_detail::tile_to_faces(in + static_cast<size_t>(row * in_cols + col) * in_bytes, gate_up.dtype(), gate);
+      ops_detail::tile_to_faces(in + static_cast<size_t>(row * in_cols + half_width / 32 + col) * in_bytes,
+                                gate_up.dtype(), up);
+      // Columns past `width` hold padding; silu(0) * 0 keeps them 0 whatever the inputs' padding.
+      for (int64_t i = 0; i < kTileVolume; ++i) gate[i] = apply_activation(Activation::SILU, gate[i]) * up[i];
+      if (col == out_cols - 1 && width % 32 != 0)
+        for (int64_t r = 0; r < 32; ++r)
+          for (int64_t c = width % 32; c < 32; ++c) gate[tile_element_index(r, c)] = 0.0f;
+      ops_detail::faces_to_tile(gate, out_dtype, out.data<std::byte>() + static_cast<size_t>(t) * out_bytes);
+    }
+  });
+  return out;
+}
+
+}  // namespace meshnn

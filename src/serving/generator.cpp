@@ -1,0 +1,159 @@
+#include "meshnn/serving/generator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/tensor/distribute.hpp"
+
+namespace meshnn::serving {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+void validate(const CausalLm& model, const KvCache& cache, std::span<const GenerationRequest> requests,
+              const GenerationOptions& options) {
+  options.sampling.validate();
+  MESHNN_CHECK(options.prefill_chunk >= 1, "prefill_chunk must be >= 1, got {}", options.prefill_chunk);
+  const int64_t limit = std::min(cache.max_seq(), model.max_positions());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const GenerationRequest& r = requests[i];
+    MESHNN_CHECK(!r.prompt.empty(), "request {} has an empty prompt", i);
+    MESHNN_CHECK(r.max_new_tokens >= 1, "request {} asks for {} new tokens (need >= 1)", i, r.max_new_tokens);
+    const int64_t length = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
+    MESHNN_CHECK(length <= model.max_positions(),
+                 "request {}: prompt of {} tokens + {} new tokens = {} exceeds max_position_embeddings {}", i,
+                 r.prompt.size(), r.max_new_tokens, length, model.max_positions());
+    MESHNN_CHECK(length <= limit, "request {}: prompt of {} tokens + {} new tokens = {} exceeds the KV cache's {} positions",
+                 i, r.prompt.size(), r.max_new_tokens, length, limit);
+    for (size_t t = 0; t < r.prompt.size(); ++t)
+      MESHNN_CHECK(r.prompt[t] >= 0 && r.prompt[t] < model.vocab_size(),
+                   "request {}: token {} of the prompt is {}, outside the vocabulary [0, {})", i, t, r.prompt[t],
+                   model.vocab_size());
+  }
+}
+
+// The full logits of the sampled rows, composed from the vocabulary shards (every device gets them).
+std::vector<float> full_logits(const CausalLm& model, const Tensor& local) {
+  const MeshDevicePtr& mesh = model.mesh();
+  if (mesh->num_devices() == 1) return local.to_float();
+  const Shape global{1, 1, local.shape()[2], model.vocab_size()};
+  return full_tensor(MeshTensor(mesh, global, {Shard{3}, Shard{3}}, local)).to_float();
+}
+
+struct Active {
+  size_t request;
+  int64_t slot;
+  int64_t next_position;  // where the last sampled token goes in the next decode step
+};
+
+}  // namespace
+
+GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const GenerationRequest> requests,
+                          const GenerationOptions& options) {
+  validate(model, cache, requests, options);
+  GenerationResult result;
+  result.outputs.resize(requests.size());
+  GenerationStats& stats = result.stats;
+  const int64_t vocab = model.vocab_size();
+  std::vector<Clock::time_point> admitted(requests.size());
+
+  std::deque<size_t> waiting;
+  for (size_t i = 0; i < requests.size(); ++i) waiting.push_back(i);
+  std::vector<int64_t> free_slots;
+  for (int64_t s = cache.slots() - 1; s >= 0; --s) free_slots.push_back(s);  // slot 0 handed out first
+  std::vector<Active> active;
+  TokenBatch batch;
+  std::vector<SampleRow> sample_rows;
+
+  // Appends the sampled tokens (and logits) of `rows` of a pass; returns which rows ended.
+  auto record = [&](const Tensor& logits, std::span<const size_t> request_of_row) {
+    sample_rows.clear();
+    for (size_t r : request_of_row)
+      sample_rows.push_back({requests[r].id, static_cast<int64_t>(result.outputs[r].tokens.size())});
+    const auto sample_start = Clock::now();
+    const std::vector<int32_t> next = sample_sharded(logits, model.vocab_shard(), sample_rows, options.sampling, model.mesh());
+    std::vector<float> full;
+    if (options.keep_logits) full = full_logits(model, logits);
+    stats.sampling_seconds += seconds_since(sample_start);
+    std::vector<bool> ended(request_of_row.size());
+    for (size_t i = 0; i < request_of_row.size(); ++i) {
+      RequestOutput& out = result.outputs[request_of_row[i]];
+      if (out.tokens.empty()) out.time_to_first_token = seconds_since(admitted[request_of_row[i]]);
+      out.tokens.push_back(next[i]);
+      if (options.keep_logits) out.logits.insert(out.logits.end(), full.begin() + i * vocab, full.begin() + (i + 1) * vocab);
+      ended[i] = static_cast<int64_t>(out.tokens.size()) >= requests[request_of_row[i]].max_new_tokens ||
+                 (options.eos_token_id && next[i] == *options.eos_token_id);
+    }
+    return ended;
+  };
+
+  while (!waiting.empty() || !active.empty()) {
+    // Admission: every free slot takes the next waiting request, prefilled chunk by chunk.
+    while (!free_slots.empty() && !waiting.empty()) {
+      const size_t r = waiting.front();
+      waiting.pop_front();
+      const int64_t slot = free_slots.back();
+      free_slots.pop_back();
+      admitted[r] = Clock::now();
+      const std::vector<int32_t>& prompt = requests[r].prompt;
+      const int64_t length = static_cast<int64_t>(prompt.size());
+      Tensor logits;
+      for (int64_t begin = 0; begin < length; begin += options.prefill_chunk) {
+        const int64_t end = std::min(length, begin + options.prefill_chunk);
+        batch.clear();
+        for (int64_t p = begin; p < end; ++p) {
+          batch.tokens.push_back(prompt[static_cast<size_t>(p)]);
+          batch.slots.push_back(slot);
+          batch.positions.push_back(p);
+        }
+        batch.logit_rows.push_back(end - begin - 1);
+        const auto pass_start = Clock::now();
+        logits = model.forward(batch, cache, stats.prefill_times);
+        stats.prefill_seconds += seconds_since(pass_start);
+        ++stats.prefill_passes;
+        stats.prefill_tokens += end - begin;
+      }
+      const size_t rows[] = {r};
+      if (record(logits, rows)[0])
+        free_slots.push_back(slot);
+      else
+        active.push_back({r, slot, length});
+    }
+    if (active.empty()) continue;
+
+    // One decode step for every active request.
+    batch.clear();
+    std::vector<size_t> request_of_row;
+    for (size_t i = 0; i < active.size(); ++i) {
+      const Active& a = active[i];
+      batch.tokens.push_back(result.outputs[a.request].tokens.back());
+      batch.slots.push_back(a.slot);
+      batch.positions.push_back(a.next_position);
+      batch.logit_rows.push_back(static_cast<int64_t>(i));
+      request_of_row.push_back(a.request);
+    }
+    const auto step_start = Clock::now();
+    const Tensor logits = model.forward(batch, cache, stats.decode_times);
+    const std::vector<bool> ended = record(logits, request_of_row);
+    stats.decode_seconds += seconds_since(step_start);
+    ++stats.decode_steps;
+    stats.decode_tokens += static_cast<int64_t>(active.size());
+    std::vector<Active> still;
+    for (size_t i = 0; i < active.size(); ++i) {
+      if (ended[i]) {
+        free_slots.push_back(active[i].slot);
+      } else {
+        still.push_back(active[i]);
+        ++still.back().next_position;
+      }
+    }
+    active = std::move(still);
+  }
+  return result;
+}
+
+}  // namespace meshnn::serving

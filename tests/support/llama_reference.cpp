@@ -1,0 +1,224 @@
+#include "support/llama_reference.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/io/hdf5_io.hpp"
+
+namespace meshnn::testing {
+namespace {
+
+using Vec = std::vector<double>;
+
+struct RefLayer {
+  std::vector<float> input_norm, q, k, v, o, post_norm, gate, up, down;
+};
+
+struct RefModel {
+  int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
+  double eps = 1e-6, theta = 10000.0;
+  bool tied = false;
+  std::vector<float> embed, final_norm, lm_head;  // lm_head empty when tied
+  std::vector<RefLayer> blocks;
+};
+
+// The reference reads the configuration itself rather than through config_from_attributes, so a
+// mistake there cannot cancel out against the same mistake here.
+std::optional<double> number(const io::Attributes& attrs, const char* name) {
+  const auto it = attrs.find(name);
+  if (it == attrs.end()) return std::nullopt;
+  if (const auto* i = std::get_if<int64_t>(&it->second)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(&it->second)) return *d;
+  throw Error(fmt::format("llama reference: attribute '{}' is not a number", name));
+}
+
+int64_t count(const io::Attributes& attrs, const char* name, std::optional<int64_t> fallback, const std::string& file) {
+  const std::optional<double> v = number(attrs, name);
+  MESHNN_CHECK(v || fallback, "llama reference: '{}' has no attribute '{}'", file, name);
+  const int64_t n = v ? static_cast<int64_t>(*v) : *fallback;
+  MESHNN_CHECK(n > 0, "llama reference: '{}' has {} = {}", file, name, n);
+  return n;
+}
+
+std::vector<float> load(const std::string& file, const std::string& key, std::vector<int64_t> shape) {
+  io::LoadOptions o;
+  o.expected_shape = std::move(shape);
+  return io::read_dataset_local(file, key, o);
+}
+
+std::shared_ptr<const RefModel> load_model(const std::string& file) {
+  const io::Attributes attrs = io::read_root_attributes_local(file);
+  auto m = std::make_shared<RefModel>();
+  m->hidden = count(attrs, "hidden_size", std::nullopt, file);
+  m->intermediate = count(attrs, "intermediate_size", std::nullopt, file);
+  m->layers = count(attrs, "num_hidden_layers", std::nullopt, file);
+  m->heads = count(attrs, "num_attention_heads", std::nullopt, file);
+  m->kv_heads = count(attrs, "num_key_value_heads", m->heads, file);
+  m->head_dim = count(attrs, "head_dim", m->hidden / m->heads, file);
+  m->vocab = count(attrs, "vocab_size", std::nullopt, file);
+  m->eps = number(attrs, "rms_norm_eps").value_or(1e-6);
+  m->theta = number(attrs, "rope_theta").value_or(10000.0);
+  m->tied = number(attrs, "tie_word_embeddings").value_or(0.0) != 0.0;
+  MESHNN_CHECK(m->heads % m->kv_heads == 0 && m->head_dim % 2 == 0,
+               "llama reference: '{}' has {} heads, {} KV heads, head_dim {}", file, m->heads, m->kv_heads, m->head_dim);
+
+  const int64_t h = m->hidden, q_width = m->heads * m->head_dim, kv_width = m->kv_heads * m->head_dim;
+  const int64_t inter = m->intermediate;
+  m->embed = load(file, "model.embed_tokens.weight", {m->vocab, h});
+  for (int64_t i = 0; i < m->layers; ++i) {
+    auto key = [i](const char* name) { return fmt::format("model.layers.{}.{}", i, name); };
+    RefLayer l;
+    l.input_norm = load(file, key("input_layernorm.weight"), {h});
+    l.q = load(file, key("self_attn.q_proj.weight"), {q_width, h});
+    l.k = load(file, key("self_attn.k_proj.weight"), {kv_width, h});
+    l.v = load(file, key("self_attn.v_proj.weight"), {kv_width, h});
+    l.o = load(file, key("self_attn.o_proj.weight"), {h, q_width});
+    l.post_norm = load(file, key("post_attention_layernorm.weight"), {h});
+    l.gate = load(file, key("mlp.gate_proj.weight"), {inter, h});
+    l.up = load(file, key("mlp.up_proj.weight"), {inter, h});
+    l.down = load(file, key("mlp.down_proj.weight"), {h, inter});
+    m->blocks.push_back(std::move(l));
+  }
+  m->final_norm = load(file, "model.norm.weight", {h});
+  if (!m->tied) m->lm_head = load(file, "lm_head.weight", {m->vocab, h});
+  return m;
+}
+
+// y = W x for a PyTorch Linear weight W [out, in].
+Vec linear(const std::vector<float>& w, const Vec& x) {
+  const size_t in = x.size(), out = w.size() / in;
+  Vec y(out, 0.0);
+  for (size_t o = 0; o < out; ++o) {
+    double acc = 0.0;
+    for (size_t i = 0; i < in; ++i) acc += static_cast<double>(w[o * in + i]) * x[i];
+    y[o] = acc;
+  }
+  return y;
+}
+
+Vec rms_norm(const Vec& x, const std::vector<float>& w, double eps) {
+  double mean_square = 0.0;
+  for (double v : x) mean_square += v * v;
+  mean_square /= static_cast<double>(x.size());
+  const double inv = 1.0 / std::sqrt(mean_square + eps);
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * static_cast<double>(w[i]);
+  return y;
+}
+
+// Rotate-half RoPE on every head of x (heads * head_dim values) at position pos.
+void rope(Vec& x, int64_t head_dim, int64_t pos, double theta) {
+  const int64_t half = head_dim / 2;
+  for (size_t base = 0; base < x.size(); base += static_cast<size_t>(head_dim)) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      const double angle = static_cast<double>(pos) * inv_freq, c = std::cos(angle), s = std::sin(angle);
+      double& lo = x[base + static_cast<size_t>(i)];
+      double& hi = x[base + static_cast<size_t>(i + half)];
+      const double a = lo, b = hi;
+      lo = a * c - b * s;
+      hi = b * c + a * s;
+    }
+  }
+}
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+std::vector<Vec> forward(const RefModel& m, std::span<const int32_t> tokens) {
+  const size_t n = tokens.size();
+  const int64_t hd = m.head_dim, group = m.heads / m.kv_heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  std::vector<Vec> x(n);
+  for (size_t t = 0; t < n; ++t) {
+    MESHNN_CHECK(tokens[t] >= 0 && tokens[t] < m.vocab, "llama reference: token {} at position {} is outside [0, {})",
+                 tokens[t], t, m.vocab);
+    const size_t row = static_cast<size_t>(tokens[t]) * static_cast<size_t>(m.hidden);
+    x[t].assign(m.embed.begin() + static_cast<std::ptrdiff_t>(row),
+                m.embed.begin() + static_cast<std::ptrdiff_t>(row + static_cast<size_t>(m.hidden)));
+  }
+  for (const RefLayer& l : m.blocks) {
+    std::vector<Vec> q(n), k(n), v(n);
+    for (size_t t = 0; t < n; ++t) {
+      const Vec a = rms_norm(x[t], l.input_norm, m.eps);
+      q[t] = linear(l.q, a);
+      k[t] = linear(l.k, a);
+      v[t] = linear(l.v, a);
+      rope(q[t], hd, static_cast<int64_t>(t), m.theta);
+      rope(k[t], hd, static_cast<int64_t>(t), m.theta);
+    }
+    for (size_t t = 0; t < n; ++t) {
+      Vec attn(static_cast<size_t>(m.heads * hd), 0.0);
+      for (int64_t h = 0; h < m.heads; ++h) {
+        const size_t qo = static_cast<size_t>(h * hd), ko = static_cast<size_t>((h / group) * hd);
+        Vec scores(t + 1);
+        double top = -INFINITY;
+        for (size_t s = 0; s <= t; ++s) {
+          double dot = 0.0;
+          for (int64_t d = 0; d < hd; ++d) dot += q[t][qo + static_cast<size_t>(d)] * k[s][ko + static_cast<size_t>(d)];
+          scores[s] = dot * scale;
+          top = std::max(top, scores[s]);
+        }
+        double total = 0.0;
+        for (double& sc : scores) total += (sc = std::exp(sc - top));
+        for (size_t s = 0; s <= t; ++s)
+          for (int64_t d = 0; d < hd; ++d)
+            attn[qo + static_cast<size_t>(d)] += scores[s] / total * v[s][ko + static_cast<size_t>(d)];
+      }
+      const Vec o = linear(l.o, attn);
+      for (size_t i = 0; i < o.size(); ++i) x[t][i] += o[i];
+      const Vec mid = rms_norm(x[t], l.post_norm, m.eps);
+      Vec gated = linear(l.gate, mid);
+      const Vec up = linear(l.up, mid);
+      for (size_t i = 0; i < gated.size(); ++i) gated[i] = silu(gated[i]) * up[i];
+      const Vec down = linear(l.down, gated);
+      for (size_t i = 0; i < down.size(); ++i) x[t][i] += down[i];
+    }
+  }
+  std::vector<Vec> logits(n);
+  for (size_t t = 0; t < n; ++t) logits[t] = linear(m.tied ? m.embed : m.lm_head, rms_norm(x[t], m.final_norm, m.eps));
+  return logits;
+}
+
+// Which version of a file a cached model came from. Files written by io::Hdf5Writer are renamed
+// into place, so a rewrite gets a new inode even when size and time stamp come out the same.
+struct FileVersion {
+  dev_t device = 0;
+  ino_t inode = 0;
+  off_t size = 0;
+  int64_t modified_ns = 0;
+  bool operator==(const FileVersion&) const = default;
+};
+
+std::optional<FileVersion> version_of(const std::string& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return std::nullopt;
+  return FileVersion{st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+std::shared_ptr<const RefModel> cached_model(const std::string& file) {
+  static std::mutex mutex;
+  static std::map<std::string, std::pair<FileVersion, std::shared_ptr<const RefModel>>> cache;
+  const std::optional<FileVersion> version = version_of(file);
+  std::lock_guard lock(mutex);
+  if (const auto it = cache.find(file); it != cache.end() && version && it->second.first == *version)
+    return it->second.second;
+  auto model = load_model(file);  // a missing file throws read_*_local's error naming it
+  if (version) cache[file] = {*version, model};
+  return model;
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> llama_reference_logits(const std::string& file, std::span<const int32_t> tokens) {
+  MESHNN_CHECK(!tokens.empty(), "llama reference: an empty sequence has no logits");
+  return forward(*cached_model(file), tokens);
+}
+
+}  // namespace meshnn::testing

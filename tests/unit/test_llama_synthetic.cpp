@@ -1,0 +1,379 @@
+// Synthetic Llama checkpoints, token files and the int32 HDF5 path they use, and sanity checks of
+// the float64 reference Llama (tests/support/llama_reference) that can fail if it is wrong.
+// Expected shapes and tensor ids are written out here from Hugging Face's layout and the numbering
+// documented in synthetic.hpp, not taken from synthetic_llama_tensors, so the manifest is checked too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/io/hdf5_io.hpp"
+#include "meshnn/io/synthetic_model.hpp"
+#include "meshnn/models/llama/config.hpp"
+#include "meshnn/models/llama/synthetic.hpp"
+#include "meshnn/tensor/bfloat16.hpp"
+#include "support/llama_reference.hpp"
+#include "support/test_helpers.hpp"
+
+namespace meshnn {
+namespace {
+
+using models::llama::LlamaConfig;
+using models::llama::SyntheticLlama;
+
+constexpr uint64_t kSeed = 1234;
+
+std::string temp_file(const std::string& name) { return ::testing::TempDir() + "meshnn_llama_" + name + ".h5"; }
+
+// Writes `config` to a file named after `name`. A name always gets the same content and the writer
+// renames atomically, so test processes that ctest runs in parallel may share it.
+std::string tiny_file(const std::string& name, const LlamaConfig& config,
+                      io::StoredType storage = io::StoredType::FLOAT32, bool chunked = false, int deflate = 0) {
+  const std::string file = temp_file(name);
+  SyntheticLlama spec;
+  spec.config = config;
+  spec.storage = storage;
+  spec.seed = kSeed;
+  spec.chunked = chunked;
+  spec.deflate_level = deflate;
+  models::llama::write_synthetic_llama(file, spec);
+  return file;
+}
+
+LlamaConfig tiny() { return models::llama::llama_preset("tiny"); }
+
+// key -> PyTorch shape of every tensor of LlamaForCausalLM, from the config alone.
+std::map<std::string, std::vector<int64_t>> expected_shapes(const LlamaConfig& c) {
+  const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  const int64_t im = c.intermediate_size;
+  std::map<std::string, std::vector<int64_t>> s{{"model.embed_tokens.weight", {c.vocab_size, h}},
+                                                {"model.norm.weight", {h}}};
+  if (!c.tie_word_embeddings) s["lm_head.weight"] = {c.vocab_size, h};
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    s[p + "input_layernorm.weight"] = {h};
+    s[p + "self_attn.q_proj.weight"] = {q, h};
+    s[p + "self_attn.k_proj.weight"] = {kv, h};
+    s[p + "self_attn.v_proj.weight"] = {kv, h};
+    s[p + "self_attn.o_proj.weight"] = {h, q};
+    s[p + "post_attention_layernorm.weight"] = {h};
+    s[p + "mlp.gate_proj.weight"] = {im, h};
+    s[p + "mlp.up_proj.weight"] = {im, h};
+    s[p + "mlp.down_proj.weight"] = {h, im};
+  }
+  return s;
+}
+
+// Tensor ids as documented in synthetic.hpp.
+uint64_t layer_id(int64_t layer, int k) { return 100 + 16 * static_cast<uint64_t>(layer) + static_cast<uint64_t>(k); }
+enum : int { kInNorm = 0, kQ, kK, kV, kO, kPostNorm, kGate, kUp, kDown };
+constexpr uint64_t kEmbedId = 1, kLmHeadId = 2, kFinalNormId = 3;
+
+double linear_scale(int64_t fan_in) { return std::sqrt(3.0 / static_cast<double>(fan_in)); }
+
+std::vector<float> read_all(const std::string& file, const std::string& key) {
+  return io::read_dataset_local(file, key, io::LoadOptions{});
+}
+
+TEST(LlamaSynthetic, WritesEveryDatasetWithPyTorchShapes) {
+  const LlamaConfig c = tiny();
+  const std::string file = tiny_file("tiny_f32", c);
+  const auto expected = expected_shapes(c);
+  ASSERT_EQ(expected.size(), 21u);  // embed + 2 x 9 + norm + lm_head
+  for (const auto& [key, shape] : expected) {
+    const io::DatasetInfo info = io::inspect_dataset_local(file, key);
+    EXPECT_EQ(info.shape, shape) << key;
+    EXPECT_EQ(info.type, io::StoredType::FLOAT32) << key;
+  }
+  const auto manifest = models::llama::synthetic_llama_tensors(c);
+  EXPECT_EQ(manifest.size(), expected.size());
+  for (const auto& t : manifest) EXPECT_EQ(expected.count(t.key), 1u) << t.key;
+  EXPECT_NE(testing::error_message_of([&] { io::inspect_dataset_local(file, "model.layers.2.input_layernorm.weight"); })
+                .find("not found"),
+            std::string::npos);
+}
+
+TEST(LlamaSynthetic, ValuesAreTheSeededSyntheticValues) {
+  const LlamaConfig c = tiny();
+  const std::string file = tiny_file("tiny_f32", c);
+  struct Case {
+    std::string key;
+    uint64_t id;
+    double scale, offset;
+  };
+  const std::vector<Case> cases = {
+      {"model.embed_tokens.weight", kEmbedId, 1.0, 0.0},
+      {"lm_head.weight", kLmHeadId, linear_scale(c.hidden_size), 0.0},
+      {"model.norm.weight", kFinalNormId, 0.2, 1.0},
+      {"model.layers.0.self_attn.q_proj.weight", layer_id(0, kQ), linear_scale(c.hidden_size), 0.0},
+      {"model.layers.1.self_attn.v_proj.weight", layer_id(1, kV), linear_scale(c.hidden_size), 0.0},
+      {"model.layers.1.self_attn.o_proj.weight", layer_id(1, kO), linear_scale(c.num_attention_heads * c.head_dim), 0.0},
+      {"model.layers.1.post_attention_layernorm.weight", layer_id(1, kPostNorm), 0.2, 1.0},
+      {"model.layers.0.mlp.down_proj.weight", layer_id(0, kDown), linear_scale(c.intermediate_size), 0.0},
+  };
+  for (const Case& k : cases) {
+    const std::vector<float> v = read_all(file, k.key);
+    for (size_t i : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, v.size() / 2, v.size() - 1})
+      EXPECT_EQ(v[i], static_cast<float>(k.offset + io::synthetic_value(kSeed, k.id, static_cast<int64_t>(i), k.scale)))
+          << k.key << "[" << i << "]";
+  }
+  // Norm weights spread over [0.8, 1.2), not all 1.
+  const std::vector<float> norm = read_all(file, "model.layers.0.input_layernorm.weight");
+  float lo = 2, hi = 0;
+  for (float x : norm) lo = std::min(lo, x), hi = std::max(hi, x);
+  EXPECT_GE(lo, 0.8f);
+  EXPECT_LT(hi, 1.2f);
+  EXPECT_GT(hi - lo, 0.2f);
+}
+
+TEST(LlamaSynthetic, BFloat16ChunkedStorageHoldsTheRoundedValues) {
+  const LlamaConfig c = tiny();
+  const std::string file = tiny_file("tiny_bf16", c, io::StoredType::BFLOAT16, true, 4);
+  const std::string key = "model.layers.1.mlp.gate_proj.weight";
+  EXPECT_EQ(io::inspect_dataset_local(file, key).type, io::StoredType::BFLOAT16);
+  const std::vector<float> v = read_all(file, key);
+  ASSERT_EQ(v.size(), static_cast<size_t>(c.intermediate_size * c.hidden_size));
+  for (size_t i = 0; i < v.size(); i += 97) {
+    const float exact = io::synthetic_value(kSeed, layer_id(1, kGate), static_cast<int64_t>(i), linear_scale(c.hidden_size));
+    EXPECT_EQ(v[i], bfloat16_to_float(float_to_bfloat16(exact))) << i;
+  }
+}
+
+TEST(LlamaSynthetic, RootAttributesRoundTripThroughTheConfig) {
+  LlamaConfig c = tiny();
+  c.rope_theta = 250000.0;
+  const std::string file = tiny_file("tiny_theta_attrs", c);
+  const io::Attributes attrs = io::read_root_attributes_local(file);
+  const LlamaConfig back = models::llama::config_from_attributes(attrs, file);
+  EXPECT_EQ(back.hidden_size, c.hidden_size);
+  EXPECT_EQ(back.intermediate_size, c.intermediate_size);
+  EXPECT_EQ(back.num_hidden_layers, c.num_hidden_layers);
+  EXPECT_EQ(back.num_attention_heads, c.num_attention_heads);
+  EXPECT_EQ(back.num_key_value_heads, c.num_key_value_heads);
+  EXPECT_EQ(back.head_dim, c.head_dim);
+  EXPECT_EQ(back.vocab_size, c.vocab_size);
+  EXPECT_EQ(back.max_position_embeddings, c.max_position_embeddings);
+  EXPECT_EQ(back.rms_norm_eps, c.rms_norm_eps);
+  EXPECT_EQ(back.rope_theta, c.rope_theta);
+  EXPECT_EQ(back.tie_word_embeddings, c.tie_word_embeddings);
+  EXPECT_EQ(back.bos_token_id, c.bos_token_id);
+  EXPECT_EQ(back.eos_token_id, c.eos_token_id);
+  ASSERT_TRUE(attrs.count("meshnn_synthetic_seed"));
+  EXPECT_EQ(std::get<int64_t>(attrs.at("meshnn_synthetic_seed")), static_cast<int64_t>(kSeed));
+}
+
+TEST(LlamaSynthetic, TiedEmbeddingsLeaveOutLmHead) {
+  LlamaConfig c = tiny();
+  c.tie_word_embeddings = true;
+  c.num_hidden_layers = 1;
+  const std::string file = tiny_file("tiny_tied", c);
+  EXPECT_NE(testing::error_message_of([&] { io::inspect_dataset_local(file, "lm_head.weight"); }).find("not found"),
+            std::string::npos);
+  for (const auto& [key, shape] : expected_shapes(c)) EXPECT_EQ(io::inspect_dataset_local(file, key).shape, shape) << key;
+  EXPECT_TRUE(models::llama::config_from_attributes(io::read_root_attributes_local(file), file).tie_word_embeddings);
+}
+
+TEST(LlamaSynthetic, RejectsAnInvalidConfigWithoutLeavingAFile) {
+  LlamaConfig c = tiny();
+  c.num_key_value_heads = 3;  // does not divide 8 heads
+  SyntheticLlama spec;
+  spec.config = c;
+  const std::string file = temp_file("invalid");
+  std::remove(file.c_str());
+  EXPECT_THROW(models::llama::write_synthetic_llama(file, spec), Error);
+  EXPECT_THROW(io::inspect_dataset_local(file, "model.norm.weight"), Error);
+}
+
+TEST(LlamaSynthetic, Int32DatasetsRoundTrip) {
+  const std::string file = temp_file("int32");
+  {
+    io::Hdf5Writer w(file);
+    w.create_dataset("ids", {3, 4}, io::StoredType::INT32);
+    w.create_dataset("lengths", {5}, io::StoredType::INT32, /*chunked=*/true);
+    w.create_dataset("weights", {2, 2}, io::StoredType::FLOAT32);
+    const std::vector<int32_t> first{0, -1, 2147483647, -2147483647 - 1}, rest{4, 5, 6, 7, 8, 9, 10, 11};
+    w.write_rows("ids", 0, first);
+    w.write_rows("ids", 1, rest);
+    w.write_rows("lengths", 0, std::vector<int32_t>{5, 4, 3});
+    w.write_rows("lengths", 3, std::vector<int32_t>{2, 1});
+    w.write_rows("weights", 0, std::vector<float>{1, 2, 3, 4});
+    // The wrong element type for a dataset, and rows past its end, are errors.
+    EXPECT_THROW(w.write_rows("ids", 0, std::vector<float>{1, 2, 3, 4}), Error);
+    EXPECT_THROW(w.write_rows("weights", 0, std::vector<int32_t>{1, 2}), Error);
+    EXPECT_THROW(w.write_rows("lengths", 4, std::vector<int32_t>{1, 2}), Error);
+    EXPECT_THROW(w.create_dataset("wide", {2}, io::StoredType::INT64), Error);
+    w.commit();
+  }
+  io::DatasetInfo info;
+  EXPECT_EQ(io::read_int_dataset_local(file, "ids", &info),
+            (std::vector<int64_t>{0, -1, 2147483647, -2147483648LL, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(info.shape, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(info.type, io::StoredType::INT32);
+  EXPECT_EQ(io::read_int_dataset_local(file, "lengths", &info), (std::vector<int64_t>{5, 4, 3, 2, 1}));
+  EXPECT_EQ(info.shape, (std::vector<int64_t>{5}));
+  const std::string message = testing::error_message_of([&] { io::read_int_dataset_local(file, "weights"); });
+  EXPECT_NE(message.find("'weights'"), std::string::npos) << message;
+  EXPECT_NE(message.find(file), std::string::npos) << message;
+  EXPECT_NE(message.find("float32"), std::string::npos) << message;
+  EXPECT_THROW(io::read_int_dataset_local(file, "missing"), Error);
+}
+
+TEST(LlamaSynthetic, TokenFilesHoldSeededIdsAndRaggedLengths) {
+  const std::string file = temp_file("tokens");
+  const int64_t batch = 6, len = 9, vocab = 250;
+  models::llama::write_synthetic_tokens(file, batch, len, vocab, /*ragged=*/true, kSeed);
+  io::DatasetInfo info;
+  const std::vector<int64_t> tokens = io::read_int_dataset_local(file, "tokens", &info);
+  EXPECT_EQ(info.shape, (std::vector<int64_t>{batch, len}));
+  EXPECT_EQ(info.type, io::StoredType::INT32);
+  const std::vector<int64_t> lengths = io::read_int_dataset_local(file, "prompt_lengths", &info);
+  EXPECT_EQ(info.shape, (std::vector<int64_t>{batch}));
+  ASSERT_EQ(lengths.size(), static_cast<size_t>(batch));
+  EXPECT_EQ(lengths.back(), len);
+  bool varied = false;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = lengths[static_cast<size_t>(b)];
+    EXPECT_TRUE(n >= 1 && n <= len) << n;
+    varied |= n != len;
+    for (int64_t t = 0; t < len; ++t) {
+      const int64_t id = tokens[static_cast<size_t>(b * len + t)];
+      if (t < n) EXPECT_TRUE(id >= 0 && id < vocab) << id;
+      else EXPECT_EQ(id, 0) << "request " << b << " position " << t;
+    }
+  }
+  EXPECT_TRUE(varied);
+  const std::string dense = temp_file("tokens_dense");
+  models::llama::write_synthetic_tokens(dense, 2, 4, vocab, /*ragged=*/false, kSeed);
+  EXPECT_THROW(io::inspect_dataset_local(dense, "prompt_lengths"), Error);
+  EXPECT_EQ(io::read_int_dataset_local(dense, "tokens").size(), 8u);
+}
+
+// --- The reference -----------------------------------------------------------------------------
+
+double max_abs_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+// A synthetic tensor's values straight from the generator, as doubles.
+std::vector<double> generated(uint64_t id, int64_t count, double scale, double offset = 0.0) {
+  std::vector<double> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    v[static_cast<size_t>(i)] = static_cast<float>(offset + io::synthetic_value(kSeed, id, i, scale));
+  return v;
+}
+
+std::vector<double> matvec(const std::vector<double>& w, const std::vector<double>& x) {
+  std::vector<double> y(w.size() / x.size(), 0.0);
+  for (size_t o = 0; o < y.size(); ++o)
+    for (size_t i = 0; i < x.size(); ++i) y[o] += w[o * x.size() + i] * x[i];
+  return y;
+}
+
+std::vector<double> normed(const std::vector<double>& x, const std::vector<double>& w, double eps) {
+  double ms = 0;
+  for (double v : x) ms += v * v;
+  const double inv = 1.0 / std::sqrt(ms / static_cast<double>(x.size()) + eps);
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * w[i];
+  return y;
+}
+
+// Logits of the one-token sequence [token] of the synthetic model `c`, computed from the generator
+// (not the file). With one token, RoPE at position 0 is the identity and softmax over one key is 1,
+// so attention returns v of each head's KV head: no q, k or rotation involved.
+std::vector<double> one_token_logits(const LlamaConfig& c, int32_t token) {
+  const int64_t h = c.hidden_size, hd = c.head_dim, group = c.num_attention_heads / c.num_key_value_heads;
+  const int64_t q_width = c.num_attention_heads * hd, im = c.intermediate_size;
+  const std::vector<double> embed = generated(kEmbedId, c.vocab_size * h, 1.0);
+  std::vector<double> x(embed.begin() + token * h, embed.begin() + (token + 1) * h);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const auto a = normed(x, generated(layer_id(l, kInNorm), h, 0.2, 1.0), c.rms_norm_eps);
+    const auto v = matvec(generated(layer_id(l, kV), c.num_key_value_heads * hd * h, linear_scale(h)), a);
+    std::vector<double> attn(static_cast<size_t>(q_width));
+    for (int64_t head = 0; head < c.num_attention_heads; ++head)
+      for (int64_t d = 0; d < hd; ++d)
+        attn[static_cast<size_t>(head * hd + d)] = v[static_cast<size_t>((head / group) * hd + d)];
+    const auto o = matvec(generated(layer_id(l, kO), h * q_width, linear_scale(q_width)), attn);
+    for (int64_t i = 0; i < h; ++i) x[static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
+    const auto m = normed(x, generated(layer_id(l, kPostNorm), h, 0.2, 1.0), c.rms_norm_eps);
+    const auto g = matvec(generated(layer_id(l, kGate), im * h, linear_scale(h)), m);
+    const auto u = matvec(generated(layer_id(l, kUp), im * h, linear_scale(h)), m);
+    std::vector<double> act(g.size());
+    for (size_t i = 0; i < g.size(); ++i) act[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+    const auto down = matvec(generated(layer_id(l, kDown), h * im, linear_scale(im)), act);
+    for (int64_t i = 0; i < h; ++i) x[static_cast<size_t>(i)] += down[static_cast<size_t>(i)];
+  }
+  const auto head = c.tie_word_embeddings ? embed : generated(kLmHeadId, c.vocab_size * h, linear_scale(h));
+  return matvec(head, normed(x, generated(kFinalNormId, h, 0.2, 1.0), c.rms_norm_eps));
+}
+
+void expect_one_token_logits(const LlamaConfig& c, const std::string& file, int32_t token) {
+  const auto expected = one_token_logits(c, token);
+  const std::vector<int32_t> tokens{token};
+  const auto logits = testing::llama_reference_logits(file, tokens);
+  ASSERT_EQ(logits.size(), 1u);
+  ASSERT_EQ(logits[0].size(), static_cast<size_t>(c.vocab_size));
+  double scale = 0;
+  for (double v : expected) scale = std::max(scale, std::abs(v));
+  EXPECT_GT(scale, 0.1);  // not a degenerate model
+  EXPECT_LT(max_abs_difference(logits[0], expected), 1e-9 * scale);
+}
+
+TEST(LlamaReference, OneTokenLogitsMatchAHandComputation) {
+  const LlamaConfig c = tiny();
+  expect_one_token_logits(c, tiny_file("tiny_f32", c), 37);
+}
+
+TEST(LlamaReference, TiedModelsUseTheEmbeddingAsLmHead) {
+  LlamaConfig c = tiny();
+  c.tie_word_embeddings = true;
+  c.num_hidden_layers = 1;
+  expect_one_token_logits(c, tiny_file("tiny_tied", c), 201);
+}
+
+TEST(LlamaReference, IsCausalAndMixesEarlierPositions) {
+  const std::string file = tiny_file("tiny_f32", tiny());
+  const std::vector<int32_t> ab{5, 17, 200}, ac{5, 99, 200}, db{42, 17, 200};
+  const auto l_ab = testing::llama_reference_logits(file, ab);
+  const auto l_ac = testing::llama_reference_logits(file, ac);
+  const auto l_db = testing::llama_reference_logits(file, db);
+  ASSERT_EQ(l_ab.size(), 3u);
+  EXPECT_EQ(l_ab[0], l_ac[0]);  // position 0 cannot see position 1
+  EXPECT_GT(max_abs_difference(l_ab[1], l_ac[1]), 1e-3);
+  EXPECT_GT(max_abs_difference(l_ab[2], l_ac[2]), 1e-3);  // ... but position 2 sees it
+  EXPECT_GT(max_abs_difference(l_ab[1], l_db[1]), 1e-3);  // position 1 sees position 0
+  // A prefix gives the same logits as the longer sequence at its positions.
+  const auto prefix = testing::llama_reference_logits(file, std::span(ab).first(2));
+  EXPECT_EQ(prefix[0], l_ab[0]);
+  EXPECT_EQ(prefix[1], l_ab[1]);
+}
+
+TEST(LlamaReference, RopeThetaMattersFromPositionOneOn) {
+  LlamaConfig c = tiny();
+  const std::string base = tiny_file("tiny_f32", c);
+  c.rope_theta = 500000.0;
+  const std::string other = tiny_file("tiny_theta", c);
+  const std::vector<int32_t> tokens{3, 141, 59};
+  const auto a = testing::llama_reference_logits(base, tokens);
+  const auto b = testing::llama_reference_logits(other, tokens);
+  EXPECT_EQ(a[0], b[0]);  // rotation by angle 0 at position 0
+  EXPECT_GT(max_abs_difference(a[1], b[1]), 1e-4);
+  EXPECT_GT(max_abs_difference(a[2], b[2]), 1e-4);
+}
+
+TEST(LlamaReference, RejectsBadTokens) {
+  const std::string file = tiny_file("tiny_f32", tiny());
+  const std::vector<int32_t> bad{1, 250};
+  EXPECT_NE(testing::error_message_of([&] { testing::llama_reference_logits(file, bad); }).find("outside [0, 250)"),
+            std::string::npos);
+  EXPECT_THROW(testing::llama_reference_logits(file, std::span<const int32_t>()), Error);
+}
+
+}  // namespace
+}  // namespace meshnn
