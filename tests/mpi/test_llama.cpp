@@ -1,0 +1,251 @@
+// The Llama model on every mesh shape of the run's size, in tp, dp and hybrid: logits against an
+// independent float64 implementation (tests/support/llama_reference), greedy tokens against the
+// single-device run, KV-cache consistency across ragged prompts, chunked prefill and tile
+// boundaries, continuous batching against solo runs, determinism, and bad input.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+
+#include "meshnn/models/llama/model.hpp"
+#include "meshnn/models/parallel.hpp"
+#include "meshnn/models/llama/synthetic.hpp"
+#include "meshnn/ops/pcc.hpp"
+#include "meshnn/serving/generator.hpp"
+#include "support/llama_reference.hpp"
+#include "support/test_helpers.hpp"
+
+namespace meshnn::models::llama {
+namespace {
+
+using serving::GenerationOptions;
+using serving::GenerationRequest;
+using serving::GenerationResult;
+using testing::all_ranks_ok;
+using testing::world_rank;
+using testing::world_size;
+
+// The tiny preset (hidden 112, 8 heads / 2 KV heads of 14, intermediate 200, vocab 250), written
+// once per test process by rank 0; tied embeddings in the second file.
+std::string model_file(bool tied) {
+  static std::string files[2];
+  std::string& f = files[tied ? 1 : 0];
+  if (!f.empty()) return f;
+  int pid = static_cast<int>(getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  f = fmt::format("{}/meshnn_llama_test_{}_{}.h5", ::testing::TempDir(), pid, tied ? "tied" : "untied");
+  if (world_rank() == 0) {
+    SyntheticLlama spec;
+    spec.config = llama_preset("tiny");
+    spec.config.tie_word_embeddings = tied;
+    spec.storage = io::StoredType::FLOAT32;
+    spec.seed = tied ? 7 : 5;
+    write_synthetic_llama(f, spec);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return f;
+}
+
+LlamaConfig config_of(const std::string& file) {
+  return config_from_attributes(io::read_root_attributes_local(file), file);
+}
+
+std::vector<MeshShape> mesh_shapes(int n) {
+  std::vector<MeshShape> shapes;
+  for (int r = 1; r <= n; ++r)
+    if (n % r == 0) shapes.push_back({r, n / r});
+  return shapes;
+}
+
+// Ragged prompts crossing tile boundaries (1, 31, 33 and 45 tokens), seeded ids.
+std::vector<GenerationRequest> ragged_requests(int64_t vocab, int64_t new_tokens) {
+  std::vector<GenerationRequest> requests;
+  const int64_t lengths[] = {33, 1, 45, 31};
+  for (size_t i = 0; i < std::size(lengths); ++i) {
+    GenerationRequest r;
+    r.id = i;
+    r.max_new_tokens = new_tokens;
+    const std::vector<float> v = testing::seeded_values(lengths[i], 100 + i);
+    for (float x : v) r.prompt.push_back(static_cast<int32_t>((x + 1.0f) * 0.5f * (vocab - 1)));
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+struct Run {
+  GenerationResult result;
+};
+
+GenerationResult run_on(const std::string& file, const MeshDevicePtr& group, const LlamaOptions& options,
+                        DataType kv_dtype, std::span<const GenerationRequest> requests, int64_t slots,
+                        int64_t prefill_chunk) {
+  const LlamaConfig config = config_of(file);
+  const LlamaModel model = LlamaModel::load(file, config, group, options);
+  int64_t longest = 0;
+  for (const auto& r : requests) longest = std::max<int64_t>(longest, r.prompt.size() + r.max_new_tokens);
+  serving::KvCache cache = model.make_cache(slots, longest, kv_dtype);
+  GenerationOptions go;
+  go.keep_logits = true;
+  go.prefill_chunk = prefill_chunk;
+  return serving::generate(model, cache, requests, go);
+}
+
+// PCC of every generated token's logits against the float64 reference of the same sequence.
+double min_pcc_vs_reference(const std::string& file, std::span<const GenerationRequest> requests,
+                            const GenerationResult& result, int64_t vocab) {
+  double worst = 1.0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    std::vector<int32_t> sequence = requests[i].prompt;
+    const auto& out = result.outputs[i];
+    sequence.insert(sequence.end(), out.tokens.begin(), out.tokens.end() - 1);
+    const auto reference = testing::llama_reference_logits(file, sequence);
+    for (size_t t = 0; t < out.tokens.size(); ++t) {
+      const auto& row = reference[requests[i].prompt.size() - 1 + t];
+      const std::vector<float> expected(row.begin(), row.end());
+      const std::span<const float> got(out.logits.data() + t * vocab, static_cast<size_t>(vocab));
+      worst = std::min(worst, pcc(expected, got));
+    }
+  }
+  return worst;
+}
+
+std::vector<std::vector<int32_t>> tokens_of(const GenerationResult& r) {
+  std::vector<std::vector<int32_t>> t;
+  for (const auto& o : r.outputs) t.push_back(o.tokens);
+  return t;
+}
+
+// Every mesh shape of this run's size, every mode: the float32 logits against float64 and the
+// greedy tokens against the single-device run.
+void check_every_mode(bool tied) {
+  const std::string file = model_file(tied);
+  const LlamaConfig config = config_of(file);
+  LlamaOptions options{DataType::FLOAT32, DataType::FLOAT32};
+  const auto requests = ragged_requests(config.vocab_size, 6);
+  auto self = MeshDevice::open({1, 1}, Topology::Ring, MPI_COMM_SELF);
+  const GenerationResult single = run_on(file, self, options, DataType::FLOAT32, requests, 4, 512);
+  const double single_pcc = min_pcc_vs_reference(file, requests, single, config.vocab_size);
+  EXPECT_TRUE(all_ranks_ok(single_pcc >= 0.9999)) << "single device: PCC " << single_pcc;
+
+  for (MeshShape ms : mesh_shapes(world_size())) {
+    auto mesh = MeshDevice::open(ms);
+    for (ParallelMode mode : {ParallelMode::TP, ParallelMode::DP, ParallelMode::HYBRID}) {
+      MeshDevicePtr group = mesh;
+      if (mode != ParallelMode::TP)
+        group = mesh->create_submeshes(mode == ParallelMode::DP ? MeshShape{1, 1} : MeshShape{1, ms.cols}).mine;
+      const GenerationResult r = run_on(file, group, options, DataType::FLOAT32, requests, 4, 512);
+      const double p = min_pcc_vs_reference(file, requests, r, config.vocab_size);
+      EXPECT_TRUE(all_ranks_ok(p >= 0.9999 && tokens_of(r) == tokens_of(single)))
+          << ms.to_string() << " " << to_string(mode) << (tied ? " tied" : "") << ": min PCC vs float64 " << p
+          << ", tokens equal the single-device run: " << (tokens_of(r) == tokens_of(single));
+    }
+  }
+}
+
+TEST(Llama, Float32LogitsMatchFloat64InEveryModeAndMesh) { check_every_mode(false); }
+TEST(Llama, TiedEmbeddingsMatchFloat64InEveryModeAndMesh) { check_every_mode(true); }
+
+// Compact formats on the tp mesh: the logits stay close to float64 (looser: weights and cache are
+// quantised) and to the float32 run.
+TEST(Llama, CompactWeightsAndCacheStayClose) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto requests = ragged_requests(config.vocab_size, 4);
+  auto mesh = MeshDevice::open({1, world_size()});
+  struct Case {
+    DataType weights, acts, kv;
+    double min_pcc;
+  };
+  for (const Case& c : {Case{DataType::BFLOAT16, DataType::BFLOAT16, DataType::BFLOAT16, 0.995},
+                        Case{DataType::BFLOAT8_B, DataType::BFLOAT16, DataType::BFLOAT8_B, 0.99},
+                        Case{DataType::BFLOAT4_B, DataType::BFLOAT16, DataType::BFLOAT16, 0.95}}) {
+    const GenerationResult r = run_on(file, mesh, {c.weights, c.acts}, c.kv, requests, 4, 512);
+    const double p = min_pcc_vs_reference(file, requests, r, config.vocab_size);
+    EXPECT_TRUE(all_ranks_ok(p >= c.min_pcc)) << to_string(c.weights) << " weights, " << to_string(c.kv)
+                                              << " cache: min PCC vs float64 " << p << " (need " << c.min_pcc << ")";
+  }
+}
+
+// Prefilling in chunks of 16 (a prompt of 45 crosses two chunk and tile boundaries), then decoding,
+// gives the logits of prefilling whole: the cache holds what a full prefill would have computed.
+TEST(Llama, ChunkedPrefillAndDecodeMatchWholePrefill) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto requests = ragged_requests(config.vocab_size, 5);
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaOptions options{DataType::FLOAT32, DataType::FLOAT32};
+  const GenerationResult whole = run_on(file, mesh, options, DataType::FLOAT32, requests, 4, 512);
+  const GenerationResult chunked = run_on(file, mesh, options, DataType::FLOAT32, requests, 4, 16);
+  double worst = 1.0;
+  for (size_t i = 0; i < requests.size(); ++i) worst = std::min(worst, pcc(whole.outputs[i].logits, chunked.outputs[i].logits));
+  EXPECT_TRUE(all_ranks_ok(worst >= 0.99999 && tokens_of(whole) == tokens_of(chunked))) << "min PCC " << worst;
+}
+
+// More requests than slots, finishing at different steps: each request's tokens are those of its
+// solo run, and its logits agree to float32 rounding.
+TEST(Llama, ContinuousBatchingEqualsSoloRuns) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  std::vector<GenerationRequest> requests = ragged_requests(config.vocab_size, 3);
+  const auto more = ragged_requests(config.vocab_size, 7);
+  for (size_t i = 0; i < more.size(); ++i) {
+    GenerationRequest r = more[i];
+    r.id = 10 + i;
+    r.max_new_tokens = 2 + 3 * static_cast<int64_t>(i);
+    requests.push_back(r);
+  }
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaOptions options{DataType::FLOAT32, DataType::FLOAT32};
+  const GenerationResult batched = run_on(file, mesh, options, DataType::FLOAT32, requests, 3, 512);
+  bool same = true;
+  double worst = 1.0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const GenerationResult solo = run_on(file, mesh, options, DataType::FLOAT32, std::span(&requests[i], 1), 1, 512);
+    same = same && solo.outputs[0].tokens == batched.outputs[i].tokens;
+    worst = std::min(worst, pcc(solo.outputs[0].logits, batched.outputs[i].logits));
+  }
+  EXPECT_TRUE(all_ranks_ok(same && worst >= 0.99999)) << "tokens equal: " << same << ", min PCC " << worst;
+}
+
+TEST(Llama, SameRunTwiceIsBitwiseIdentical) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto requests = ragged_requests(config.vocab_size, 4);
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaOptions options{DataType::BFLOAT8_B, DataType::BFLOAT16};
+  const GenerationResult a = run_on(file, mesh, options, DataType::BFLOAT16, requests, 2, 16);
+  const GenerationResult b = run_on(file, mesh, options, DataType::BFLOAT16, requests, 2, 16);
+  bool same = tokens_of(a) == tokens_of(b);
+  for (size_t i = 0; i < requests.size(); ++i) same = same && a.outputs[i].logits == b.outputs[i].logits;
+  EXPECT_TRUE(all_ranks_ok(same));
+}
+
+TEST(Llama, BadInputFailsAlikeOnEveryRank) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, {DataType::FLOAT32, DataType::FLOAT32});
+  serving::KvCache cache = model.make_cache(2, 64, DataType::FLOAT32);
+  auto message_for = [&](std::vector<GenerationRequest> requests) {
+    return testing::error_message_of([&] { serving::generate(model, cache, requests, GenerationOptions{}); });
+  };
+  const std::string empty = message_for({GenerationRequest{0, {}, 3}});
+  const std::string outside = message_for({GenerationRequest{0, {5, 250}, 3}});
+  const std::string too_long = message_for({GenerationRequest{0, std::vector<int32_t>(60, 1), 10}});
+  const std::string beyond_positions = message_for({GenerationRequest{0, std::vector<int32_t>(250, 1), 10}});
+  EXPECT_TRUE(all_ranks_ok(empty.find("empty prompt") != std::string::npos)) << empty;
+  EXPECT_TRUE(all_ranks_ok(outside.find("250, outside the vocabulary") != std::string::npos)) << outside;
+  EXPECT_TRUE(all_ranks_ok(too_long.find("exceeds the KV cache") != std::string::npos)) << too_long;
+  EXPECT_TRUE(all_ranks_ok(beyond_positions.find("max_position_embeddings 256") != std::string::npos))
+      << beyond_positions;
+  for (const std::string& m : {empty, outside, too_long, beyond_positions}) EXPECT_TRUE(testing::same_on_all_ranks(m));
+
+  // Heads that cannot be split: 8 heads / 2 KV heads over 3 devices.
+  LlamaConfig c = config;
+  const std::string split = testing::error_message_of([&] { split_heads_over(c, 3); });
+  EXPECT_TRUE(all_ranks_ok(split.find("cannot split 8 attention heads and 2 KV heads over 3 devices") != std::string::npos))
+      << split;
+}
+
+}  // namespace
+}  // namespace meshnn::models::llama
