@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -23,7 +24,8 @@ Tensor swiglu(const Tensor& gate_up, int64_t half_width, int64_t width, DataType
   std::vector<int64_t> dims = s.to_vector();
   dims.back() = width;
   Tensor out = Tensor::uninitialized(Shape(dims), out_dtype, Layout::TILE);
-  const int64_t tile_rows = matrix_view(s).batch * round_up_to_tile(s[-2]) / 32;
+  const int64_t height = s[-2], tiles_per_column = round_up_to_tile(height) / 32;
+  const int64_t tile_rows = matrix_view(s).batch * tiles_per_column;
   const int64_t in_cols = 2 * half_width / 32, out_cols = round_up_to_tile(width) / 32;
   const size_t in_bytes = tile_bytes(gate_up.dtype()), out_bytes = tile_bytes(out_dtype);
   ops_detail::run_parallel(tile_rows * out_cols, [&](int64_t begin, int64_t end, int) {
@@ -34,11 +36,15 @@ Tensor swiglu(const Tensor& gate_up, int64_t half_width, int64_t width, DataType
       ops_detail::tile_to_faces(in + static_cast<size_t>(row * in_cols + col) * in_bytes, gate_up.dtype(), gate);
       ops_detail::tile_to_faces(in + static_cast<size_t>(row * in_cols + half_width / 32 + col) * in_bytes,
                                 gate_up.dtype(), up);
-      // Columns past `width` hold padding; silu(0) * 0 keeps them 0 whatever the inputs' padding.
-      for (int64_t i = 0; i < kTileVolume; ++i) gate[i] = apply_activation(Activation::SILU, gate[i]) * up[i];
-      if (col == out_cols - 1 && width % 32 != 0)
-        for (int64_t r = 0; r < 32; ++r)
-          for (int64_t c = width % 32; c < 32; ++c) gate[tile_element_index(r, c)] = 0.0f;
+      // Only the valid rows are computed (a decode step has one row in 32); padding rows and
+      // columns past `width` are written as 0.
+      const int64_t valid_rows = std::min<int64_t>(32, height - (row % tiles_per_column) * 32);
+      const int64_t valid_cols = col == out_cols - 1 && width % 32 != 0 ? width % 32 : 32;
+      for (int64_t r = 0; r < 32; ++r)
+        for (int64_t c = 0; c < 32; ++c) {
+          const int64_t i = tile_element_index(r, c);
+          gate[i] = r < valid_rows && c < valid_cols ? apply_activation(Activation::SILU, gate[i]) * up[i] : 0.0f;
+        }
       ops_detail::faces_to_tile(gate, out_dtype, out.data<std::byte>() + static_cast<size_t>(t) * out_bytes);
     }
   });

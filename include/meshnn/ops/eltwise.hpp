@@ -25,8 +25,9 @@ Tensor typecast(const Tensor& x, DataType dtype);
 
 // SwiGLU on a fused gate|up projection (the Llama MLP): gate_up [..., M, 2 * half_width] in TILE
 // layout, the gate in columns [0, width) and up in [half_width, half_width + width), half_width a
-// multiple of 32 so each half is whole tiles. Returns silu(gate) * up, [..., M, width] in out_dtype,
-// TILE; computed in float32 tile by tile on the Runtime's threads. Throws meshnn::Error when the
+// multiple of 32 so each half is whole tiles. Returns silu(gate) * up (silu as apply_activation computes it),
+// [..., M, width] in out_dtype, TILE (padding 0); computed in float32 for the M valid rows only, on
+// the Runtime's threads. Throws meshnn::Error when the
 // widths do not fit or half_width is not a multiple of 32.
 Tensor swiglu(const Tensor& gate_up, int64_t half_width, int64_t width, DataType out_dtype);
 

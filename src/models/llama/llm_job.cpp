@@ -198,10 +198,10 @@ int run_llm_job(const LlmJobConfig& c) {
   serving::KvCache cache = model.make_cache(slots, longest, c.kv_dtype);
   if (root) {
     std::printf("%s", model.describe().c_str());
-    std::printf("  %-34s [%lld, %lld, %lld, %lld] %s per device: %lld slots x this device's KV heads\n", "KV cache (per layer, K and V)",
-                static_cast<long long>(slots), static_cast<long long>(config.num_key_value_heads),
-                static_cast<long long>(cache.max_seq()), static_cast<long long>(config.head_dim),
-                std::string(to_string(c.kv_dtype)).c_str(), static_cast<long long>(slots));
+    std::printf("  %-34s %s %s on every device: %lld slots x its %lld KV head(s) x %lld positions\n",
+                "KV cache (per layer, K and V)", cache.layer_shape().to_string().c_str(),
+                std::string(to_string(c.kv_dtype)).c_str(), static_cast<long long>(slots),
+                static_cast<long long>(model.head_split().kv_heads), static_cast<long long>(cache.max_seq()));
     std::printf("  %-34s [users, %lld] float32, Shard(vocab) over each group; sampled without gathering\n",
                 "logits", static_cast<long long>(config.vocab_size));
     std::printf("mode %s: %d replica(s) of a %s tensor-parallel group; %zu request(s), %lld decode slot(s) per replica\n",
