@@ -26,7 +26,8 @@ def cases(work):
     w = lambda f: os.path.join(work, f)
     small = ["--hidden", "64", "--intermediate", "256", "--seq", "8", "--iterations", "1", "--warmup", "0"]
     good = ["--weights", w("good.h5"), "--seq", "8", "--iterations", "1", "--warmup", "0"]
-    mlp, demo, gen = "meshnn-mlp", "meshnn-demo", "meshnn-make-weights"
+    mlp, demo, gen, llm = "meshnn-mlp", "meshnn-demo", "meshnn-make-weights", "meshnn-llm"
+    tiny = ["--weights", w("llama_tiny.h5"), "--prompt-len", "8", "--max-new-tokens", "2"]
     return [
         # mesh shape vs rank count
         Case("mesh larger than the job", 2, demo, ["--mesh", "1x3"], ERROR, "MeshShape(1, 3) needs 3 devices"),
@@ -95,6 +96,25 @@ def cases(work):
         Case("output directory missing", 4, mlp, good + ["--output", w("no/such/dir/out.h5")], ERROR, "cannot create",
              absent=w("no/such/dir/out.h5")),
         Case("json path not writable", 2, mlp, good + ["--json", "/proc/meshnn.json"], ERROR, "cannot write"),
+        # the LLM job (tiny Llama model, made once in the work dir)
+        Case("llm: token ids outside the vocabulary", 2, llm, tiny + ["--tokens", w("tokens_vocab1000.h5"),
+                                                                      "--output", w("llm_out.h5")], ERROR,
+             "outside the vocabulary [0, 250)", absent=w("llm_out.h5")),
+        Case("llm: prompt + new tokens beyond max_position_embeddings", 2, llm,
+             tiny + ["--prompt-len", "200", "--max-new-tokens", "100"], ERROR, "beyond max_position_embeddings 256"),
+        Case("llm: heads not splittable over the mesh", 3, llm, tiny, ERROR,
+             "cannot split 8 attention heads and 2 KV heads over 3 devices"),
+        Case("llm: not a Llama checkpoint", 2, llm, ["--weights", w("good.h5")], ERROR, "holds a 'falcon' model"),
+        Case("llm: layer weight missing", 2, llm, ["--weights", w("llama_3_of_2_layers.h5")], ERROR,
+             "model.layers.2.input_layernorm.weight' not found"),
+        Case("llm: max-batch 0", 2, llm, tiny + ["--max-batch", "0"], USAGE, "--max-batch must be >= 1"),
+        Case("llm: unknown sampling mode", 2, llm, tiny + ["--sampling", "beam"], USAGE, "unknown sampling mode 'beam'"),
+        Case("llm: top-p outside (0, 1]", 4, llm, tiny + ["--sampling", "top-p", "--top-p", "1.5"], USAGE,
+             "top_p must be in (0, 1]"),
+        Case("llm: negative temperature", 2, llm, tiny + ["--sampling", "top-k", "--temperature", "-1"], USAGE,
+             "temperature must be > 0"),
+        Case("llm: 2d mode not yet available", 4, llm, tiny + ["--mesh", "2x2", "--mode", "2d"], ERROR,
+             "--mode 2d is not available for the Llama job yet"),
         # faults that cannot be symmetric: the job aborts, naming the lost rank, leaving no output
         Case("rank killed mid-collective", 4, "fault_drill", ["kill", "2", w("killed.h5")], ABORT,
              r"process rank 2 .*exited on signal 9",
@@ -105,6 +125,19 @@ def cases(work):
              r"all_reduce stuck at step \d+ waiting for peer device 1",
              absent=w("stopped.h5"), env={"MESHNN_WATCHDOG_SECONDS": "10"}),
     ]
+
+
+def make_llama_files(build, work):
+    """A tiny Llama checkpoint, prompts with ids of a larger vocabulary, and a checkpoint whose
+    attributes claim 3 layers while it holds 2."""
+    gen = app_path(build, "meshnn-make-weights")
+    w = lambda f: os.path.join(work, f)
+    quiet = dict(check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([gen, "--model", "llama", "--preset", "tiny", "--output", w("llama_tiny.h5")], **quiet)
+    subprocess.run([gen, "--model", "llama", "--preset", "tiny", "--vocab", "1000", "--output", w("llama_vocab1000.h5"),
+                    "--tokens", w("tokens_vocab1000.h5"), "--batch", "2", "--prompt-len", "8"], **quiet)
+    subprocess.run([os.path.join(build, "tests", "make_bad_files"), "--llama-missing-layer", w("llama_tiny.h5"),
+                    w("llama_3_of_2_layers.h5")], **quiet)
 
 
 def app_path(build, app):
@@ -162,6 +195,7 @@ def main():
     build, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
     subprocess.run([os.path.join(build, "tests", "make_bad_files"), work], check=True)
+    make_llama_files(build, work)
     all_cases = cases(work)
     if "--list" in sys.argv:
         print("| case | ranks | what the user sees |\n|---|---|---|")

@@ -1,6 +1,7 @@
 // Writes the broken inputs the error tier feeds to the apps: one small valid Falcon MLP file and
 // variants with each defect the loaders must report (see tests/errors/error_cases.py).
 //   make_bad_files DIR
+//   make_bad_files --llama-missing-layer SOURCE TARGET   (attributes claim one layer more)
 #include <hdf5.h>
 
 #include <cmath>
@@ -71,9 +72,28 @@ void copy_prefix(const std::string& from, const std::string& to, double fraction
 
 }  // namespace
 
+// A copy of a Llama checkpoint whose root attributes claim one layer more than it holds.
+int llama_missing_layer(const std::string& source, const std::string& target) {
+  std::ifstream in(source, std::ios::binary);
+  std::ofstream out(target, std::ios::binary);
+  out << in.rdbuf();
+  out.close();
+  hid_t f = H5Fopen(target.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  if (f < 0) return 1;
+  int64_t layers = 0;
+  hid_t a = H5Aopen(f, "num_hidden_layers", H5P_DEFAULT);
+  H5Aread(a, H5T_NATIVE_INT64, &layers);
+  ++layers;
+  H5Awrite(a, H5T_NATIVE_INT64, &layers);
+  H5Aclose(a);
+  H5Fclose(f);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--llama-missing-layer") return llama_missing_layer(argv[2], argv[3]);
   if (argc != 2) {
-    std::fprintf(stderr, "usage: make_bad_files DIR\n");
+    std::fprintf(stderr, "usage: make_bad_files DIR | make_bad_files --llama-missing-layer SOURCE TARGET\n");
     return 2;
   }
   const std::string dir = argv[1];
