@@ -17,18 +17,10 @@ namespace meshnn {
 
 namespace {
 
+using ops_detail::dot;
+
 using ops_detail::run_parallel;
 using ops_detail::write_rows;
-
-// Eight partial sums: independent chains the compiler can keep in vector lanes.
-float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  for (; i < n; ++i) acc[0] += a[i] * b[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
 
 // out[D] = softmax(scale * q . k_j for j < n_keys) . v_j; k/v rows of D floats, row stride D.
 void attend(const float* q, const float* k, const float* v, int64_t n_keys, int64_t d, float scale,

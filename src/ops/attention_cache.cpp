@@ -15,14 +15,7 @@
 namespace meshnn {
 namespace {
 
-float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  for (; i < n; ++i) acc[0] += a[i] * b[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
+using ops_detail::dot;
 
 void rotate_half(float* x, const float* cos, const float* sin, int64_t d) {
   const int64_t half = d / 2;

@@ -12,6 +12,16 @@ inline void check_float(const Tensor& t, const char* what, const char* name) {
   MESHNN_CHECK(!is_integer(t.dtype()), "{}: {} must have a float dtype, got {}", what, name, to_string(t.dtype()));
 }
 
+// Eight partial sums: independent chains the compiler can keep in vector lanes.
+inline float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  for (; i < n; ++i) acc[0] += a[i] * b[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 // A tensor with x's dtype and layout holding `values` (row-major over `shape`).
 inline Tensor like(const std::vector<float>& values, const Shape& shape, const Tensor& x) {
   return Tensor::from_float(values, shape, x.dtype(), x.layout());
