@@ -8,9 +8,11 @@ namespace meshnn {
 
 struct PhaseTimes {
   double compute = 0, communication = 0;
+  double matmul = 0;  // the part of compute spent in matmuls (jobs whose targets name it)
   void add(const PhaseTimes& o) {
     compute += o.compute;
     communication += o.communication;
+    matmul += o.matmul;
   }
 };
 

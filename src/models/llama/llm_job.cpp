@@ -223,26 +223,38 @@ int run_llm_job(const LlmJobConfig& c) {
 
   // Report: one row per rank.
   const bool leader = replicas.group->device_id() == 0;
-  const double mean_ttft = [&] {
-    double sum = 0;
-    for (const auto& o : result.outputs) sum += o.time_to_first_token;
-    return result.outputs.empty() ? 0.0 : sum / result.outputs.size();
-  }();
+  double mean_ttft = 0;
+  for (const auto& o : result.outputs) mean_ttft += o.time_to_first_token / static_cast<double>(result.outputs.size());
+  const double steps = std::max<double>(1, static_cast<double>(s.decode_steps));
+  constexpr double kMiB = 1 << 20;
   const RankTable table = gather_rank_table(
-      {"load s", "prefill s", "mean TTFT s", "decode ms/step", "compute s", "comm s", "sampling s", "weights MiB",
-       "KV MiB", "peak MiB", "load grow MiB", "leader", "decode tok", "decode s", "prefill tok"},
-      {load_seconds, s.prefill_seconds, mean_ttft, s.decode_steps ? 1e3 * s.decode_seconds / s.decode_steps : 0.0,
-       s.prefill_times.compute + s.decode_times.compute, s.prefill_times.communication + s.decode_times.communication,
-       s.sampling_seconds, static_cast<double>(model.weight_bytes()) / (1 << 20),
-       static_cast<double>(cache.bytes()) / (1 << 20), static_cast<double>(peak_rss_bytes()) / (1 << 20),
-       load_growth / (1 << 20), leader ? 1.0 : 0.0, static_cast<double>(s.decode_tokens), s.decode_seconds,
-       static_cast<double>(s.prefill_tokens)},
+      {{"load s", load_seconds},
+       {"prefill s", s.prefill_seconds},
+       {"mean TTFT s", mean_ttft},
+       {"prefill comm s", s.prefill_times.communication},
+       {"prefill mm s", s.prefill_times.matmul},
+       {"decode ms/step", 1e3 * s.decode_seconds / steps},
+       {"comm ms/step", 1e3 * s.decode_times.communication / steps},
+       {"matmul ms/step", 1e3 * s.decode_times.matmul / steps},
+       {"weights MiB", static_cast<double>(model.weight_bytes()) / kMiB},
+       {"KV MiB", static_cast<double>(cache.bytes()) / kMiB},
+       {"peak MiB", static_cast<double>(peak_rss_bytes()) / kMiB},
+       {"load grow MiB", load_growth / kMiB},
+       {"leader", leader ? 1.0 : 0.0, false},
+       {"decode tokens", static_cast<double>(s.decode_tokens), false},
+       {"decode s", s.decode_seconds, false},
+       {"prefill tokens", static_cast<double>(s.prefill_tokens), false},
+       {"sampling ms/step", 1e3 * s.sampling_seconds / steps, false},
+       {"matmul weights MiB", static_cast<double>(model.matmul_weight_bytes()) / kMiB, false}},
       mesh->comm());
-  double aggregate_decode = 0, aggregate_prefill = 0;
-  for (const auto& row : table.rows)
-    if (row[11] == 1.0) {
-      if (row[13] > 0) aggregate_decode += row[12] / row[13];
-      if (row[1] > 0) aggregate_prefill += row[14] / row[1];
+  // Replica totals: each replica's leader speaks for it.
+  double aggregate_decode = 0, aggregate_prefill = 0, prefill_tokens = 0;
+  for (size_t r = 0; r < table.rows.size(); ++r)
+    if (table.value(r, "leader") == 1.0) {
+      if (table.value(r, "decode s") > 0) aggregate_decode += table.value(r, "decode tokens") / table.value(r, "decode s");
+      if (table.value(r, "prefill s") > 0)
+        aggregate_prefill += table.value(r, "prefill tokens") / table.value(r, "prefill s");
+      prefill_tokens += table.value(r, "prefill tokens");
     }
 
   // Tokens (and logits) of every request on every rank, padded with -1 after a request ended.
@@ -268,13 +280,18 @@ int run_llm_job(const LlmJobConfig& c) {
 
   if (root) {
     std::printf("\n%s", table.format().c_str());
-    const double ttft = table.max(2), step_ms = table.max(3);
-    std::printf("prefill: %lld tokens, %.1f tokens/s (all replicas), mean time to first token %.3f s (slowest rank)\n",
-                static_cast<long long>(table.rows[0][14]), aggregate_prefill, ttft);
-    std::printf("decode: %.2f ms per step (slowest rank), %.2f tokens/s per user, %.1f tokens/s in total (all replicas)\n",
-                step_ms, step_ms > 0 ? 1e3 / step_ms : 0.0, aggregate_decode);
-    std::printf("compute %.3f s, communication %.3f s (slowest rank); whole generation %.3f s\n", table.max(4),
-                table.max(5), run_seconds);
+    const double step_ms = table.max("decode ms/step");
+    std::printf("prefill: %.0f tokens, %.1f tokens/s (all replicas), mean time to first token %.3f s; matmuls %.0f%% "
+                "of the prefill time (slowest rank)\n",
+                prefill_tokens, aggregate_prefill, table.max("mean TTFT s"),
+                100.0 * table.max("prefill mm s") / std::max(1e-12, table.max("prefill s")));
+    std::printf("decode: %.2f ms per step (slowest rank), %.2f tokens/s per user, %.1f tokens/s in total (all "
+                "replicas); per step: matmuls %.2f ms (%.0f%%), communication %.2f ms, sampling %.2f ms\n",
+                step_ms, step_ms > 0 ? 1e3 / step_ms : 0.0, aggregate_decode, table.max("matmul ms/step"),
+                100.0 * table.max("matmul ms/step") / std::max(1e-12, step_ms), table.max("comm ms/step"),
+                table.max("sampling ms/step"));
+    std::printf("matmul weights read per decode step: %.1f MiB per device; whole generation %.3f s\n",
+                table.max("matmul weights MiB"), run_seconds);
     for (int64_t r = 0; r < std::min<int64_t>(n, 8); ++r) {
       std::string ids;
       for (int64_t t = 0; t < produced && tokens[r * longest_output + t] >= 0; ++t)
@@ -316,8 +333,8 @@ int run_llm_job(const LlmJobConfig& c) {
                {"top_p", c.sampling.top_p},
                {"seed", static_cast<int64_t>(c.sampling.seed)},
                {"max_batch", c.max_batch},
-               {"prefill_seconds", table.max(1)},
-               {"decode_ms_per_step", table.max(3)},
+               {"prefill_seconds", table.max("prefill s")},
+               {"decode_ms_per_step", table.max("decode ms/step")},
                {"decode_tokens_per_second", aggregate_decode}})
         w.set_attribute(name, value);
       w.commit();
@@ -326,19 +343,23 @@ int run_llm_job(const LlmJobConfig& c) {
     if (!c.json.empty()) {
       std::FILE* f = std::fopen(c.json.c_str(), "w");
       if (f == nullptr) throw Error(fmt::format("cannot write '{}'", c.json));
-      std::fprintf(f,
-                   "{\"ranks\": %d, \"mesh\": \"%s\", \"mode\": \"%s\", \"weight_dtype\": \"%s\", \"act_dtype\": \"%s\", "
-                   "\"kv_dtype\": \"%s\", \"requests\": %lld, \"max_batch\": %lld, \"layers\": %lld, \"hidden\": %lld, "
-                   "\"load_s\": %.4f, \"prefill_s\": %.6f, \"mean_ttft_s\": %.6f, \"decode_ms_per_step\": %.6f, "
-                   "\"decode_tokens_per_s\": %.4f, \"prefill_tokens_per_s\": %.4f, \"compute_s\": %.6f, \"comm_s\": %.6f, "
-                   "\"peak_mib\": %.1f, \"weights_mib\": %.1f, \"kv_mib\": %.1f}\n",
-                   mesh->num_devices(), c.mesh.to_string().c_str(), std::string(to_string(c.mode)).c_str(),
-                   std::string(to_string(c.model.weight_dtype)).c_str(), std::string(to_string(c.model.act_dtype)).c_str(),
-                   std::string(to_string(c.kv_dtype)).c_str(), static_cast<long long>(n),
-                   static_cast<long long>(c.max_batch), static_cast<long long>(config.num_hidden_layers),
-                   static_cast<long long>(config.hidden_size), table.max(0), table.max(1), table.max(2), table.max(3),
-                   aggregate_decode, aggregate_prefill, table.max(4), table.max(5), table.max(9), table.max(7),
-                   table.max(8));
+      std::fprintf(f, "%s\n",
+                   fmt::format("{{\"ranks\": {}, \"mesh\": \"{}\", \"mode\": \"{}\", \"weight_dtype\": \"{}\", "
+                               "\"act_dtype\": \"{}\", \"kv_dtype\": \"{}\", \"requests\": {}, \"max_batch\": {}, "
+                               "\"layers\": {}, \"hidden\": {}, \"load_s\": {:.4f}, \"prefill_s\": {:.6f}, "
+                               "\"prefill_tokens_per_s\": {:.4f}, \"prefill_matmul_s\": {:.6f}, "
+                               "\"mean_ttft_s\": {:.6f}, \"decode_ms_per_step\": {:.6f}, "
+                               "\"decode_matmul_ms_per_step\": {:.6f}, \"decode_comm_ms_per_step\": {:.6f}, "
+                               "\"decode_tokens_per_s\": {:.4f}, \"matmul_weight_bytes\": {:.0f}, "
+                               "\"peak_mib\": {:.1f}, \"weights_mib\": {:.1f}, \"kv_mib\": {:.1f}}}",
+                               mesh->num_devices(), c.mesh.to_string(), to_string(c.mode),
+                               to_string(c.model.weight_dtype), to_string(c.model.act_dtype), to_string(c.kv_dtype),
+                               n, c.max_batch, config.num_hidden_layers, config.hidden_size, table.max("load s"),
+                               table.max("prefill s"), aggregate_prefill, table.max("prefill mm s"),
+                               table.max("mean TTFT s"), table.max("decode ms/step"), table.max("matmul ms/step"),
+                               table.max("comm ms/step"), aggregate_decode, table.max("matmul weights MiB") * kMiB,
+                               table.max("peak MiB"), table.max("weights MiB"), table.max("KV MiB"))
+                       .c_str());
       std::fclose(f);
     }
   });

@@ -18,10 +18,12 @@
 namespace meshnn::models::llama {
 namespace {
 
-MatmulOptions float32_output() {
+// x times a weight, float32 out (partial sums are reduced and added to the residual in float32),
+// its time added to times.matmul.
+Tensor project(const Tensor& x, const Tensor& w, PhaseTimes& times) {
   MatmulOptions o;
   o.output_dtype = DataType::FLOAT32;
-  return o;
+  return timed(times.matmul, [&] { return matmul(x, w, false, false, o); });
 }
 
 // Parts of a fused weight, each padded to whole tiles so that concatenation copies tiles and
@@ -179,14 +181,14 @@ Tensor LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache& cache
   Tensor x = embedding(Tensor::from_uint32(ids, Shape{1, 1, rows}, Layout::ROW_MAJOR), embedding_, act, Layout::TILE);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
-    const Tensor qkv = matmul(rms_norm(x, eps, &layer.input_norm), layer.wqkv, false, false, float32_output());
+    const Tensor qkv = project(rms_norm(x, eps, &layer.input_norm), layer.wqkv, times);
     const Tensor attention = attention_with_kv_cache(qkv, qkv_columns_, cache.keys(static_cast<int64_t>(l)),
                                                      cache.values(static_cast<int64_t>(l)), rope_, b.slots, b.positions,
                                                      heads_.q_heads, act);
-    x = add(x, sum_over_group(matmul(attention, layer.wo, false, false, float32_output()), times));
-    const Tensor gate_up = matmul(rms_norm(x, eps, &layer.post_norm), layer.w_gate_up, false, false, float32_output());
+    x = add(x, sum_over_group(project(attention, layer.wo, times), times));
+    const Tensor gate_up = project(rms_norm(x, eps, &layer.post_norm), layer.w_gate_up, times);
     const Tensor mlp = swiglu(gate_up, gate_up_half_, local_intermediate_, act);
-    x = add(x, sum_over_group(matmul(mlp, layer.w_down, false, false, float32_output()), times));
+    x = add(x, sum_over_group(project(mlp, layer.w_down, times), times));
   }
 
   // Logits only for the rows asked for (a prefill chunk needs its last row only).
@@ -200,10 +202,16 @@ Tensor LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache& cache
       std::copy_n(values.data() + b.logit_rows[i] * h, h, picked.data() + i * h);
     x = Tensor::from_float(picked, Shape{1, 1, static_cast<int64_t>(b.logit_rows.size()), h}, act, Layout::TILE);
   }
-  Tensor logits = matmul(rms_norm(x, eps, &final_norm_), lm_head_, false, false, float32_output());
+  Tensor logits = project(rms_norm(x, eps, &final_norm_), lm_head_, times);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   times.compute += total - (times.communication - communication_before);
   return logits;
+}
+
+size_t LlamaModel::matmul_weight_bytes() const {
+  size_t total = lm_head_.size_bytes();
+  for (const Layer& l : layers_) total += l.wqkv.size_bytes() + l.wo.size_bytes() + l.w_gate_up.size_bytes() + l.w_down.size_bytes();
+  return total;
 }
 
 size_t LlamaModel::weight_bytes() const {

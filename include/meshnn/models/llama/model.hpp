@@ -59,6 +59,10 @@ class LlamaModel final : public serving::CausalLm {
   const LlamaConfig& config() const { return config_; }
   const HeadSplit& head_split() const { return heads_; }
   size_t weight_bytes() const;  // this device's weight storage
+  // The bytes of the matmul weights (padding tiles included): what a decode step reads once per
+  // token, whatever the batch; the memory-bandwidth floor of a decode step is this over the
+  // read bandwidth.
+  size_t matmul_weight_bytes() const;
   // The placements of the embedding, layer 0's weights and the logits, for the job's report.
   std::string describe() const;
 
