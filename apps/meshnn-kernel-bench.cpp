@@ -152,6 +152,27 @@ double read_bandwidth_gbps() {
   return static_cast<double>(n * sizeof(float)) / t / 1e9;
 }
 
+// `pool`'s workers, one per core, each streaming its own 512 MiB buffer, all at once: the read
+// bandwidth that many busy cores share (the roof of a decode step running on them).
+double shared_read_bandwidth_gbps(ThreadPool& pool) {
+  const int threads = pool.num_threads();
+  const size_t n = (size_t{512} << 20) / sizeof(float);
+  std::vector<std::vector<float>> buffers(static_cast<size_t>(threads));
+  std::vector<float> sums(static_cast<size_t>(threads));
+  // Each worker touches its own buffer first, so its pages sit near the core that reads them.
+  pool.parallel_for(threads, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) buffers[static_cast<size_t>(i)].assign(n, 1.0f);
+  });
+  const double t = best_time(
+      [&] {
+        pool.parallel_for(threads, [&](int64_t begin, int64_t end, int) {
+          for (int64_t i = begin; i < end; ++i) sums[static_cast<size_t>(i)] = sum_buffer(buffers[static_cast<size_t>(i)].data(), n);
+        });
+      },
+      1.0);
+  return static_cast<double>(n * sizeof(float)) * threads / t / 1e9;
+}
+
 std::vector<float> random_values(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -233,6 +254,7 @@ struct BenchOptions {
   double min_time = 0.5;
   int openblas_threads = 0;  // 0: same as ours
   bool ceiling = false;
+  bool bandwidth_only = false;
 };
 
 BenchOptions parse_options(int argc, char** argv) {
@@ -247,6 +269,7 @@ BenchOptions parse_options(int argc, char** argv) {
   cli.add_option("openblas-threads", "N", "OpenBLAS threads: same (as ours) or a number", "same");
   cli.add_flag("ceiling", "also time independent 1-thread matmuls on every worker at once (see the file header)");
   cli.add_option("json", "FILE", "also write one JSON record per row");
+  cli.add_flag("bandwidth", "only measure the read bandwidth of 1, 2, ... cores streaming at once (one per --threads count)");
   cli.parse(argc, argv);
 
   BenchOptions o;
@@ -273,6 +296,7 @@ BenchOptions parse_options(int argc, char** argv) {
   o.openblas_threads = blas_threads == "same" ? 0 : whole_number(blas_threads, "--openblas-threads", 1024);
   o.json_path = cli.has("json") ? cli.get("json") : "";
   o.ceiling = cli.has("ceiling");
+  o.bandwidth_only = cli.flag("bandwidth");
   if (!cli.has("shapes")) {
     o.shapes = kShapes;
     return o;
@@ -304,7 +328,31 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "meshnn-kernel-bench: usage error: %s\n", e.what());
     return kExitUsage;
   }
-  const auto& [thread_counts, shapes, dtypes, act, json_path, min_time, openblas_threads, ceiling] = options;
+  const auto& [thread_counts, shapes, dtypes, act, json_path, min_time, openblas_threads, ceiling, bandwidth_only] =
+      options;
+  if (bandwidth_only) {
+    const std::vector<int> cpus = allowed_cpus();
+    std::string records;
+    for (int threads : thread_counts) {
+      ThreadPool pool(threads, static_cast<int>(cpus.size()) >= threads
+                                   ? std::vector<int>(cpus.begin(), cpus.begin() + threads)
+                                   : std::vector<int>{});
+      const double gbps = shared_read_bandwidth_gbps(pool);
+      fmt::print("read bandwidth, {} core(s) streaming at once: {:.2f} GB/s\n", threads, gbps);
+      records += fmt::format("{}  {{\"op\": \"read_bandwidth\", \"threads\": {}, \"read_GBps\": {:.3f}}}",
+                             records.empty() ? "" : ",\n", threads, gbps);
+    }
+    if (!json_path.empty()) {
+      std::FILE* f = std::fopen(json_path.c_str(), "w");
+      if (f == nullptr) {
+        fmt::print(stderr, "cannot write {}\n", json_path);
+        return 1;
+      }
+      std::fprintf(f, "[\n%s\n]\n", records.c_str());
+      std::fclose(f);
+    }
+    return 0;
+  }
   const kernels::Isa isa = kernels::active_isa();
   // Best of several runs: the first ones may meet a core still ramping its clock, or a neighbour.
   double peak = 0;

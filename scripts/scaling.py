@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scaling benchmark for the Falcon MLP job (meshnn-mlp).
+"""Scaling benchmark for the Falcon MLP job (meshnn-mlp) or, with --job llm, the LLM job (meshnn-llm).
 
 Sweeps rank counts, parallel modes, weight dtypes and batch sizes; runs the job once per point
 through scripts/mpirun.sh; writes a CSV table and a PNG plot (time per token, speed-up against the
@@ -17,6 +17,12 @@ down, so the best pass is what repeats from run to run. The mean pass is in the 
   scripts/scaling.sh                                   # defaults: ranks 1,2,4,8, tp and dp, bfloat16
   scripts/scaling.sh --ranks 1,2 --modes tp --dtypes bfloat16,bfloat8_b --hidden 256 --intermediate 1024
   scripts/scaling.sh --hostfile hostfiles/t3000.txt --ranks 8 --modes 2d
+  scripts/scaling.sh --job llm --modes tp,dp,hybrid --dtypes bfloat8_b --batch 8 --preset tinyllama --layers 4
+
+For the LLM job a point is one generation (--batch users, prompts of --seq tokens, --new-tokens
+each, --ignore-eos): time per token is the decode step's time per token of all users (the slowest
+rank's mean step / users), compute and communication are per decode step, and the CSV also has the
+mean time to first token. Its strong scaling keeps the users fixed; weak scaling grows them.
 """
 import argparse
 import csv
@@ -58,7 +64,34 @@ def run_point(args, build, weights, ranks, mode, dtype, batch, json_path):
     return record
 
 
-def plot(rows, png, cores):
+def run_llm_point(args, build, ranks, mode, dtype, batch, json_path):
+    rows, cols = mesh_for(mode, ranks)
+    cmd = [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks)]
+    if args.hostfile:
+        cmd += ["--hostfile", args.hostfile]
+    cmd += [os.path.join(build, "apps", "meshnn-llm"), "--mesh", f"{rows}x{cols}", "--mode", mode,
+            "--preset", args.preset, "--layers", str(args.layers), "--weight-dtype", dtype,
+            "--act-dtype", args.act_dtype, "--batch", str(batch), "--max-batch", str(batch),
+            "--prompt-len", str(args.seq), "--max-new-tokens", str(args.new_tokens), "--ignore-eos",
+            "--json", json_path]
+    print("+", " ".join(cmd), flush=True)
+    env = dict(os.environ, MESHNN_NUM_THREADS=str(args.threads_per_rank))
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    if result.returncode != 0:
+        sys.stdout.write(result.stdout)
+        raise SystemExit(f"run failed with status {result.returncode}")
+    with open(json_path) as f:
+        r = json.load(f)
+    # Decode: every user advances one token per step, so a token costs step / users (dp and hybrid
+    # replicas step side by side: their total rate is what decode_tokens_per_s sums).
+    per_token = 1e3 / r["decode_tokens_per_s"] if r["decode_tokens_per_s"] > 0 else 0.0
+    return {"mesh": f"{rows}x{cols}", "best_time_per_token_ms": per_token, "time_per_token_ms": per_token,
+            "compute_ms": r["decode_ms_per_step"] - r["decode_comm_ms_per_step"],
+            "comm_ms": r["decode_comm_ms_per_step"], "ttft_s": r["mean_ttft_s"],
+            "decode_tokens_per_s": r["decode_tokens_per_s"]}
+
+
+def plot(rows, png, cores, job="mlp"):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -84,7 +117,7 @@ def plot(rows, png, cores):
                        label=f"oversubscribed (> {cores} cores)")
         ax.legend(fontsize=7)
     axes[0].set_ylabel("time per token (ms)")
-    axes[0].set_title("Falcon MLP: time per token")
+    axes[0].set_title("Falcon MLP: time per token" if job == "mlp" else "LLM decode: time per token (all users)")
     axes[1].set_ylabel("speed-up vs 1 rank")
     axes[1].set_title("speed-up (throughput)")
     labels = [f"{r['mode']} {r['weight_dtype'][:9]} {r['scaling'][0]} {r['ranks']}r" for r in rows]
@@ -95,7 +128,7 @@ def plot(rows, png, cores):
     axes[2].bar(positions, comm, bottom=compute, label="communication")
     axes[2].set_xticks(list(positions))
     axes[2].set_xticklabels(labels, rotation=90, fontsize=6)
-    axes[2].set_ylabel("ms per forward pass (mean pass, slowest rank)")
+    axes[2].set_ylabel("ms per forward pass (mean pass, slowest rank)" if job == "mlp" else "ms per decode step (slowest rank)")
     axes[2].set_title("compute / communication split")
     axes[2].legend(fontsize=7)
     fig.tight_layout()
@@ -104,6 +137,10 @@ def plot(rows, png, cores):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--job", default="mlp", choices=["mlp", "llm"])
+    p.add_argument("--preset", default="tinyllama", help="llm: generated model preset")
+    p.add_argument("--layers", type=int, default=0, help="llm: layers of the generated model (0: the preset's)")
+    p.add_argument("--new-tokens", type=int, default=16, help="llm: tokens generated per user")
     p.add_argument("--ranks", default="1,2,4,8")
     p.add_argument("--modes", default="tp,dp")
     p.add_argument("--dtypes", default="bfloat16")
@@ -129,7 +166,7 @@ def main():
     os.makedirs(args.out_dir, exist_ok=True)
     cores = os.cpu_count() if not args.hostfile else 0
     weights = os.path.join(args.out_dir, f"falcon_mlp_{args.hidden}x{args.intermediate}.h5")
-    if not os.path.exists(weights):
+    if args.job == "mlp" and not os.path.exists(weights):
         subprocess.run([os.path.join(args.build, "apps", "meshnn-make-weights"), "--output", weights,
                         "--hidden", str(args.hidden), "--intermediate", str(args.intermediate)], check=True)
 
@@ -149,8 +186,11 @@ def main():
                 best = {}
                 for _ in range(args.repeats):
                     for ranks in sorted(ranks_list):
-                        rec = run_point(args, args.build, weights, ranks, mode, dtype, batch_for(ranks),
-                                        os.path.join(args.out_dir, "last_run.json"))
+                        last = os.path.join(args.out_dir, "last_run.json")
+                        if args.job == "llm":
+                            rec = run_llm_point(args, args.build, ranks, mode, dtype, batch_for(ranks), last)
+                        else:
+                            rec = run_point(args, args.build, weights, ranks, mode, dtype, batch_for(ranks), last)
                         if ranks not in best or rec["best_time_per_token_ms"] < best[ranks]["best_time_per_token_ms"]:
                             best[ranks] = rec
                 baseline = best[min(ranks_list)]["best_time_per_token_ms"]
@@ -165,6 +205,9 @@ def main():
                         "compute_ms": round(rec["compute_ms"], 3), "comm_ms": round(rec["comm_ms"], 3),
                         "oversubscribed": bool(cores) and ranks > cores,
                     })
+                    if args.job == "llm":
+                        rows[-1]["ttft_s"] = round(rec["ttft_s"], 4)
+                        rows[-1]["decode_tokens_per_s"] = round(rec["decode_tokens_per_s"], 3)
                     print(rows[-1], flush=True)
     csv_path = os.path.join(args.out_dir, "scaling.csv")
     with open(csv_path, "w", newline="") as f:
@@ -173,7 +216,7 @@ def main():
         w.writerows(rows)
     png_path = os.path.join(args.out_dir, "scaling.png")
     try:
-        plot(rows, png_path, cores)
+        plot(rows, png_path, cores, args.job)
         print(f"wrote {csv_path} and {png_path}")
     except ImportError:
         # The CSV is the result; the plot needs matplotlib (scripts/scaling.sh installs Debian's).

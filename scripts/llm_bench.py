@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""The LLM job's speed against what the machine allows, every limit measured in the same run.
+
+Limits, measured first:
+  - read bandwidth with 1 core and with 2 cores streaming at once (meshnn-kernel-bench --bandwidth);
+  - the matmul kernels' one-row speed on the shapes of each rank's shard of the model
+    (meshnn-kernel-bench, 1 thread, bfloat16 activations, each weight format): weights small
+    enough for the caches are timed from them, as the issue's kernel limit asks.
+Then meshnn-llm runs (generated model of --preset, prompts of --prompt-len):
+  - decode, one user: 1 rank on 1 core and 2 ranks in tp on 2 cores, per weight format. Against
+    min(bandwidth limit, kernel limit): bandwidth limit = matmul weight bytes per token per rank /
+    (bandwidth of that many cores / ranks); kernel limit = the kernels' time for the rank's shapes.
+  - prefill of the prompt: the matmuls' share of the prefill time, 2 ranks against 1;
+  - with --users N (default 32): decode of N users at once on 2 ranks, the matmuls' share of a step;
+  - with --batching: N * 2 requests of ragged prompts on N slots against one static batch of N
+    producing as many tokens (tokens / whole generation time);
+  - each rank's peak memory against its weight shards + KV cache.
+Every figure goes to RESULTS/llm_bench.json and a Markdown table on stdout.
+
+  scripts/llm_bench.sh                                 # TinyLlama shapes, bfloat8_b and bfloat4_b
+  scripts/llm_bench.sh --dtypes bfloat8_b --new-tokens 32 --users 0
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRESETS = {  # hidden, intermediate, layers, heads, kv_heads, vocab (as models/llama/config.cpp)
+    "tiny": (112, 200, 2, 8, 2, 250),
+    "tinyllama": (2048, 5632, 22, 32, 4, 32000),
+    "llama3-8b": (4096, 14336, 32, 32, 8, 128256),
+}
+
+
+def tile(n):
+    return (n + 31) // 32 * 32
+
+
+def shard_shapes(preset, layers, ranks):
+    """(K, N, count) of every matmul a rank runs per token, as model.cpp fuses and shards them."""
+    hidden, inter, preset_layers, heads, kv, vocab = PRESETS[preset]
+    layers = layers or preset_layers
+    d = hidden // heads
+    q_heads, kv_heads = heads // ranks, max(1, kv // ranks)
+    chunk_i, chunk_v = -(-inter // ranks), -(-vocab // ranks)
+    return [(hidden, tile(q_heads * d) + 2 * tile(kv_heads * d), layers),  # fused q|k|v
+            (q_heads * d, hidden, layers),                                 # o_proj rows
+            (hidden, 2 * tile(chunk_i), layers),                           # fused gate|up
+            (chunk_i, hidden, layers),                                     # down_proj rows
+            (hidden, chunk_v, 1)]                                          # lm_head columns
+
+
+def run(cmd, env=None, quiet=False):
+    print("+", " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=dict(os.environ, **(env or {})))
+    if not quiet or r.returncode != 0:
+        sys.stdout.write(r.stdout)
+    if r.returncode != 0:
+        raise SystemExit(f"failed with status {r.returncode}")
+    return r.stdout
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def llm(args, ranks, dtype, tag, extra):
+    out = os.path.join(args.results, f"llm_{tag}.json")
+    cmd = [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks),
+           os.path.join(args.build, "apps", "meshnn-llm"), "--mesh", f"1x{ranks}", "--mode", "tp",
+           "--preset", args.preset, "--layers", str(args.layers), "--weight-dtype", dtype,
+           "--ignore-eos", "--json", out] + extra
+    # One core per rank: the 1-rank run must not take the second core.
+    run(cmd, env={"MESHNN_NUM_THREADS": "1"}, quiet=True)
+    return load(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--results", default=os.path.join(ROOT, "results", "llm_bench"))
+    p.add_argument("--preset", default="tinyllama", choices=sorted(PRESETS))
+    p.add_argument("--layers", type=int, default=0, help="0: the preset's")
+    p.add_argument("--dtypes", default="bfloat8_b,bfloat4_b")
+    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--users", type=int, default=32, help="decode batch of the many-user run (0: skip)")
+    p.add_argument("--batching", action="store_true", help="also the continuous-batching comparison")
+    args = p.parse_args()
+    os.makedirs(args.results, exist_ok=True)
+    kb = os.path.join(args.build, "apps", "meshnn-kernel-bench")
+    dtypes = args.dtypes.split(",")
+
+    bw_json = os.path.join(args.results, "bandwidth.json")
+    run([kb, "--bandwidth", "--threads", "1,2", "--json", bw_json])
+    bandwidth = {r["threads"]: r["read_GBps"] for r in load(bw_json)}
+
+    kernel_time = {}  # (ranks, dtype) -> seconds per token per rank, from the kernels' own rates
+    for ranks in (1, 2):
+        shapes = shard_shapes(args.preset, args.layers, ranks)
+        k_json = os.path.join(args.results, f"kernels_tp{ranks}.json")
+        run([kb, "--threads", "1", "--act", "bfloat16", "--dtypes", ",".join(dtypes), "--openblas-threads", "1",
+             "--min-time", "0.3", "--shapes", ",".join(f"1x{k}x{n}" for k, n, _ in shapes), "--json", k_json])
+        rates = {(r["K"], r["N"], r["weight_dtype"]): r["gflops"] for r in load(k_json)}
+        for d in dtypes:
+            kernel_time[(ranks, d)] = sum(c * 2 * k * n / (rates[(k, n, d)] * 1e9) for k, n, c in shapes)
+
+    record = {"preset": args.preset, "bandwidth_GBps": bandwidth, "decode": [], "prefill": {}}
+    rows = []
+    for d in dtypes:
+        for ranks in (1, 2):
+            r = llm(args, ranks, d, f"decode_{d}_{ranks}", ["--batch", "1", "--prompt-len", str(args.prompt_len),
+                                                            "--max-new-tokens", str(args.new_tokens)])
+            per_rank_bw = bandwidth[ranks] / ranks
+            t_bw = r["matmul_weight_bytes"] / (per_rank_bw * 1e9)
+            t_kernel = kernel_time[(ranks, d)]
+            limit = 1 / max(t_bw, t_kernel)
+            measured = 1e3 / r["decode_ms_per_step"]
+            rows.append((d, ranks, measured, 1 / t_bw, 1 / t_kernel, "bandwidth" if t_bw >= t_kernel else "kernel",
+                         measured / limit, r["decode_matmul_ms_per_step"] / r["decode_ms_per_step"],
+                         r["peak_mib"] / (r["weights_mib"] + r["kv_mib"])))
+            record["decode"].append({"dtype": d, "ranks": ranks, "run": r, "bandwidth_limit_tps": 1 / t_bw,
+                                     "kernel_limit_tps": 1 / t_kernel, "ratio": measured / limit})
+            record["prefill"][f"{d}_{ranks}"] = r
+    print(f"\nread bandwidth: {bandwidth[1]:.2f} GB/s with 1 core, {bandwidth[2]:.2f} GB/s with 2 cores at once")
+    print("\n| weights | ranks | decode tok/s | bandwidth limit | kernel limit | binds | of limit (target 0.90) "
+          "| matmul share of step | peak / (weights + KV) (target <= 1.15) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for d, ranks, m, bw, kl, binds, ratio, share, mem in rows:
+        print(f"| {d} | {ranks} | {m:.2f} | {bw:.2f} | {kl:.2f} | {binds} | {ratio:.2f} | {share:.2f} | {mem:.2f} |")
+
+    print("\n| weights | prefill s, 1 rank | prefill s, 2 ranks | 2 ranks vs 1 (target 1.8) | matmul share, 2 ranks (target 0.80) |")
+    print("|---|---|---|---|---|")
+    for d in dtypes:
+        one, two = record["prefill"][f"{d}_1"], record["prefill"][f"{d}_2"]
+        print(f"| {d} | {one['prefill_s']:.3f} | {two['prefill_s']:.3f} | {one['prefill_s'] / two['prefill_s']:.2f} "
+              f"| {two['prefill_matmul_s'] / two['prefill_s']:.2f} |")
+
+    if args.users > 0:
+        d = dtypes[0]
+        r = llm(args, 2, d, f"users{args.users}", ["--batch", str(args.users), "--max-batch", str(args.users),
+                                                   "--prompt-len", str(args.prompt_len // 4),
+                                                   "--max-new-tokens", str(args.new_tokens // 2)])
+        record["users"] = r
+        print(f"\n{args.users} users, 2 ranks, {d}: {r['decode_ms_per_step']:.1f} ms per step, "
+              f"{r['decode_tokens_per_s']:.1f} tokens/s in total, matmuls {r['decode_matmul_ms_per_step'] / r['decode_ms_per_step']:.2f} "
+              f"of the step (target 0.80)")
+
+    if args.batching and args.users > 0:
+        d, n, t = dtypes[0], args.users, args.new_tokens // 4
+        tokens = os.path.join(args.results, "ragged_prompts.h5")
+        run([os.path.join(args.build, "apps", "meshnn-make-weights"), "--model", "llama", "--preset", args.preset,
+             "--output", os.path.join(args.results, "unused_weights.h5"), "--layers", "1", "--tokens", tokens,
+             "--batch", str(2 * n), "--prompt-len", str(args.prompt_len // 4), "--ragged"], quiet=True)
+        mixed = llm(args, 2, d, "batching_mixed", ["--tokens", tokens, "--max-batch", str(n), "--max-new-tokens", str(t)])
+        static = llm(args, 2, d, "batching_static", ["--batch", str(n), "--max-batch", str(n),
+                                                    "--prompt-len", str(args.prompt_len // 8),
+                                                    "--max-new-tokens", str(2 * t)])
+        rate = lambda r: r["generated_tokens"] / r["generation_s"]
+        record["batching"] = {"mixed": mixed, "static": static, "ratio": rate(mixed) / rate(static)}
+        print(f"\ncontinuous batching: {2 * n} ragged requests on {n} slots {rate(mixed):.1f} tokens/s, one static "
+              f"batch of {n} {rate(static):.1f} tokens/s: {rate(mixed) / rate(static):.2f} (target 0.90)")
+
+    with open(os.path.join(args.results, "llm_bench.json"), "w") as f:
+        json.dump(record, f, indent=1)
+    print(f"\nwrote {os.path.join(args.results, 'llm_bench.json')}")
+
+
+if __name__ == "__main__":
+    main()
