@@ -6,6 +6,7 @@
 #include "broadcast.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "op_utils.hpp"
+#include "tile_rows.hpp"
 
 namespace meshnn {
 
@@ -25,6 +26,22 @@ Tensor binary(const Tensor& a, const Tensor& b, Op op, const char* what) {
   check_float(a, what, "a");
   check_float(b, what, "b");
   const std::vector<int64_t> out_dims = ops_detail::broadcast_dims(a.shape().to_vector(), b.shape().to_vector(), what);
+  if (a.shape() == b.shape() && ops_detail::has_row_access(a) && ops_detail::has_row_access(b) && a.volume() > 0) {
+    // Same shapes: row by row in the stored layouts (a residual add of a decode step touches one
+    // row of each 32-row tile).
+    Tensor out(a.shape(), a.dtype(), a.layout());
+    const int64_t w = a.shape()[-1];
+    ops_detail::run_rows(a.volume() / w, w, [&](int64_t begin, int64_t end, int) {
+      std::vector<float> x(static_cast<size_t>(w)), y(static_cast<size_t>(w));
+      for (int64_t row = begin; row < end; ++row) {
+        ops_detail::read_row(a, row, x.data());
+        ops_detail::read_row(b, row, y.data());
+        for (int64_t i = 0; i < w; ++i) x[i] = op(x[i], y[i]);
+        ops_detail::write_row(out, row, x.data());
+      }
+    });
+    return out;
+  }
   const std::vector<float> av = a.to_float(), bv = b.to_float();
   std::vector<float> out(static_cast<size_t>(ops_detail::volume(out_dims)));
   if (std::ranges::equal(a.shape().dims(), out_dims) && std::ranges::equal(b.shape().dims(), out_dims)) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "op_utils.hpp"
+#include "tile_rows.hpp"
 
 namespace meshnn {
 
@@ -26,17 +27,42 @@ std::vector<float> input_rows(const Tensor& x, const Tensor* residual, const cha
 
 }  // namespace
 
+namespace {
+
+void rms_norm_row(float* r, int64_t w, float eps, const float* g) {
+  double sq = 0;
+  for (int64_t i = 0; i < w; ++i) sq += static_cast<double>(r[i]) * r[i];
+  const double inv = 1.0 / std::sqrt(sq / w + eps);
+  for (int64_t i = 0; i < w; ++i) r[i] = static_cast<float>(r[i] * inv * g[i]);
+}
+
+}  // namespace
+
 Tensor rms_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* residual) {
-  std::vector<float> h = input_rows(x, residual, "rms_norm");
-  const int64_t w = x.shape()[-1];
+  const int64_t w = x.shape().rank() > 0 ? x.shape()[-1] : 1;
   const std::vector<float> g = ops_detail::channel_values(weight, w, 1.0f, "rms_norm", "weight");
-  for (size_t row = 0; w > 0 && row < h.size() / w; ++row) {
-    float* r = h.data() + row * w;
-    double sq = 0;
-    for (int64_t i = 0; i < w; ++i) sq += static_cast<double>(r[i]) * r[i];
-    const double inv = 1.0 / std::sqrt(sq / w + eps);
-    for (int64_t i = 0; i < w; ++i) r[i] = static_cast<float>(r[i] * inv * g[i]);
+  if (ops_detail::has_row_access(x) && (residual == nullptr || ops_detail::has_row_access(*residual)) &&
+      (residual == nullptr || residual->shape() == x.shape()) && w > 0) {
+    // Row by row in the stored layout: a decode step normalises 1 row of a 32-row tile.
+    Tensor out(x.shape(), x.dtype(), x.layout());
+    const int64_t rows = x.volume() / w;
+    const auto normalise = [&](int64_t begin, int64_t end, int) {
+      std::vector<float> h(static_cast<size_t>(w)), r(residual != nullptr ? static_cast<size_t>(w) : 0);
+      for (int64_t row = begin; row < end; ++row) {
+        ops_detail::read_row(x, row, h.data());
+        if (residual != nullptr) {
+          ops_detail::read_row(*residual, row, r.data());
+          for (int64_t i = 0; i < w; ++i) h[i] += r[i];
+        }
+        rms_norm_row(h.data(), w, eps, g.data());
+        ops_detail::write_row(out, row, h.data());
+      }
+    };
+    ops_detail::run_rows(rows, w, normalise);
+    return out;
   }
+  std::vector<float> h = input_rows(x, residual, "rms_norm");
+  for (size_t row = 0; w > 0 && row < h.size() / w; ++row) rms_norm_row(h.data() + row * w, w, eps, g.data());
   return ops_detail::like(h, x.shape(), x);
 }
 

@@ -23,3 +23,19 @@ void write_rows(Tensor& t, int64_t matrix, int64_t row0, int64_t rows, const flo
 void run_parallel(int64_t count, const std::function<void(int64_t, int64_t, int)>& fn);
 
 }  // namespace meshnn::ops_detail
+
+namespace meshnn::ops_detail {
+
+// Row access without converting the whole tensor: logical row `row` (rows counted over all
+// leading dims, W = the last dim) of a float32 or bfloat16 tensor in either layout. In TILE layout
+// a row is 2 runs of 16 values per tile, so ops on a decode step's one row touch 1/32 of the tiles'
+// bytes. write_row leaves the padding as it is (start from a zero-filled tensor).
+bool has_row_access(const Tensor& t);
+void read_row(const Tensor& t, int64_t row, float* out);
+void write_row(Tensor& t, int64_t row, const float* in);
+
+// fn(begin, end, worker) over rows [0, rows) of `width` values: on the Runtime's threads when there
+// is enough work to pay for waking them (64 Ki values), else inline.
+void run_rows(int64_t rows, int64_t width, const std::function<void(int64_t, int64_t, int)>& fn);
+
+}  // namespace meshnn::ops_detail

@@ -122,6 +122,54 @@ TEST(OpsEltwise, BroadcastingAddSubMul) {
   EXPECT_THROW(add(f32(av, as), f32(random_values(4, 1), Shape{4})), Error);
 }
 
+// Same shapes take the row path (rows read and written in the stored layout): values as float64
+// says, in a's dtype, and the tile padding stays 0 even where the inputs' padding is not.
+TEST(OpsEltwise, SameShapeRowPathMatchesFloat64AndKeepsPaddingZero) {
+  const Shape s{2, 3, 37, 45};
+  const std::vector<float> av = random_values(s.volume(), 11), bv = random_values(s.volume(), 12);
+  for (DataType dt : {DataType::FLOAT32, DataType::BFLOAT16})
+    for (Layout layout : {Layout::TILE, Layout::ROW_MAJOR}) {
+      const Tensor a = Tensor::from_float(av, s, dt, layout, /*pad_value=*/7.0f);
+      const Tensor b = Tensor::from_float(bv, s, DataType::FLOAT32, Layout::TILE, /*pad_value=*/-3.0f);
+      const std::vector<float> aq = a.to_float();
+      std::vector<double> sum(aq.size()), product(aq.size());
+      for (size_t i = 0; i < aq.size(); ++i) {
+        sum[i] = double(aq[i]) + bv[i];
+        product[i] = double(aq[i]) * bv[i];
+      }
+      const double rel = dt == DataType::FLOAT32 ? kUlp : std::ldexp(1.0, -8);
+      const Tensor out = add(a, b);
+      expect_close(out.to_float(), sum, rel, 1e-30, "add");
+      expect_close(mul(a, b).to_float(), product, rel, 1e-30, "mul");
+      EXPECT_EQ(out.dtype(), dt);
+      EXPECT_EQ(out.layout(), layout);
+      // Every stored element outside the logical values is padding, and it is 0.
+      const Tensor padded_zero = Tensor::from_float(out.to_float(), s, dt, layout, 0.0f);
+      EXPECT_TRUE(std::equal(out.bytes().begin(), out.bytes().end(), padded_zero.bytes().begin()))
+          << to_string(dt) << " " << to_string(layout);
+    }
+}
+
+TEST(OpsNorm, RmsNormRowPathOverTilesAndBatches) {
+  const Shape s{2, 37, 70};
+  const std::vector<float> x = random_values(s.volume(), 13), g = random_values(70, 14);
+  const Tensor tg = f32(g, Shape{70}, Layout::ROW_MAJOR);
+  for (DataType dt : {DataType::FLOAT32, DataType::BFLOAT16}) {
+    const Tensor tx = Tensor::from_float(x, s, dt, Layout::TILE, 5.0f);
+    const std::vector<float> xq = tx.to_float();
+    std::vector<double> expected;
+    for (int64_t r = 0; r < 2 * 37; ++r) {
+      double sq = 0;
+      for (int64_t i = 0; i < 70; ++i) sq += double(xq[r * 70 + i]) * xq[r * 70 + i];
+      for (int64_t i = 0; i < 70; ++i) expected.push_back(xq[r * 70 + i] / std::sqrt(sq / 70 + 1e-5) * g[i]);
+    }
+    const Tensor y = rms_norm(tx, 1e-5f, &tg);
+    expect_close(y.to_float(), expected, dt == DataType::FLOAT32 ? 16 * kUlp : std::ldexp(1.0, -8), 1e-6, "rms_norm");
+    const Tensor padded_zero = Tensor::from_float(y.to_float(), s, dt, Layout::TILE, 0.0f);
+    EXPECT_TRUE(std::equal(y.bytes().begin(), y.bytes().end(), padded_zero.bytes().begin())) << to_string(dt);
+  }
+}
+
 TEST(OpsEltwise, TypecastRoundTrips) {
   const std::vector<float> v = random_values(33 * 40, 4);
   const Tensor t = f32(v, Shape{33, 40});
