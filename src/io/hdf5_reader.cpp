@@ -198,6 +198,37 @@ Tensor load_transposed_tiles(const Handle& d, const DatasetInfo& info, const Ext
   return out;
 }
 
+// A 2-D shard in ROW_MAJOR layout (an embedding table), read and converted a block of rows at a
+// time: one box of the whole shard would hold two float32 copies of it (the read and the padded
+// box), 4x a bfloat16 table's bytes at once.
+Tensor load_row_major_rows(const Handle& d, const DatasetInfo& info, const Extent& rows, const Extent& cols,
+                           const LoadOptions& o, float pad_value, const Shape& shard, const std::string& file,
+                           const std::string& dataset) {
+  constexpr int64_t kBlockRows = 256;
+  Tensor out = Tensor::uninitialized(shard, o.dtype, Layout::ROW_MAJOR);
+  if (o.dtype != DataType::FLOAT32 && o.dtype != DataType::BFLOAT16)
+    throw Error(fmt::format("dataset '{}' in '{}': a ROW_MAJOR load converts to float32 or bfloat16, not {}", dataset,
+                            file, to_string(o.dtype)));
+  auto store_row = [&](int64_t r, const float* values) {
+    for (int64_t c = 0; c < cols.size; ++c) {
+      const float v = c < cols.valid ? values[c] : pad_value;
+      if (o.dtype == DataType::FLOAT32)
+        out.data<float>()[r * cols.size + c] = v;
+      else
+        out.data<uint16_t>()[r * cols.size + c] = float_to_bfloat16(v);
+    }
+  };
+  for (int64_t r = 0; r < rows.valid; r += kBlockRows) {
+    const int64_t n = std::min(kBlockRows, rows.valid - r);
+    const std::vector<float> block = read_box(d, info, {rows.begin + r, cols.begin}, {n, cols.valid}, file, dataset);
+    if (o.reject_non_finite) check_finite(block, file, dataset);
+    for (int64_t i = 0; i < n; ++i) store_row(r + i, block.data() + i * cols.valid);
+  }
+  const std::vector<float> pad_row(static_cast<size_t>(cols.size), pad_value);
+  for (int64_t r = rows.valid; r < rows.size; ++r) store_row(r, pad_row.data());
+  return out;
+}
+
 Tensor load_local_shard(const std::string& file, const std::string& dataset, const MeshMapperConfig& mapper,
                         const MeshDevice& mesh, const LoadOptions& o, Shape& global_out, Placements& placements_out) {
   const Handle f = open_file(file);
@@ -215,6 +246,8 @@ Tensor load_local_shard(const std::string& file, const std::string& dataset, con
   const std::vector<Extent> ext = shard_extents(global_out, placements_out, mesh, shard);
 
   if (o.transpose && o.layout == Layout::TILE) return load_transposed_tiles(d, info, ext[0], ext[1], o, file, dataset);
+  if (!o.transpose && o.layout == Layout::ROW_MAJOR && info.shape.size() == 2)
+    return load_row_major_rows(d, info, ext[0], ext[1], o, mapper.pad_value, shard, file, dataset);
 
   // Everything else is read as one box (activations, 1-D weights, row-major requests).
   std::vector<int64_t> start, count, sizes;
