@@ -135,7 +135,9 @@ Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Ten
   }
   const int64_t group = hq / hkv;
   const int64_t base_items = static_cast<int64_t>(segments.size()) * hkv;
-  const int64_t head_shares = std::min<int64_t>(group, std::max<int64_t>(1, (8 + base_items - 1) / base_items));
+  // Each share decodes its KV tiles itself: split heads only as far as idle threads need.
+  const int64_t threads = ops_detail::worker_count();
+  const int64_t head_shares = std::min<int64_t>(group, std::max<int64_t>(1, (threads + base_items - 1) / base_items));
   const float sc = scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
   const int64_t dp = round_up_to_tile(d);
   std::vector<float> out(static_cast<size_t>(m * hq * d));

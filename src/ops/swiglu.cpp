@@ -23,6 +23,20 @@ Tensor swiglu(const Tensor& gate_up, int64_t half_width, int64_t width, DataType
                what, to_string(out_dtype));
   std::vector<int64_t> dims = s.to_vector();
   dims.back() = width;
+  if (ops_detail::has_row_access(gate_up) && (out_dtype == DataType::FLOAT32 || out_dtype == DataType::BFLOAT16)) {
+    // Row by row: a decode step's one row per tile, without decoding or encoding whole tiles.
+    Tensor out(Shape(dims), out_dtype, Layout::TILE);
+    const int64_t rows = gate_up.volume() / s[-1];
+    ops_detail::run_rows(rows, s[-1], [&](int64_t begin, int64_t end, int) {
+      std::vector<float> in(static_cast<size_t>(s[-1])), result(static_cast<size_t>(width));
+      for (int64_t row = begin; row < end; ++row) {
+        ops_detail::read_row(gate_up, row, in.data());
+        for (int64_t c = 0; c < width; ++c) result[c] = apply_activation(Activation::SILU, in[c]) * in[half_width + c];
+        ops_detail::write_row(out, row, result.data());
+      }
+    });
+    return out;
+  }
   Tensor out = Tensor::uninitialized(Shape(dims), out_dtype, Layout::TILE);
   const int64_t height = s[-2], tiles_per_column = round_up_to_tile(height) / 32;
   const int64_t tile_rows = matrix_view(s).batch * tiles_per_column;

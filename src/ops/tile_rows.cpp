@@ -10,6 +10,8 @@
 
 namespace meshnn::ops_detail {
 
+int worker_count() { return Runtime::exists() ? Runtime::instance().pool().num_threads() : 1; }
+
 void run_parallel(int64_t count, const std::function<void(int64_t, int64_t, int)>& fn) {
   if (Runtime::exists() && Runtime::instance().pool().num_threads() > 1 && count > 1)
     Runtime::instance().pool().parallel_for(count, fn);

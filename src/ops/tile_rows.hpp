@@ -19,6 +19,9 @@ void faces_to_tile(const float* faces, DataType dtype, std::byte* tile);
 // along 16 values of one row, so the other rows of those tiles keep their bits.
 void write_rows(Tensor& t, int64_t matrix, int64_t row0, int64_t rows, const float* values);
 
+// The Runtime's worker threads (1 without a Runtime).
+int worker_count();
+
 // Runs fn over [0, count) on the Runtime's worker threads when there is more than one, else inline.
 void run_parallel(int64_t count, const std::function<void(int64_t, int64_t, int)>& fn);
 

@@ -170,6 +170,32 @@ TEST(OpsNorm, RmsNormRowPathOverTilesAndBatches) {
   }
 }
 
+// swiglu on a fused gate|up row: silu(gate) * up in float64, on both paths (rows for float32 and
+// bfloat16 outputs, whole tiles for block floats); padding columns and rows are 0.
+TEST(OpsEltwise, SwigluOfFusedGateUpMatchesFloat64) {
+  const int64_t rows = 37, width = 200, half = 224;
+  const std::vector<float> v = random_values(rows * 2 * half, 15, 4.0f);
+  const Tensor gate_up = f32(v, Shape{1, rows, 2 * half});
+  std::vector<double> expected;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c) {
+      const double g = v[r * 2 * half + c], u = v[r * 2 * half + half + c];
+      expected.push_back(g / (1.0 + std::exp(-g)) * u);
+    }
+  for (DataType dt : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B}) {
+    const Tensor y = swiglu(gate_up, half, width, dt);
+    EXPECT_EQ(y.shape(), (Shape{1, rows, width}));
+    if (dt == DataType::BFLOAT8_B) {
+      EXPECT_GE(pcc(std::vector<float>(expected.begin(), expected.end()), y.to_float()), 0.999);
+    } else {
+      expect_close(y.to_float(), expected, dt == DataType::FLOAT32 ? 8 * kUlp : std::ldexp(1.0, -8), 1e-6, "swiglu");
+      const Tensor padded_zero = Tensor::from_float(y.to_float(), y.shape(), dt, Layout::TILE, 0.0f);
+      EXPECT_TRUE(std::equal(y.bytes().begin(), y.bytes().end(), padded_zero.bytes().begin())) << to_string(dt);
+    }
+  }
+  EXPECT_THROW(swiglu(gate_up, 200, 200, DataType::FLOAT32), Error);  // half width not whole tiles
+}
+
 TEST(OpsEltwise, TypecastRoundTrips) {
   const std::vector<float> v = random_values(33 * 40, 4);
   const Tensor t = f32(v, Shape{33, 40});
