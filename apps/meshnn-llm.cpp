@@ -26,7 +26,7 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("batch", "B", "generated prompts: number of requests", "1");
   cli.add_option("max-new-tokens", "T", "tokens to generate per request (unless the tokens file says)", "32");
   cli.add_option("max-batch", "K", "decode slots per replica (continuous batching beyond them)", "32");
-  cli.add_option("prefill-chunk", "N", "longest prefill pass; longer prompts are prefilled in chunks", "512");
+  cli.add_option("prefill-chunk", "N", "tokens per prefill pass: prompts admitted together share passes, long ones span several", "512");
   cli.add_option("sampling", "MODE", "greedy | top-k | top-p", "greedy");
   cli.add_option("temperature", "X", "sampling temperature (top-k, top-p)", "1.0");
   cli.add_option("top-k", "K", "top-k: tokens kept; top-p: cut to K first (0 = no cut)", "50");

@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "meshnn/io/synthetic_model.hpp"
+#include "meshnn/models/falcon/synthetic.hpp"
 #include "meshnn/models/llama/synthetic.hpp"
 #include "meshnn/runtime/options.hpp"
 
@@ -25,7 +26,7 @@ io::StoredType storage_of(const OptionParser& cli) {
 }
 
 void make_falcon(const OptionParser& cli) {
-  io::SyntheticFalconMlp spec;
+  models::falcon::SyntheticFalconMlp spec;
   const std::string output = cli.get("output");
   spec.hidden_size = cli.get_int("hidden", 1, int64_t{1} << 20);
   spec.intermediate_size = cli.get_int("intermediate", 1, int64_t{1} << 22);
@@ -35,7 +36,7 @@ void make_falcon(const OptionParser& cli) {
   spec.chunked = cli.flag("chunked");
   spec.deflate_level = static_cast<int>(cli.get_int("deflate", 0, 9));
   const int64_t batch = cli.get_int("batch", 1, 1 << 20), seq = cli.get_int("seq", 1, 1 << 24);
-  io::write_synthetic_falcon_mlp(output, spec);
+  models::falcon::write_synthetic_mlp(output, spec);
   std::printf("wrote %s: Falcon MLP hidden %lld intermediate %lld, %s storage, seed %llu\n", output.c_str(),
               static_cast<long long>(spec.hidden_size), static_cast<long long>(spec.intermediate_size),
               std::string(io::to_string(spec.storage)).c_str(), static_cast<unsigned long long>(spec.seed));

@@ -2,14 +2,14 @@
 //
 //   mpirun -np 2 build/apps/meshnn-mlp                       # generated Falcon-7B MLP, 1x2 tp, --check
 //   mpirun -np 8 build/apps/meshnn-mlp --mesh 2x4 --mode 2d --weights falcon.h5 --input in.h5 --output out.h5
-#include "meshnn/models/mlp_job.hpp"
+#include "meshnn/models/falcon/mlp_job.hpp"
 #include "meshnn/runtime/options.hpp"
 
 using namespace meshnn;
 
 namespace {
 
-models::MlpJobConfig parse(int argc, char** argv, int world_size) {
+models::falcon::MlpJobConfig parse(int argc, char** argv, int world_size) {
   OptionParser cli("meshnn-mlp", "Falcon MLP (dense_h_to_4h -> GELU -> dense_4h_to_h) inference on a mesh of MPI ranks.");
   cli.add_option("mesh", "RxC", "mesh shape; rows*cols must equal the number of ranks (default: 1 x ranks)");
   cli.add_option("mode", "MODE", "dp | tp | 2d | hybrid", "tp");
@@ -33,11 +33,11 @@ models::MlpJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_flag("check", "compare with the single-device result (PCC, max error)");
   cli.parse(argc, argv);
 
-  models::MlpJobConfig c;
+  models::falcon::MlpJobConfig c;
   try {
     c.mesh = cli.has("mesh") ? parse_mesh_shape(cli.get("mesh")) : MeshShape{1, world_size};
     c.mlp.mode = models::parse_parallel_mode(cli.get("mode"));
-    c.mlp.tp_variant = models::parse_tp_variant(cli.get("tp-variant"));
+    c.mlp.tp_variant = models::falcon::parse_tp_variant(cli.get("tp-variant"));
     c.mlp.weight_dtype = parse_data_type(cli.get_choice("weight-dtype", {"bfloat16", "bfloat8_b", "bfloat4_b", "float32"}));
     c.mlp.act_dtype = parse_data_type(cli.get_choice("act-dtype", {"bfloat16", "float32"}));
     c.mlp.topology = parse_topology(cli.get("topology"));
@@ -67,6 +67,6 @@ models::MlpJobConfig parse(int argc, char** argv, int world_size) {
 
 int main(int argc, char** argv) {
   return run_app(argc, argv, [](Runtime& rt, int argc, char** argv) {
-    return models::run_mlp_job(parse(argc, argv, rt.world_size()));
+    return models::falcon::run_mlp_job(parse(argc, argv, rt.world_size()));
   });
 }

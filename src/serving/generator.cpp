@@ -92,36 +92,58 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
   };
 
   while (!waiting.empty() || !active.empty()) {
-    // Admission: every free slot takes the next waiting request, prefilled chunk by chunk.
+    // Admission: every free slot takes the next waiting request. Their prompts are prefilled
+    // together, packed into passes of at most prefill_chunk tokens (a long prompt spans several
+    // passes): every pass reads all the weights once, so short prompts should share one.
+    struct Admitted {
+      size_t request;
+      int64_t slot, done = 0;
+    };
+    std::vector<Admitted> admitting;
     while (!free_slots.empty() && !waiting.empty()) {
-      const size_t r = waiting.front();
+      admitting.push_back({waiting.front(), free_slots.back()});
+      admitted[waiting.front()] = Clock::now();
       waiting.pop_front();
-      const int64_t slot = free_slots.back();
       free_slots.pop_back();
-      admitted[r] = Clock::now();
-      const std::vector<int32_t>& prompt = requests[r].prompt;
-      const int64_t length = static_cast<int64_t>(prompt.size());
-      Tensor logits;
-      for (int64_t begin = 0; begin < length; begin += options.prefill_chunk) {
-        const int64_t end = std::min(length, begin + options.prefill_chunk);
-        batch.clear();
-        for (int64_t p = begin; p < end; ++p) {
+    }
+    for (size_t next = 0; next < admitting.size();) {
+      batch.clear();
+      std::vector<size_t> finishing;  // requests whose last prompt token is in this pass
+      for (size_t i = next; i < admitting.size() && static_cast<int64_t>(batch.tokens.size()) < options.prefill_chunk; ++i) {
+        Admitted& a = admitting[i];
+        const std::vector<int32_t>& prompt = requests[a.request].prompt;
+        const int64_t length = static_cast<int64_t>(prompt.size());
+        const int64_t end = std::min(length, a.done + options.prefill_chunk - static_cast<int64_t>(batch.tokens.size()));
+        for (int64_t p = a.done; p < end; ++p) {
           batch.tokens.push_back(prompt[static_cast<size_t>(p)]);
-          batch.slots.push_back(slot);
+          batch.slots.push_back(a.slot);
           batch.positions.push_back(p);
         }
-        batch.logit_rows.push_back(end - begin - 1);
-        const auto pass_start = Clock::now();
-        logits = model.forward(batch, cache, stats.prefill_times);
-        stats.prefill_seconds += seconds_since(pass_start);
-        ++stats.prefill_passes;
-        stats.prefill_tokens += end - begin;
+        a.done = end;
+        if (end == length) {
+          batch.logit_rows.push_back(static_cast<int64_t>(batch.tokens.size()) - 1);
+          finishing.push_back(i);
+        }
       }
-      const size_t rows[] = {r};
-      if (record(logits, rows)[0])
-        free_slots.push_back(slot);
-      else
-        active.push_back({r, slot, length});
+      const auto pass_start = Clock::now();
+      const Tensor logits = model.forward(batch, cache, stats.prefill_times);
+      stats.prefill_seconds += seconds_since(pass_start);
+      ++stats.prefill_passes;
+      stats.prefill_tokens += static_cast<int64_t>(batch.tokens.size());
+      if (!finishing.empty()) {
+        std::vector<size_t> rows;
+        for (size_t i : finishing) rows.push_back(admitting[i].request);
+        const std::vector<bool> ended = record(logits, rows);
+        for (size_t k = 0; k < finishing.size(); ++k) {
+          const Admitted& a = admitting[finishing[k]];
+          if (ended[k])
+            free_slots.push_back(a.slot);
+          else
+            active.push_back({a.request, a.slot, static_cast<int64_t>(requests[a.request].prompt.size())});
+        }
+      }
+      while (next < admitting.size() && admitting[next].done == static_cast<int64_t>(requests[admitting[next].request].prompt.size()))
+        ++next;
     }
     if (active.empty()) continue;
 

@@ -6,12 +6,13 @@
 #include <cmath>
 
 #include "meshnn/io/synthetic_model.hpp"
-#include "meshnn/models/falcon_mlp.hpp"
+#include "meshnn/models/falcon/synthetic.hpp"
+#include "meshnn/models/falcon/mlp.hpp"
 #include "meshnn/ops/pcc.hpp"
 #include "meshnn/tensor/distribute.hpp"
 #include "support/test_helpers.hpp"
 
-namespace meshnn::models {
+namespace meshnn::models::falcon {
 namespace {
 
 using testing::all_ranks_ok;
@@ -26,12 +27,12 @@ std::string weights_file() {
     MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
     std::string f = fmt::format("{}/meshnn_mlp_test_{}.h5", ::testing::TempDir(), pid);
     if (world_rank() == 0) {
-      io::SyntheticFalconMlp spec;
+      SyntheticFalconMlp spec;
       spec.hidden_size = kHidden;
       spec.intermediate_size = kInter;
       spec.storage = io::StoredType::FLOAT32;
       spec.seed = 99;
-      io::write_synthetic_falcon_mlp(f, spec);
+      write_synthetic_mlp(f, spec);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     return f;
@@ -130,4 +131,4 @@ TEST(FalconMlp, ShapeMismatchAndBadOptionsFailAlike) {
 }
 
 }  // namespace
-}  // namespace meshnn::models
+}  // namespace meshnn::models::falcon

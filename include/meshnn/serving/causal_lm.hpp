@@ -13,9 +13,10 @@
 
 namespace meshnn::serving {
 
-// Row m is token tokens[m] of cache slot slots[m] at position positions[m]. A prefill chunk is
-// rows of one slot at consecutive positions; a decode step is one row per active slot. Logits are
-// computed only for rows listed in logit_rows (in that order): a prefill needs just its last row.
+// Row m is token tokens[m] of cache slot slots[m] at position positions[m]. A prefill pass holds
+// runs of rows of one slot at consecutive positions (one run per prompt, or per piece of a long
+// one); a decode step is one row per active slot. Logits are computed only for rows listed in
+// logit_rows (in that order): a prefill needs the last row of each prompt it completes.
 struct TokenBatch {
   std::vector<int32_t> tokens;
   std::vector<int64_t> slots, positions;

@@ -1,6 +1,7 @@
 // Generation with continuous batching, for any CausalLm: requests wait in arrival order for one of
-// the cache's slots; a request that gets a slot is prefilled (in chunks of at most prefill_chunk
-// tokens) and samples its first token from the prefill's last logits; then every active request
+// the cache's slots; the requests that get slots are prefilled together, their prompts packed into
+// passes of at most prefill_chunk tokens (a long prompt spans several passes), and each samples
+// its first token from the logits of its prompt's last token; then every active request
 // advances one token per decode step, all in one batch. When a request ends (its eos token or its
 // max_new_tokens) its slot goes to the next waiting request at once, while the others keep
 // decoding. A request's tokens do not depend on what else runs beside it: each row of a pass is
@@ -26,7 +27,7 @@ struct GenerationRequest {
 };
 
 struct GenerationOptions {
-  int64_t prefill_chunk = 512;  // longest prefill pass (tokens); longer prompts are prefilled in chunks
+  int64_t prefill_chunk = 512;  // tokens per prefill pass; prompts are packed into and split over passes
   SamplingParams sampling;
   std::optional<int32_t> eos_token_id;  // stop a request when it produces this token
   bool keep_logits = false;             // gather the full logits of every sampled token (tests, --save-logits)

@@ -1,6 +1,6 @@
 // Synthetic Llama checkpoints: every dataset of a Hugging Face LlamaForCausalLM state_dict, with
 // PyTorch shapes and seeded values, so the Llama job and its tests need no downloads. As for the
-// Falcon MLP (io/synthetic_model.hpp) each value is a pure function of (seed, tensor id, element
+// Falcon MLP (models/falcon/synthetic.hpp) each value is a pure function of (seed, tensor id, element
 // index): a test recomputes any element without reading the file.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "meshnn/models/falcon_mlp.hpp"
+#include "meshnn/models/falcon/mlp.hpp"
 
 #include <fmt/format.h>
 
@@ -7,10 +7,11 @@
 #include "meshnn/core/error.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/io/synthetic_model.hpp"
+#include "meshnn/models/falcon/synthetic.hpp"
 #include "meshnn/ops/eltwise.hpp"
 #include "meshnn/tensor/distribute.hpp"
 
-namespace meshnn::models {
+namespace meshnn::models::falcon {
 namespace {
 
 MatmulOptions output_as(DataType dtype) {
@@ -107,9 +108,9 @@ FalconMlp FalconMlp::load(const std::string& file, int layer, const MeshDevicePt
   }
   io::LoadOptions lo{options.weight_dtype, Layout::TILE, /*transpose=*/true};
   lo.expected_shape = std::vector<int64_t>{m.intermediate_, m.hidden_};
-  m.w1_ = io::load_tensor(file, io::falcon_mlp_key(layer, "dense_h_to_4h.weight"), w1_map, m.compute_mesh_, lo);
+  m.w1_ = io::load_tensor(file, mlp_key(layer, "dense_h_to_4h.weight"), w1_map, m.compute_mesh_, lo);
   lo.expected_shape = std::vector<int64_t>{m.hidden_, m.intermediate_};
-  m.w2_ = io::load_tensor(file, io::falcon_mlp_key(layer, "dense_4h_to_h.weight"), w2_map, m.compute_mesh_, lo);
+  m.w2_ = io::load_tensor(file, mlp_key(layer, "dense_4h_to_h.weight"), w2_map, m.compute_mesh_, lo);
   return m;
 }
 
@@ -224,4 +225,4 @@ Tensor falcon_mlp_reference(const Tensor& x, const Tensor& w1, const Tensor& w2,
   return linear(h, w2, nullptr, Activation::NONE, o);
 }
 
-}  // namespace meshnn::models
+}  // namespace meshnn::models::falcon

@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
-#include "meshnn/models/falcon_mlp.hpp"
+#include "meshnn/models/falcon/mlp.hpp"
 
-namespace meshnn::models {
+namespace meshnn::models::falcon {
 
 struct MlpJobConfig {
   MeshShape mesh{1, 2};
@@ -28,4 +28,4 @@ struct MlpJobConfig {
 // Runs the job; returns the process exit status (0, or 1 when --check found a mismatch).
 int run_mlp_job(const MlpJobConfig& config);
 
-}  // namespace meshnn::models
+}  // namespace meshnn::models::falcon

@@ -24,7 +24,7 @@
 #include "meshnn/tensor/distribute.hpp"
 #include "meshnn/tensor/mesh_tensor.hpp"
 
-namespace meshnn::models {
+namespace meshnn::models::falcon {
 
 // How tp (and hybrid) finishes the row-parallel FF2, or the column-column variant.
 enum class TpVariant { REDUCE_SCATTER, ALL_REDUCE, ALL_GATHER };
@@ -81,4 +81,4 @@ class FalconMlp {
 // [.., hidden] (float32 values) and w1/w2 full tensors [hidden, inter] / [inter, hidden] in any dtype.
 Tensor falcon_mlp_reference(const Tensor& x, const Tensor& w1, const Tensor& w2, DataType act_dtype);
 
-}  // namespace meshnn::models
+}  // namespace meshnn::models::falcon

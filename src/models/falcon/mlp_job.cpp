@@ -1,4 +1,4 @@
-#include "meshnn/models/mlp_job.hpp"
+#include "meshnn/models/falcon/mlp_job.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -12,12 +12,13 @@
 #include "meshnn/core/mpi_utils.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/io/synthetic_model.hpp"
+#include "meshnn/models/falcon/synthetic.hpp"
 #include "meshnn/ops/pcc.hpp"
 #include "meshnn/runtime/memory.hpp"
 #include "meshnn/runtime/runtime.hpp"
 #include "meshnn/tensor/distribute.hpp"
 
-namespace meshnn::models {
+namespace meshnn::models::falcon {
 namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -39,12 +40,12 @@ struct GeneratedWeights {
     if (comm_rank(comm) == 0) {
       try {
         std::filesystem::create_directories(dir);
-        io::SyntheticFalconMlp spec;
+        SyntheticFalconMlp spec;
         spec.hidden_size = c.hidden;
         spec.intermediate_size = c.intermediate;
         spec.seed = c.seed;
         spec.storage = io::StoredType::BFLOAT16;
-        io::write_synthetic_falcon_mlp(file, spec);
+        write_synthetic_mlp(file, spec);
       } catch (const std::exception& e) {
         message = e.what();
       }
@@ -98,8 +99,8 @@ CheckResult single_device_check(const MlpJobConfig& c, const std::string& weight
                                 const Tensor& y) {
   auto self = MeshDevice::open({1, 1}, Topology::Ring, MPI_COMM_SELF);
   io::LoadOptions lo{c.mlp.weight_dtype, Layout::TILE, true};
-  const MeshTensor w1 = io::load_tensor(weights, io::falcon_mlp_key(c.layer, "dense_h_to_4h.weight"), ReplicateTensorToMesh(), self, lo);
-  const MeshTensor w2 = io::load_tensor(weights, io::falcon_mlp_key(c.layer, "dense_4h_to_h.weight"), ReplicateTensorToMesh(), self, lo);
+  const MeshTensor w1 = io::load_tensor(weights, mlp_key(c.layer, "dense_h_to_4h.weight"), ReplicateTensorToMesh(), self, lo);
+  const MeshTensor w2 = io::load_tensor(weights, mlp_key(c.layer, "dense_4h_to_h.weight"), ReplicateTensorToMesh(), self, lo);
   const Tensor reference = falcon_mlp_reference(x_host, w1.local(), w2.local(), c.mlp.act_dtype);
   const std::vector<float> a = reference.to_float(), b = y.to_float();
   CheckResult r;
@@ -246,4 +247,4 @@ int run_mlp_job(const MlpJobConfig& c) {
   return status;
 }
 
-}  // namespace meshnn::models
+}  // namespace meshnn::models::falcon
