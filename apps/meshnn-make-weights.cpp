@@ -78,9 +78,12 @@ void make_llama(const OptionParser& cli) {
               static_cast<unsigned long long>(spec.seed));
   if (cli.has("tokens")) {
     const bool ragged = cli.flag("ragged");
-    models::llama::write_synthetic_tokens(cli.get("tokens"), batch, prompt_len, c.vocab_size, ragged, spec.seed);
-    std::printf("wrote %s: tokens [%lld, %lld] int32%s\n", cli.get("tokens").c_str(), static_cast<long long>(batch),
-                static_cast<long long>(prompt_len), ragged ? " + prompt_lengths" : "");
+    const int64_t new_tokens = cli.has("max-new-tokens") ? cli.get_int("max-new-tokens", 1, 1 << 20) : 0;
+    models::llama::write_synthetic_tokens(cli.get("tokens"), batch, prompt_len, c.vocab_size, ragged, spec.seed,
+                                          new_tokens);
+    std::printf("wrote %s: tokens [%lld, %lld] int32%s%s\n", cli.get("tokens").c_str(), static_cast<long long>(batch),
+                static_cast<long long>(prompt_len), ragged ? " + prompt_lengths" : "",
+                new_tokens > 0 ? " + max_new_tokens" : "");
   }
 }
 
@@ -109,12 +112,13 @@ int main(int argc, char** argv) {
   cli.add_option("tokens", "FILE", "llama: also write a prompts file with dataset 'tokens' int32 [batch, prompt-len]");
   cli.add_option("prompt-len", "N", "llama: prompt length of the tokens file", "32");
   cli.add_flag("ragged", "llama: seeded prompt lengths in [1, prompt-len] (dataset 'prompt_lengths'; the last is full)");
+  cli.add_option("max-new-tokens", "N", "llama: also dataset 'max_new_tokens', seeded in [1, N] (the last is N)");
   try {
     cli.parse(argc, argv);
     if (cli.get_choice("model", {"falcon", "llama"}) == "llama") {
       make_llama(cli);
     } else {
-      for (const char* name : {"vocab", "tokens"})
+      for (const char* name : {"vocab", "tokens", "max-new-tokens"})
         if (cli.has(name)) throw UsageError(fmt::format("--{} is for --model llama", name));
       if (cli.flag("tie") || cli.flag("ragged")) throw UsageError("--tie and --ragged are for --model llama");
       make_falcon(cli);

@@ -3,9 +3,10 @@
 
 Limits, measured first:
   - read bandwidth with 1 core and with 2 cores streaming at once (meshnn-kernel-bench --bandwidth);
-  - the matmul kernels' one-row speed on the shapes of each rank's shard of the model
-    (meshnn-kernel-bench, 1 thread, bfloat16 activations, each weight format): weights small
-    enough for the caches are timed from them, as the issue's kernel limit asks.
+  - the matmul kernels' one-row speed on the model's shapes (meshnn-kernel-bench, bfloat16
+    activations, each weight format): on 1 core, and with both cores busy at once, each on half of
+    every matmul (--ceiling), as 2 tensor-parallel ranks run. Weights small enough for the caches
+    are timed from them, as the issue's kernel limit asks.
 Then meshnn-llm runs (generated model of --preset, prompts of --prompt-len):
   - decode, one user: 1 rank on 1 core and 2 ranks in tp on 2 cores, per weight format. Against
     min(bandwidth limit, kernel limit): bandwidth limit = matmul weight bytes per token per rank /
@@ -41,6 +42,7 @@ def tile(n):
 
 def shard_shapes(preset, layers, ranks):
     """(K, N, count) of every matmul a rank runs per token, as model.cpp fuses and shards them."""
+    # ranks = 1 is the whole model; 2 ranks split every matmul's N or K in two.
     hidden, inter, preset_layers, heads, kv, vocab = PRESETS[preset]
     layers = layers or preset_layers
     d = hidden // heads
@@ -100,15 +102,19 @@ def main():
     run([kb, "--bandwidth", "--threads", "1,2", "--json", bw_json])
     bandwidth = {r["threads"]: r["read_GBps"] for r in load(bw_json)}
 
-    kernel_time = {}  # (ranks, dtype) -> seconds per token per rank, from the kernels' own rates
-    for ranks in (1, 2):
-        shapes = shard_shapes(args.preset, args.layers, ranks)
-        k_json = os.path.join(args.results, f"kernels_tp{ranks}.json")
-        run([kb, "--threads", "1", "--act", "bfloat16", "--dtypes", ",".join(dtypes), "--openblas-threads", "1",
-             "--min-time", "0.3", "--shapes", ",".join(f"1x{k}x{n}" for k, n, _ in shapes), "--json", k_json])
-        rates = {(r["K"], r["N"], r["weight_dtype"]): r["gflops"] for r in load(k_json)}
-        for d in dtypes:
-            kernel_time[(ranks, d)] = sum(c * 2 * k * n / (rates[(k, n, d)] * 1e9) for k, n, c in shapes)
+    # The kernels' own rate on the shapes of one rank's work: 1 rank runs the whole model's shapes on
+    # one core; 2 ranks each run half of every matmul, both cores busy at once, which is what the
+    # bench's --ceiling times (independent 1-thread matmuls on every core, each on half of N).
+    kernel_time = {}  # (ranks, dtype) -> seconds per token per rank
+    shapes = shard_shapes(args.preset, args.layers, 1)
+    k_json = os.path.join(args.results, "kernels.json")
+    run([kb, "--threads", "1,2", "--ceiling", "--act", "bfloat16", "--dtypes", ",".join(dtypes),
+         "--openblas-threads", "1", "--min-time", "0.3", "--shapes", ",".join(f"1x{k}x{n}" for k, n, _ in shapes),
+         "--json", k_json])
+    rates = {(r["K"], r["N"], r["weight_dtype"], r["threads"]): r for r in load(k_json)}
+    for d in dtypes:
+        kernel_time[(1, d)] = sum(c * 2 * k * n / (rates[(k, n, d, 1)]["gflops"] * 1e9) for k, n, c in shapes)
+        kernel_time[(2, d)] = sum(c * 2 * k * n / (rates[(k, n, d, 2)]["ceiling_gflops"] * 1e9) for k, n, c in shapes)
 
     record = {"preset": args.preset, "bandwidth_GBps": bandwidth, "decode": [], "prefill": {}}
     rows = []

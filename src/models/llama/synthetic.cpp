@@ -87,7 +87,7 @@ void write_synthetic_llama(const std::string& file, const SyntheticLlama& s) {
 }
 
 void write_synthetic_tokens(const std::string& file, int64_t batch, int64_t prompt_len, int64_t vocab, bool ragged,
-                            uint64_t seed) {
+                            uint64_t seed, int64_t max_new_tokens) {
   MESHNN_CHECK(batch >= 1 && prompt_len >= 1 && vocab >= 1, "tokens [{}, {}] of a vocabulary of {} need positive sizes",
                batch, prompt_len, vocab);
   MESHNN_CHECK(vocab <= (int64_t{1} << 31), "vocab {} does not fit int32 token ids", vocab);
@@ -108,6 +108,15 @@ void write_synthetic_tokens(const std::string& file, int64_t batch, int64_t prom
   if (ragged) {
     w.create_dataset("prompt_lengths", {batch}, io::StoredType::INT32);
     w.write_rows("prompt_lengths", 0, lengths);
+  }
+  if (max_new_tokens > 0) {
+    // Seeded in [1, max_new_tokens], the last request exactly max_new_tokens: requests end at
+    // different steps.
+    std::vector<int32_t> new_tokens(static_cast<size_t>(batch), static_cast<int32_t>(max_new_tokens));
+    for (int64_t b = 0; b + 1 < batch; ++b)
+      new_tokens[static_cast<size_t>(b)] = static_cast<int32_t>(1 + seeded_below(seed, kMaxNewTokensTensorId, b, max_new_tokens));
+    w.create_dataset("max_new_tokens", {batch}, io::StoredType::INT32);
+    w.write_rows("max_new_tokens", 0, new_tokens);
   }
   w.commit();
 }

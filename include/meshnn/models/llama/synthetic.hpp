@@ -56,12 +56,14 @@ void write_synthetic_llama(const std::string& file, const SyntheticLlama& spec);
 
 inline constexpr uint64_t kTokensTensorId = 2000000;
 inline constexpr uint64_t kPromptLengthsTensorId = 2000001;
+inline constexpr uint64_t kMaxNewTokensTensorId = 2000002;
 
 // Writes a prompts file: dataset `tokens` int32 [batch, prompt_len] of seeded ids in [0, vocab);
 // with `ragged` also `prompt_lengths` int32 [batch], seeded in [1, prompt_len] with the last
-// request exactly prompt_len, and tokens past a prompt's length 0. Throws meshnn::Error for
-// non-positive sizes or a vocab above 2^31.
+// request exactly prompt_len, and tokens past a prompt's length 0; with max_new_tokens > 0 also
+// `max_new_tokens` int32 [batch], seeded in [1, max_new_tokens], the last request exactly that.
+// Throws meshnn::Error for non-positive sizes or a vocab above 2^31.
 void write_synthetic_tokens(const std::string& file, int64_t batch, int64_t prompt_len, int64_t vocab, bool ragged,
-                            uint64_t seed);
+                            uint64_t seed, int64_t max_new_tokens = 0);
 
 }  // namespace meshnn::models::llama
