@@ -16,7 +16,7 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("preset", "NAME", "generated model: tiny | tinyllama | llama3-8b", "tinyllama");
   cli.add_option("layers", "N", "generated model: number of layers (0 = the preset's)", "0");
   cli.add_option("mesh", "RxC", "mesh shape; rows*cols must equal the number of ranks (default: 1 x ranks)");
-  cli.add_option("mode", "MODE", "tp | dp | hybrid", "tp");
+  cli.add_option("mode", "MODE", "tp | 2d | dp | hybrid", "tp");
   cli.add_option("submesh", "RxC", "hybrid: shape of each tensor-parallel replica (default: one mesh row)");
   cli.add_option("weight-dtype", "T", "bfloat8_b | bfloat4_b | bfloat16 | float32", "bfloat8_b");
   cli.add_option("act-dtype", "T", "bfloat16 | float32", "bfloat16");
@@ -43,7 +43,7 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   models::llama::LlmJobConfig c;
   try {
     c.mesh = cli.has("mesh") ? parse_mesh_shape(cli.get("mesh")) : MeshShape{1, world_size};
-    c.mode = models::parse_parallel_mode(cli.get_choice("mode", {"tp", "dp", "hybrid", "2d"}));
+    c.mode = models::parse_parallel_mode(cli.get_choice("mode", {"tp", "2d", "dp", "hybrid"}));
     if (cli.has("submesh")) c.submesh = parse_mesh_shape(cli.get("submesh"));
     c.model.weight_dtype = parse_data_type(cli.get_choice("weight-dtype", {"bfloat8_b", "bfloat4_b", "bfloat16", "float32"}));
     c.model.act_dtype = parse_data_type(cli.get_choice("act-dtype", {"bfloat16", "float32"}));

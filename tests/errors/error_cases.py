@@ -113,8 +113,8 @@ def cases(work):
              "top_p must be in (0, 1]"),
         Case("llm: negative temperature", 2, llm, tiny + ["--sampling", "top-k", "--temperature", "-1"], USAGE,
              "temperature must be > 0"),
-        Case("llm: 2d mode not yet available", 4, llm, tiny + ["--mesh", "2x2", "--mode", "2d"], ERROR,
-             "--mode 2d is not available for the Llama job yet"),
+        Case("llm: 2d, heads not splittable over the mesh columns", 6, llm, tiny + ["--mesh", "2x3", "--mode", "2d"],
+             ERROR, "cannot split 8 attention heads and 2 KV heads over 3 devices"),
         # faults that cannot be symmetric: the job aborts, naming the lost rank, leaving no output
         Case("rank killed mid-collective", 4, "fault_drill", ["kill", "2", w("killed.h5")], ABORT,
              r"process rank 2 .*exited on signal 9",

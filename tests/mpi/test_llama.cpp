@@ -1,4 +1,4 @@
-// The Llama model on every mesh shape of the run's size, in tp, dp and hybrid: logits against an
+// The Llama model on every mesh shape of the run's size, in tp, 2d, dp and hybrid: logits against an
 // independent float64 implementation (tests/support/llama_reference), greedy tokens against the
 // single-device run, KV-cache consistency across ragged prompts, chunked prefill and tile
 // boundaries, continuous batching against solo runs, determinism, and bad input.
@@ -129,11 +129,13 @@ void check_every_mode(bool tied) {
 
   for (MeshShape ms : mesh_shapes(world_size())) {
     auto mesh = MeshDevice::open(ms);
-    for (ParallelMode mode : {ParallelMode::TP, ParallelMode::DP, ParallelMode::HYBRID}) {
+    for (ParallelMode mode : {ParallelMode::TP, ParallelMode::TWO_D, ParallelMode::DP, ParallelMode::HYBRID}) {
       MeshDevicePtr group = mesh;
-      if (mode != ParallelMode::TP)
+      if (mode == ParallelMode::DP || mode == ParallelMode::HYBRID)
         group = mesh->create_submeshes(mode == ParallelMode::DP ? MeshShape{1, 1} : MeshShape{1, ms.cols}).mine;
-      const GenerationResult r = run_on(file, group, options, DataType::FLOAT32, requests, 4, 512);
+      LlamaOptions o = options;
+      o.sharding = mode == ParallelMode::TWO_D ? LlamaSharding::TWO_D : LlamaSharding::TENSOR_PARALLEL;
+      const GenerationResult r = run_on(file, group, o, DataType::FLOAT32, requests, 4, 512);
       const double p = min_pcc_vs_reference(file, requests, r, config.vocab_size);
       EXPECT_TRUE(all_ranks_ok(p >= 0.9999 && tokens_of(r) == tokens_of(single)))
           << ms.to_string() << " " << to_string(mode) << (tied ? " tied" : "") << ": min PCC vs float64 " << p

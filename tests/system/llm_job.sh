@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The LLM job end to end, through its files: a tiny Llama checkpoint and ragged prompts written by
-# meshnn-make-weights, meshnn-llm in tp, dp and hybrid on 1, 2 and 4 ranks with more requests than
+# meshnn-make-weights, meshnn-llm in tp, 2d, dp and hybrid on 1, 2 and 4 ranks with more requests than
 # slots. Every run's generated ids (dataset /tokens, -1 after a request ended) equal the 1-rank
 # run's exactly and its logits agree within 1e-3 (float32 weights, activations and cache); a
 # sampled run repeated gives bitwise identical tokens and logits (h5diff, no tolerance).
@@ -24,6 +24,7 @@ configs=(
   "dp2 2 --mesh 1x2 --mode dp"
   "tp4 4 --mesh 1x4 --mode tp"
   "hybrid4 4 --mesh 2x2 --mode hybrid"
+  "2d4 4 --mesh 2x2 --mode 2d"
   "dp4 4 --mesh 2x2 --mode dp"
 )
 for config in "${configs[@]}"; do

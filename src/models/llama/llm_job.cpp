@@ -131,7 +131,7 @@ struct Replicas {
 };
 
 Replicas make_replicas(const LlmJobConfig& c, const MeshDevicePtr& mesh) {
-  if (c.mode == ParallelMode::TP) return {mesh, 0, 1};
+  if (c.mode == ParallelMode::TP || c.mode == ParallelMode::TWO_D) return {mesh, 0, 1};
   const MeshShape shape = c.mode == ParallelMode::DP ? MeshShape{1, 1} : c.submesh.value_or(MeshShape{1, mesh->num_cols()});
   const auto subs = mesh->create_submeshes(shape);
   return {subs.mine, subs.index, subs.count};
@@ -167,7 +167,6 @@ std::string generated_model_path(const std::string& preset, int64_t layers, uint
 }
 
 int run_llm_job(const LlmJobConfig& c) {
-  MESHNN_CHECK(c.mode != ParallelMode::TWO_D, "--mode 2d is not available for the Llama job yet (tp, dp and hybrid are)");
   MESHNN_CHECK(c.max_batch >= 1, "--max-batch must be >= 1, got {}", c.max_batch);
   c.sampling.validate();
   auto mesh = MeshDevice::open(c.mesh, c.model.topology);
@@ -182,7 +181,9 @@ int run_llm_job(const LlmJobConfig& c) {
   // Load: each rank reads only its shards.
   const size_t rss_before = current_rss_bytes();
   const auto load_start = Clock::now();
-  const LlamaModel model = LlamaModel::load(file, config, replicas.group, c.model);
+  LlamaOptions model_options = c.model;
+  model_options.sharding = c.mode == ParallelMode::TWO_D ? LlamaSharding::TWO_D : LlamaSharding::TENSOR_PARALLEL;
+  const LlamaModel model = LlamaModel::load(file, config, replicas.group, model_options);
   release_spare_buffers();  // what loading freed goes back to the system before the KV cache is made
   const double load_seconds = seconds_since(load_start);
   const double load_growth = static_cast<double>(peak_rss_bytes() - std::min(peak_rss_bytes(), rss_before));

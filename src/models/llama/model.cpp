@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/io/hdf5_io.hpp"
@@ -67,10 +68,25 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
   m.config_ = config;
   m.options_ = options;
   m.group_ = group;
-  const int n = group->num_devices();
-  m.heads_ = split_heads_over(config, n);
+  m.vocab_group_ = group;
+  const bool two_d = options.sharding == LlamaSharding::TWO_D;
+  // tp: hidden whole, heads over all N devices. 2d: hidden over the R mesh rows, heads over the C
+  // mesh columns.
+  m.hidden_parts_ = two_d ? group->num_rows() : 1;
+  m.hidden_index_ = two_d ? group->axis_position(0) : 0;
+  m.head_parts_ = two_d ? group->num_cols() : group->num_devices();
+  m.head_index_ = two_d ? group->axis_position(1) : group->device_id();
+  m.heads_ = split_heads_over(config, m.head_parts_);
   const int64_t hidden = config.hidden_size, d = config.head_dim, inter = config.intermediate_size;
   const int64_t hq = config.num_attention_heads, hkv = config.num_key_value_heads, vocab = config.vocab_size;
+  m.hidden_chunk_ = (hidden + m.hidden_parts_ - 1) / m.hidden_parts_;
+
+  // Placements of the [in, out] (transposed) weights. Column-parallel: out split over the head
+  // parts (2d: in, the hidden, over the mesh rows too); row-parallel: in split over the head parts
+  // (2d: out, the hidden, over the mesh rows).
+  const MeshMapperConfig column_parallel = two_d ? ShardTensor2dMesh(0, 1, true) : ShardTensorToMesh(1, true);
+  const MeshMapperConfig row_parallel = two_d ? ShardTensor2dMesh(1, 0, true) : ShardTensorToMesh(0, true);
+  const MeshMapperConfig hidden_vector = two_d ? ShardTensor2dMesh(0, std::nullopt, true) : ReplicateTensorToMesh();
 
   // Linear weights are stored [out, in] and loaded transposed to [in, out].
   auto load_linear = [&](const std::string& key, int64_t out, int64_t in, const MeshMapperConfig& mapper,
@@ -82,7 +98,7 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
   auto load_norm = [&](const std::string& key) {
     io::LoadOptions o{DataType::FLOAT32, Layout::ROW_MAJOR, false};
     o.expected_shape = std::vector<int64_t>{hidden};
-    return io::load_tensor(file, key, ReplicateTensorToMesh(), group, o);
+    return io::load_tensor(file, key, hidden_vector, group, o);
   };
 
   {
@@ -94,32 +110,40 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
     m.embedding_ = table.local();
   }
 
-  // KV heads replicated over groups of kv_replicas devices: loaded through a {Hkv, replicas} view of
-  // the same devices, whose mesh rows are those groups (device d holds KV head d / replicas).
+  // KV heads. When the head parts outnumber the KV heads, each KV head is replicated over
+  // kv_replicas devices. tp loads them through a {Hkv, replicas} view of the group, whose mesh rows
+  // are those devices (device d holds KV head d / replicas); 2d loads its rows' hidden chunk of
+  // every KV head and keeps its own head's columns.
   MeshDevicePtr kv_mesh = group;
-  MeshMapperConfig kv_mapper = ShardTensorToMesh(1);
-  if (m.heads_.kv_replicas > 1) {
+  MeshMapperConfig kv_mapper = column_parallel;
+  const bool kv_replicated = m.heads_.kv_replicas > 1;
+  if (kv_replicated && !two_d) {
     kv_mesh = MeshDevice::open({static_cast<int>(hkv), static_cast<int>(m.heads_.kv_replicas)}, group->topology(),
                                group->comm());
     kv_mapper = ShardTensor2dMesh(1, std::nullopt);
+  } else if (kv_replicated) {
+    kv_mapper = ShardTensor2dMesh(0, std::nullopt, true);
   }
+  const int64_t my_kv_head = m.head_index_ / m.heads_.kv_replicas;
+  auto own_kv_heads = [&](const MeshTensor& t) {
+    return kv_replicated && two_d ? slice(t.local(), -1, my_kv_head * d, (my_kv_head + 1) * d) : t.local();
+  };
   m.qkv_columns_.k_column = round_up_to_tile(m.heads_.q_heads * d);
   m.qkv_columns_.v_column = m.qkv_columns_.k_column + round_up_to_tile(m.heads_.kv_heads * d);
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     Layer layer;
     layer.input_norm = load_norm(layer_key(l, "input_layernorm.weight")).local();
     layer.post_norm = load_norm(layer_key(l, "post_attention_layernorm.weight")).local();
-    const MeshTensor q = load_linear(layer_key(l, "self_attn.q_proj.weight"), hq * d, hidden, ShardTensorToMesh(1), group);
+    const MeshTensor q = load_linear(layer_key(l, "self_attn.q_proj.weight"), hq * d, hidden, column_parallel, group);
     const MeshTensor k = load_linear(layer_key(l, "self_attn.k_proj.weight"), hkv * d, hidden, kv_mapper, kv_mesh);
     const MeshTensor v = load_linear(layer_key(l, "self_attn.v_proj.weight"), hkv * d, hidden, kv_mapper, kv_mesh);
-    layer.wqkv = concat_tile_aligned({&q.local(), &k.local(), &v.local()});
-    const MeshTensor o = load_linear(layer_key(l, "self_attn.o_proj.weight"), hidden, hq * d, ShardTensorToMesh(0), group);
+    const Tensor k_own = own_kv_heads(k), v_own = own_kv_heads(v);
+    layer.wqkv = concat_tile_aligned({&q.local(), &k_own, &v_own});
+    const MeshTensor o = load_linear(layer_key(l, "self_attn.o_proj.weight"), hidden, hq * d, row_parallel, group);
     layer.wo = o.local();
-    const MeshTensor gate =
-        load_linear(layer_key(l, "mlp.gate_proj.weight"), inter, hidden, ShardTensorToMesh(1, true), group);
-    const MeshTensor up = load_linear(layer_key(l, "mlp.up_proj.weight"), inter, hidden, ShardTensorToMesh(1, true), group);
-    const MeshTensor down =
-        load_linear(layer_key(l, "mlp.down_proj.weight"), hidden, inter, ShardTensorToMesh(0, true), group);
+    const MeshTensor gate = load_linear(layer_key(l, "mlp.gate_proj.weight"), inter, hidden, column_parallel, group);
+    const MeshTensor up = load_linear(layer_key(l, "mlp.up_proj.weight"), inter, hidden, column_parallel, group);
+    const MeshTensor down = load_linear(layer_key(l, "mlp.down_proj.weight"), hidden, inter, row_parallel, group);
     m.local_intermediate_ = gate.shard_shape()[-1];
     m.gate_up_half_ = round_up_to_tile(m.local_intermediate_);
     layer.w_gate_up = concat_tile_aligned({&gate.local(), &up.local()});
@@ -129,20 +153,24 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
                                     {"layer 0 v_proj", &v}, {"layer 0 o_proj", &o}, {"layer 0 gate_proj", &gate},
                                     {"layer 0 up_proj", &up}, {"layer 0 down_proj", &down}})
         m.placements_.push_back(placement_line(name, *t));
-      if (m.heads_.kv_replicas > 1)
-        m.placements_.push_back(fmt::format("  (k/v placements are over a {}x{} view of the group: each KV head on {} devices)",
-                                            hkv, m.heads_.kv_replicas, m.heads_.kv_replicas));
+      if (kv_replicated)
+        m.placements_.push_back(fmt::format(
+            "  (each KV head on {} devices; {})", m.heads_.kv_replicas,
+            two_d ? "k/v above are each row's hidden chunk of all KV heads, of which a device keeps its own"
+                  : fmt::format("k/v placements are over a {}x{} view of the group", hkv, m.heads_.kv_replicas)));
     }
     m.layers_.push_back(std::move(layer));
   }
   m.final_norm_ = load_norm(final_norm_key()).local();
   const MeshTensor head = load_linear(config.tie_word_embeddings ? embed_tokens_key() : lm_head_key(), vocab, hidden,
-                                      ShardTensorToMesh(1, true), group);
+                                      column_parallel, group);
   m.placements_.push_back(placement_line(config.tie_word_embeddings ? "lm_head (tied to embedding)" : "lm_head", head));
   m.lm_head_ = head.local();
   const int64_t chunk = head.shard_shape()[-1];
-  m.vocab_shard_.offset = chunk * group->device_id();
+  m.vocab_shard_.offset = chunk * m.head_index_;
   m.vocab_shard_.valid = std::clamp<int64_t>(vocab - m.vocab_shard_.offset, 0, chunk);
+  // 2d: every mesh row holds the same logits, sharded over its columns; each row samples alone.
+  if (two_d) m.vocab_group_ = group->create_submeshes({1, group->num_cols()}).mine;
   m.rope_ = make_rotary_tables(d, config.max_position_embeddings, config.rope_theta);
   return m;
 }
@@ -151,13 +179,54 @@ serving::KvCache LlamaModel::make_cache(int64_t slots, int64_t max_seq, DataType
   return serving::KvCache(config_.num_hidden_layers, slots, heads_.kv_heads, max_seq, config_.head_dim, dtype);
 }
 
-Tensor LlamaModel::sum_over_group(const Tensor& partial, PhaseTimes& times) const {
-  if (group_->num_devices() == 1) return partial;
+Tensor LlamaModel::reduce(const Tensor& partial, Across across, PhaseTimes& times) const {
+  const bool two_d = options_.sharding == LlamaSharding::TWO_D;
+  const int parts = across == Across::HIDDEN ? hidden_parts_ : head_parts_;
+  if (parts == 1) return partial;
   return timed(times.communication, [&] {
-    MeshTensor sum = all_reduce(MeshTensor(group_, partial.shape(), {Partial{}, Partial{}}, partial), ReduceOp::SUM,
-                                std::nullopt, options_.topology, options_.num_links);
+    if (!two_d) {  // tp: every device of the group holds a partial sum of the whole tensor
+      MeshTensor sum = all_reduce(MeshTensor(group_, partial.shape(), {Partial{}, Partial{}}, partial), ReduceOp::SUM,
+                                  std::nullopt, options_.topology, options_.num_links);
+      return std::move(sum.local());
+    }
+    // 2d: partial along one mesh axis, and along the other each device holds another slice of the
+    // last dim (heads after a hidden reduction, hidden after a heads reduction).
+    std::vector<int64_t> global = partial.shape().to_vector();
+    const int axis = across == Across::HIDDEN ? 0 : 1;
+    global.back() *= axis == 0 ? head_parts_ : hidden_parts_;
+    const Placements placements = axis == 0 ? Placements{Partial{}, Shard{-1}} : Placements{Shard{-1}, Partial{}};
+    MeshTensor sum = all_reduce(MeshTensor(group_, Shape(global), placements, partial), ReduceOp::SUM, axis,
+                                options_.topology, options_.num_links);
     return std::move(sum.local());
   });
+}
+
+Tensor LlamaModel::norm(const Tensor& x, const Tensor& weight, PhaseTimes& times) const {
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  if (hidden_parts_ == 1) return rms_norm(x, eps, &weight);
+  // The hidden is split over the mesh rows: each row's sum of squares, one small all_reduce along
+  // the mesh column, then each device scales its chunk (padding columns are 0 and add nothing).
+  const int64_t rows = x.shape()[-2], width = x.shape()[-1];
+  std::vector<float> values = x.to_float(), sums(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    double sq = 0;
+    for (int64_t i = 0; i < width; ++i) sq += static_cast<double>(values[r * width + i]) * values[r * width + i];
+    sums[r] = static_cast<float>(sq);
+  }
+  const Tensor local = Tensor::from_float(sums, Shape{1, rows}, DataType::FLOAT32, Layout::ROW_MAJOR);
+  const std::vector<float> total = timed(times.communication, [&] {
+    return all_reduce(MeshTensor(group_, Shape{1, rows}, {Partial{}, Replicate{}}, local), ReduceOp::SUM, 0,
+                      options_.topology, options_.num_links)
+        .local()
+        .to_float();
+  });
+  const float* g = weight.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const double inv = 1.0 / std::sqrt(static_cast<double>(total[r]) / config_.hidden_size + eps);
+    for (int64_t i = 0; i < width; ++i)
+      values[r * width + i] = static_cast<float>(values[r * width + i] * inv * g[i]);
+  }
+  return Tensor::from_float(values, x.shape(), x.dtype(), Layout::TILE);
 }
 
 Tensor LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache& cache, PhaseTimes& times) const {
@@ -175,34 +244,39 @@ Tensor LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache& cache
   const auto start = std::chrono::steady_clock::now();
   const double communication_before = times.communication;
   const DataType act = options_.act_dtype;
-  const float eps = static_cast<float>(config_.rms_norm_eps);
 
   std::vector<uint32_t> ids(b.tokens.begin(), b.tokens.end());
   Tensor x = embedding(Tensor::from_uint32(ids, Shape{1, 1, rows}, Layout::ROW_MAJOR), embedding_, act, Layout::TILE);
+  if (hidden_parts_ > 1) {  // 2d: this mesh row's chunk of the hidden, zero-padded to whole chunks
+    const int64_t begin = std::min(config_.hidden_size, hidden_index_ * hidden_chunk_);
+    const int64_t end = std::min(config_.hidden_size, begin + hidden_chunk_);
+    x = pad_to(slice(x, -1, begin, end), -1, hidden_chunk_);
+  }
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
-    const Tensor qkv = project(rms_norm(x, eps, &layer.input_norm), layer.wqkv, times);
+    const Tensor qkv = reduce(project(norm(x, layer.input_norm, times), layer.wqkv, times), Across::HIDDEN, times);
     const Tensor attention = attention_with_kv_cache(qkv, qkv_columns_, cache.keys(static_cast<int64_t>(l)),
                                                      cache.values(static_cast<int64_t>(l)), rope_, b.slots, b.positions,
                                                      heads_.q_heads, act);
-    x = add(x, sum_over_group(project(attention, layer.wo, times), times));
-    const Tensor gate_up = project(rms_norm(x, eps, &layer.post_norm), layer.w_gate_up, times);
+    x = add(x, reduce(project(attention, layer.wo, times), Across::HEADS, times));
+    const Tensor gate_up =
+        reduce(project(norm(x, layer.post_norm, times), layer.w_gate_up, times), Across::HIDDEN, times);
     const Tensor mlp = swiglu(gate_up, gate_up_half_, local_intermediate_, act);
-    x = add(x, sum_over_group(project(mlp, layer.w_down, times), times));
+    x = add(x, reduce(project(mlp, layer.w_down, times), Across::HEADS, times));
   }
 
-  // Logits only for the rows asked for (a prefill chunk needs its last row only).
+  // Logits only for the rows asked for (a prefill pass needs the last row of each prompt).
   bool all_rows = static_cast<int64_t>(b.logit_rows.size()) == rows;
   for (size_t i = 0; all_rows && i < b.logit_rows.size(); ++i) all_rows = b.logit_rows[i] == static_cast<int64_t>(i);
   if (!all_rows) {
-    const int64_t h = config_.hidden_size;
+    const int64_t h = x.shape()[-1];
     const std::vector<float> values = x.to_float();
     std::vector<float> picked(b.logit_rows.size() * static_cast<size_t>(h));
     for (size_t i = 0; i < b.logit_rows.size(); ++i)
       std::copy_n(values.data() + b.logit_rows[i] * h, h, picked.data() + i * h);
     x = Tensor::from_float(picked, Shape{1, 1, static_cast<int64_t>(b.logit_rows.size()), h}, act, Layout::TILE);
   }
-  Tensor logits = project(rms_norm(x, eps, &final_norm_), lm_head_, times);
+  Tensor logits = reduce(project(norm(x, final_norm_, times), lm_head_, times), Across::HIDDEN, times);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   times.compute += total - (times.communication - communication_before);
   return logits;
@@ -225,10 +299,14 @@ size_t LlamaModel::weight_bytes() const {
 std::string LlamaModel::describe() const {
   std::string out = fmt::format(
       "Llama: {} layers, hidden {}, intermediate {}, {} heads / {} KV heads of {}, vocab {}, on {} device(s) of a {} "
-      "group: {} q heads and {} KV head(s) per device{}\n",
+      "group{}: {} q heads and {} KV head(s) per device{}\n",
       config_.num_hidden_layers, config_.hidden_size, config_.intermediate_size, config_.num_attention_heads,
       config_.num_key_value_heads, config_.head_dim, config_.vocab_size, group_->num_devices(),
-      group_->shape().to_string(), heads_.q_heads, heads_.kv_heads,
+      group_->shape().to_string(),
+      hidden_parts_ > 1 ? fmt::format(" (2d: hidden over {} mesh rows, heads over {} mesh columns)", hidden_parts_,
+                                      head_parts_)
+                        : "",
+      heads_.q_heads, heads_.kv_heads,
       heads_.kv_replicas > 1 ? fmt::format(" (each KV head replicated on {} devices)", heads_.kv_replicas) : "");
   for (const std::string& line : placements_) out += line + "\n";
   return out;

@@ -3,9 +3,10 @@
 // logits, a per-phase report, the generated ids written out. Collective over MPI_COMM_WORLD; every
 // error is the same on every rank.
 //
-// Modes (models/parallel.hpp): tp = one tensor-parallel group over the whole mesh; dp = every
-// device a replica; hybrid = submeshes (default one mesh row each) as replicas, tensor-parallel
-// inside. Requests go to replicas round-robin (request r to replica r % replicas).
+// Modes (models/parallel.hpp): tp = one tensor-parallel group over the whole mesh; 2d = the whole
+// mesh, hidden over its rows and heads over its columns (model.hpp); dp = every device a replica;
+// hybrid = submeshes (default one mesh row each) as replicas, tensor-parallel inside. Requests go
+// to replicas round-robin (request r to replica r % replicas).
 #pragma once
 
 #include <optional>

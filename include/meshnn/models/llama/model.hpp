@@ -26,11 +26,20 @@
 
 namespace meshnn::models::llama {
 
+// tp: one tensor-parallel group (the table above). 2d (TT-NN's Llama on Galaxy): on an RxC mesh
+// the hidden is also split, over the R mesh rows: column-parallel weights are [hidden/R, out/C]
+// blocks whose partial sums are all_reduced along the mesh column (cluster_axis 0), row-parallel
+// ones [in/C, hidden/R] all_reduced along the mesh row (cluster_axis 1); the residual stream is
+// Shard(hidden) over the rows, RMSNorm adds its sums of squares along the column; every mesh row
+// holds the same logits, sharded over its columns.
+enum class LlamaSharding { TENSOR_PARALLEL, TWO_D };
+
 struct LlamaOptions {
   DataType weight_dtype = DataType::BFLOAT16;  // float32, bfloat16, bfloat8_b or bfloat4_b
   DataType act_dtype = DataType::BFLOAT16;     // float32 or bfloat16
   Topology topology = Topology::Ring;
   int num_links = 1;
+  LlamaSharding sharding = LlamaSharding::TENSOR_PARALLEL;
 };
 
 // How the heads split over a group of `devices` (pure; same on every rank).
@@ -54,7 +63,8 @@ class LlamaModel final : public serving::CausalLm {
   serving::VocabShard vocab_shard() const override { return vocab_shard_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t max_positions() const override { return config_.max_position_embeddings; }
-  const MeshDevicePtr& mesh() const override { return group_; }
+  // The devices the logits are sharded over: the group in tp, this device's mesh row in 2d.
+  const MeshDevicePtr& mesh() const override { return vocab_group_; }
 
   const LlamaConfig& config() const { return config_; }
   const HeadSplit& head_split() const { return heads_; }
@@ -74,11 +84,17 @@ class LlamaModel final : public serving::CausalLm {
     Tensor w_gate_up;              // [hidden, 2 * gate_up_half]
     Tensor w_down;                 // [local intermediate, hidden]
   };
-  Tensor sum_over_group(const Tensor& partial, PhaseTimes& times) const;
+  // Which split a partial sum is reduced over: the hidden (2d: along the mesh column) or the heads
+  // / intermediate / vocabulary (tp: the group; 2d: along the mesh row). No-op over one device.
+  enum class Across { HIDDEN, HEADS };
+  Tensor reduce(const Tensor& partial, Across across, PhaseTimes& times) const;
+  Tensor norm(const Tensor& x, const Tensor& weight, PhaseTimes& times) const;  // RMSNorm of the local hidden
 
   LlamaConfig config_;
   LlamaOptions options_;
-  MeshDevicePtr group_;
+  MeshDevicePtr group_, vocab_group_;
+  int hidden_parts_ = 1, hidden_index_ = 0, head_parts_ = 1, head_index_ = 0;
+  int64_t hidden_chunk_ = 0;  // this device's width of the residual stream
   HeadSplit heads_;
   QkvColumns qkv_columns_;
   int64_t local_intermediate_ = 0, gate_up_half_ = 0;
