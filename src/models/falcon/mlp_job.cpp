@@ -12,6 +12,7 @@
 #include "meshnn/core/mpi_utils.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/io/synthetic_model.hpp"
+#include "meshnn/models/report.hpp"
 #include "meshnn/models/falcon/synthetic.hpp"
 #include "meshnn/ops/pcc.hpp"
 #include "meshnn/runtime/memory.hpp"
@@ -59,38 +60,6 @@ struct GeneratedWeights {
   }
 };
 
-struct RankReport {
-  double load = 0, compute = 0, communication = 0, total = 0;
-  double weight_mib = 0, load_growth_mib = 0, peak_mib = 0;
-};
-
-std::vector<RankReport> gather_reports(const RankReport& mine, MPI_Comm comm) {
-  std::vector<RankReport> all(static_cast<size_t>(comm_size(comm)));
-  // Control-plane numbers for the report, not tensor data.
-  MESHNN_MPI_CHECK(MPI_Allgather(&mine, sizeof(RankReport), MPI_BYTE, all.data(), sizeof(RankReport), MPI_BYTE, comm));
-  return all;
-}
-
-std::string time_table(const std::vector<RankReport>& reports, int iterations) {
-  std::string out = fmt::format("{:>6} {:>10} {:>12} {:>12} {:>12} {:>12} {:>14} {:>10}\n", "rank", "load s",
-                                "compute ms", "comm ms", "total ms", "weights MiB", "load growth MiB", "peak MiB");
-  RankReport slowest;
-  for (size_t r = 0; r < reports.size(); ++r) {
-    const RankReport& p = reports[r];
-    out += fmt::format("{:>6} {:>10.3f} {:>12.2f} {:>12.2f} {:>12.2f} {:>12.1f} {:>14.1f} {:>10.1f}\n", r, p.load,
-                       1e3 * p.compute / iterations, 1e3 * p.communication / iterations, 1e3 * p.total / iterations,
-                       p.weight_mib, p.load_growth_mib, p.peak_mib);
-    slowest.load = std::max(slowest.load, p.load);
-    slowest.compute = std::max(slowest.compute, p.compute);
-    slowest.communication = std::max(slowest.communication, p.communication);
-    slowest.total = std::max(slowest.total, p.total);
-  }
-  out += fmt::format("{:>6} {:>10.3f} {:>12.2f} {:>12.2f} {:>12.2f}   (per forward pass)\n", "max", slowest.load,
-                     1e3 * slowest.compute / iterations, 1e3 * slowest.communication / iterations,
-                     1e3 * slowest.total / iterations);
-  return out;
-}
-
 // Single-device reference on the root: full weights and input loaded on a 1x1 mesh of its own.
 struct CheckResult {
   double pcc = 0, max_abs_error = 0, max_abs_reference = 0;
@@ -125,7 +94,6 @@ int run_mlp_job(const MlpJobConfig& c) {
   const std::string weights = generated ? generated->file : c.weights;
 
   // Load: each rank reads only its shards; memory growth is measured around it.
-  RankReport mine;
   const size_t rss_before = current_rss_bytes();
   auto start = std::chrono::steady_clock::now();
   const FalconMlp mlp = FalconMlp::load(weights, c.layer, mesh, c.mlp);
@@ -140,9 +108,8 @@ int run_mlp_job(const MlpJobConfig& c) {
     io::LoadOptions lo{c.mlp.act_dtype, Layout::TILE, false};
     x = io::load_tensor(c.input, "input", mlp.input_mapper(), mesh, lo);
   }
-  mine.load = seconds_since(start);
-  mine.weight_mib = static_cast<double>(mlp.weight_bytes()) / (1 << 20);
-  mine.load_growth_mib = static_cast<double>(peak_rss_bytes() - std::min(peak_rss_bytes(), rss_before)) / (1 << 20);
+  const double load_seconds = seconds_since(start);
+  const double load_growth = static_cast<double>(peak_rss_bytes() - std::min(peak_rss_bytes(), rss_before));
   if (root) std::printf("%s%s\n", mlp.describe().c_str(), x.describe().c_str());
 
   // Forward passes: warm-up first, then the timed ones.
@@ -160,18 +127,20 @@ int run_mlp_job(const MlpJobConfig& c) {
     y = mlp.forward(x, times);
     pass_seconds[i] = seconds_since(pass_start);
   }
-  mine.total = seconds_since(start);
-  mine.compute = times.compute;
-  mine.communication = times.communication;
-  mine.peak_mib = static_cast<double>(peak_rss_bytes()) / (1 << 20);
-
-  const std::vector<RankReport> reports = gather_reports(mine, mesh->comm());
-  double slowest = 0, slowest_compute = 0, slowest_comm = 0;
-  for (const RankReport& r : reports) {
-    slowest = std::max(slowest, r.total);
-    slowest_compute = std::max(slowest_compute, r.compute);
-    slowest_comm = std::max(slowest_comm, r.communication);
-  }
+  const double total = seconds_since(start);
+  constexpr double kMiB = 1 << 20;
+  const double per_iteration = 1e3 / c.iterations;
+  const RankTable table = gather_rank_table({{"load s", load_seconds},
+                                             {"compute ms", per_iteration * times.compute},
+                                             {"comm ms", per_iteration * times.communication},
+                                             {"total ms", per_iteration * total},
+                                             {"weights MiB", static_cast<double>(mlp.weight_bytes()) / kMiB},
+                                             {"load grow MiB", load_growth / kMiB},
+                                             {"peak MiB", static_cast<double>(peak_rss_bytes()) / kMiB}},
+                                            mesh->comm());
+  const double slowest = table.max("total ms") * c.iterations / 1e3;
+  const double slowest_compute = table.max("compute ms") * c.iterations / 1e3;
+  const double slowest_comm = table.max("comm ms") * c.iterations / 1e3;
   // Best pass: each pass's time on its slowest rank, then the fastest such pass. On a shared
   // machine interference only ever slows a pass down, so the best pass is the stable figure for
   // scaling comparisons; the mean is reported beside it.
@@ -181,7 +150,7 @@ int run_mlp_job(const MlpJobConfig& c) {
   const double per_pass = slowest / c.iterations;
   if (root) {
     std::printf("output %s placements %s\n", y.shape().to_string().c_str(), to_string(y.placements()).c_str());
-    std::printf("%s", time_table(reports, c.iterations).c_str());
+    std::printf("%s(per forward pass)\n", table.format().c_str());
     std::printf("tokens %lld per pass: %.1f tokens/s, %.4f ms per token (mean pass, slowest rank); best pass %.4f ms "
                 "per token\n",
                 static_cast<long long>(tokens), tokens / per_pass, 1e3 * per_pass / tokens, 1e3 * best_pass / tokens);
@@ -234,7 +203,7 @@ int run_mlp_job(const MlpJobConfig& c) {
                      std::string(to_string(c.mlp.act_dtype)).c_str(), static_cast<long long>(c.batch),
                      static_cast<long long>(c.seq), static_cast<long long>(mlp.hidden_size()),
                      static_cast<long long>(mlp.intermediate_size()), 1e3 * per_pass, 1e3 * per_pass / tokens,
-                     1e3 * best_pass / tokens, 1e3 * slowest_compute / c.iterations, 1e3 * slowest_comm / c.iterations, reports[0].load,
+                     1e3 * best_pass / tokens, 1e3 * slowest_compute / c.iterations, 1e3 * slowest_comm / c.iterations, table.value(0, "load s"),
                      c.check ? check.pcc : -1.0);
         std::fclose(f);
       }
