@@ -91,87 +91,80 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
     return ended;
   };
 
-  while (!waiting.empty() || !active.empty()) {
-    // Admission: every free slot takes the next waiting request. Their prompts are prefilled
-    // together, packed into passes of at most prefill_chunk tokens (a long prompt spans several
-    // passes): every pass reads all the weights once, so short prompts should share one.
-    struct Admitted {
-      size_t request;
-      int64_t slot, done = 0;
-    };
-    std::vector<Admitted> admitting;
+  // Requests holding a slot whose prompt is not yet wholly in the cache.
+  struct Prefilling {
+    size_t request;
+    int64_t slot, done = 0;
+  };
+  std::deque<Prefilling> prefilling;
+  std::vector<size_t> request_of_row;
+  while (!waiting.empty() || !active.empty() || !prefilling.empty()) {
+    // Admission: every free slot takes the next waiting request.
     while (!free_slots.empty() && !waiting.empty()) {
-      admitting.push_back({waiting.front(), free_slots.back()});
+      prefilling.push_back({waiting.front(), free_slots.back()});
       admitted[waiting.front()] = Clock::now();
       waiting.pop_front();
       free_slots.pop_back();
     }
-    for (size_t next = 0; next < admitting.size();) {
-      batch.clear();
-      std::vector<size_t> finishing;  // requests whose last prompt token is in this pass
-      for (size_t i = next; i < admitting.size() && static_cast<int64_t>(batch.tokens.size()) < options.prefill_chunk; ++i) {
-        Admitted& a = admitting[i];
-        const std::vector<int32_t>& prompt = requests[a.request].prompt;
-        const int64_t length = static_cast<int64_t>(prompt.size());
-        const int64_t end = std::min(length, a.done + options.prefill_chunk - static_cast<int64_t>(batch.tokens.size()));
-        for (int64_t p = a.done; p < end; ++p) {
-          batch.tokens.push_back(prompt[static_cast<size_t>(p)]);
-          batch.slots.push_back(a.slot);
-          batch.positions.push_back(p);
-        }
-        a.done = end;
-        if (end == length) {
-          batch.logit_rows.push_back(static_cast<int64_t>(batch.tokens.size()) - 1);
-          finishing.push_back(i);
-        }
-      }
-      const auto pass_start = Clock::now();
-      const Tensor logits = model.forward(batch, cache, stats.prefill_times);
-      stats.prefill_seconds += seconds_since(pass_start);
-      ++stats.prefill_passes;
-      stats.prefill_tokens += static_cast<int64_t>(batch.tokens.size());
-      if (!finishing.empty()) {
-        std::vector<size_t> rows;
-        for (size_t i : finishing) rows.push_back(admitting[i].request);
-        const std::vector<bool> ended = record(logits, rows);
-        for (size_t k = 0; k < finishing.size(); ++k) {
-          const Admitted& a = admitting[finishing[k]];
-          if (ended[k])
-            free_slots.push_back(a.slot);
-          else
-            active.push_back({a.request, a.slot, static_cast<int64_t>(requests[a.request].prompt.size())});
-        }
-      }
-      while (next < admitting.size() && admitting[next].done == static_cast<int64_t>(requests[admitting[next].request].prompt.size()))
-        ++next;
-    }
-    if (active.empty()) continue;
-
-    // One decode step for every active request.
+    // One pass: a decode row for every active request, then as much of the waiting prompts as the
+    // prefill budget allows (a long prompt spans several passes). Every pass reads all the weights
+    // once, so prompts ride along with the decode step instead of costing passes of their own.
     batch.clear();
-    std::vector<size_t> request_of_row;
-    for (size_t i = 0; i < active.size(); ++i) {
-      const Active& a = active[i];
+    request_of_row.clear();
+    for (const Active& a : active) {
       batch.tokens.push_back(result.outputs[a.request].tokens.back());
       batch.slots.push_back(a.slot);
       batch.positions.push_back(a.next_position);
-      batch.logit_rows.push_back(static_cast<int64_t>(i));
+      batch.logit_rows.push_back(static_cast<int64_t>(batch.tokens.size()) - 1);
       request_of_row.push_back(a.request);
     }
-    const auto step_start = Clock::now();
-    const Tensor logits = model.forward(batch, cache, stats.decode_times);
-    const std::vector<bool> ended = record(logits, request_of_row);
-    stats.decode_seconds += seconds_since(step_start);
-    ++stats.decode_steps;
-    stats.decode_tokens += static_cast<int64_t>(active.size());
+    const size_t decode_rows = active.size();
+    size_t prompts_completed = 0;
+    for (Prefilling& p : prefilling) {
+      const int64_t budget = options.prefill_chunk - static_cast<int64_t>(batch.tokens.size() - decode_rows);
+      if (budget <= 0) break;
+      const std::vector<int32_t>& prompt = requests[p.request].prompt;
+      const int64_t length = static_cast<int64_t>(prompt.size()), end = std::min(length, p.done + budget);
+      for (int64_t pos = p.done; pos < end; ++pos) {
+        batch.tokens.push_back(prompt[static_cast<size_t>(pos)]);
+        batch.slots.push_back(p.slot);
+        batch.positions.push_back(pos);
+      }
+      stats.prefill_tokens += end - p.done;
+      p.done = end;
+      if (end < length) break;
+      batch.logit_rows.push_back(static_cast<int64_t>(batch.tokens.size()) - 1);
+      request_of_row.push_back(p.request);
+      ++prompts_completed;
+    }
+    const bool decoding = decode_rows > 0;
+    const auto pass_start = Clock::now();
+    const Tensor logits = model.forward(batch, cache, decoding ? stats.decode_times : stats.prefill_times);
+    const std::vector<bool> ended =
+        request_of_row.empty() ? std::vector<bool>{} : record(logits, request_of_row);
+    (decoding ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);
+    if (decoding) {
+      ++stats.decode_steps;
+      stats.decode_tokens += static_cast<int64_t>(decode_rows);
+    }
+    if (batch.tokens.size() > decode_rows) ++stats.prefill_passes;
+
     std::vector<Active> still;
-    for (size_t i = 0; i < active.size(); ++i) {
+    for (size_t i = 0; i < decode_rows; ++i) {
       if (ended[i]) {
         free_slots.push_back(active[i].slot);
       } else {
         still.push_back(active[i]);
         ++still.back().next_position;
       }
+    }
+    for (size_t k = 0; k < prompts_completed; ++k) {
+      const Prefilling& p = prefilling.front();
+      if (ended[decode_rows + k])
+        free_slots.push_back(p.slot);
+      else
+        still.push_back({p.request, p.slot, static_cast<int64_t>(requests[p.request].prompt.size())});
+      prefilling.pop_front();
     }
     active = std::move(still);
   }

@@ -1,11 +1,12 @@
 // Generation with continuous batching, for any CausalLm: requests wait in arrival order for one of
-// the cache's slots; the requests that get slots are prefilled together, their prompts packed into
-// passes of at most prefill_chunk tokens (a long prompt spans several passes), and each samples
-// its first token from the logits of its prompt's last token; then every active request
-// advances one token per decode step, all in one batch. When a request ends (its eos token or its
-// max_new_tokens) its slot goes to the next waiting request at once, while the others keep
-// decoding. A request's tokens do not depend on what else runs beside it: each row of a pass is
-// computed independently and the draw is seeded by (seed, request id, step).
+// the cache's slots. Every pass holds one decode row per active request, then as much of the
+// admitted prompts as prefill_chunk tokens allow (a long prompt spans several passes); a request
+// whose prompt completes samples its first token from the logits of its prompt's last token and
+// decodes from the next pass on. Every pass reads all the weights once, so a prompt admitted while
+// others decode rides along with their step instead of costing passes of its own. When a request
+// ends (its eos token or its max_new_tokens) its slot goes to the next waiting request at once. A
+// request's tokens do not depend on what else runs beside it: each row of a pass is computed
+// independently and the draw is seeded by (seed, request id, step).
 //
 // Collective over model.mesh(): every device of it calls with the same requests and options and
 // makes the same decisions (the sampler's choice is identical everywhere).
@@ -27,7 +28,7 @@ struct GenerationRequest {
 };
 
 struct GenerationOptions {
-  int64_t prefill_chunk = 512;  // tokens per prefill pass; prompts are packed into and split over passes
+  int64_t prefill_chunk = 512;  // prompt tokens per pass (besides the decode rows)
   SamplingParams sampling;
   std::optional<int32_t> eos_token_id;  // stop a request when it produces this token
   bool keep_logits = false;             // gather the full logits of every sampled token (tests, --save-logits)
@@ -39,11 +40,13 @@ struct RequestOutput {
   double time_to_first_token = 0;    // seconds from the request's admission to its first token
 };
 
+// A pass with decode rows counts as a decode step (its prompt rows, if any, as prefill tokens); a
+// pass of prompt rows only as prefill.
 struct GenerationStats {
-  int64_t prefill_passes = 0, prefill_tokens = 0;
-  int64_t decode_steps = 0, decode_tokens = 0;  // decode_tokens: rows summed over steps
+  int64_t prefill_passes = 0, prefill_tokens = 0;  // passes holding prompt rows; prompt rows
+  int64_t decode_steps = 0, decode_tokens = 0;     // decode_tokens: decode rows summed over steps
   double prefill_seconds = 0, decode_seconds = 0, sampling_seconds = 0;
-  PhaseTimes prefill_times, decode_times;       // forward passes only (compute / communication)
+  PhaseTimes prefill_times, decode_times;          // forward passes only (compute / communication)
 };
 
 struct GenerationResult {
