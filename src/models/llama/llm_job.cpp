@@ -176,6 +176,13 @@ int run_llm_job(const LlmJobConfig& c) {
   const std::string file = weights_file(c, *mesh);
   const LlamaConfig config = config_from_attributes(io::read_root_attributes(file, mesh), file);
   const std::vector<serving::GenerationRequest> requests = make_requests(c, config, *mesh);
+  // Checked before the (long) load: the same requests on every rank, so the same error.
+  int64_t longest = 0;
+  for (const auto& r : requests)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens);
+  MESHNN_CHECK(longest <= config.max_position_embeddings,
+               "a prompt plus its new tokens needs {} positions, beyond max_position_embeddings {}", longest,
+               config.max_position_embeddings);
   const Replicas replicas = make_replicas(c, mesh);
 
   // Load: each rank reads only its shards.
@@ -189,14 +196,8 @@ int run_llm_job(const LlmJobConfig& c) {
   const double load_growth = static_cast<double>(peak_rss_bytes() - std::min(peak_rss_bytes(), rss_before));
 
   std::vector<serving::GenerationRequest> mine;
-  int64_t longest = 0;
-  for (size_t r = 0; r < requests.size(); ++r) {
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(requests[r].prompt.size()) + requests[r].max_new_tokens);
+  for (size_t r = 0; r < requests.size(); ++r)
     if (static_cast<int>(r % replicas.count) == replicas.index) mine.push_back(requests[r]);
-  }
-  MESHNN_CHECK(longest <= config.max_position_embeddings,
-               "a prompt plus its new tokens needs {} positions, beyond max_position_embeddings {}", longest,
-               config.max_position_embeddings);
   const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(c.max_batch, static_cast<int64_t>(mine.size())));
   serving::KvCache cache = model.make_cache(slots, longest, c.kv_dtype);
   if (root) {
@@ -205,9 +206,10 @@ int run_llm_job(const LlmJobConfig& c) {
                 "KV cache (per layer, K and V)", cache.layer_shape().to_string().c_str(),
                 std::string(to_string(c.kv_dtype)).c_str(), static_cast<long long>(slots),
                 static_cast<long long>(model.head_split().kv_heads), static_cast<long long>(cache.max_seq()));
-    std::printf("  %-34s [users, %lld] float32, Shard(vocab) over each group; sampled without gathering\n",
-                "logits", static_cast<long long>(config.vocab_size));
-    std::printf("mode %s: %d replica(s) of a %s tensor-parallel group; %zu request(s), %lld decode slot(s) per replica\n",
+    std::printf("  %-34s [users, %lld] float32, Shard(vocab) over the %d device(s) of %s; sampled without gathering\n",
+                "logits", static_cast<long long>(config.vocab_size), model.mesh()->num_devices(),
+                c.mode == ParallelMode::TWO_D ? "each mesh row" : "each group");
+    std::printf("mode %s: %d replica(s) of a %s group; %zu request(s), %lld decode slot(s) per replica\n",
                 std::string(to_string(c.mode)).c_str(), replicas.count, replicas.group->shape().to_string().c_str(),
                 requests.size(), static_cast<long long>(slots));
     std::fflush(stdout);
