@@ -41,15 +41,12 @@ def mesh_for(mode, ranks):
     return (1, ranks)
 
 
-def run_point(args, build, weights, ranks, mode, dtype, batch, json_path):
-    rows, cols = mesh_for(mode, ranks)
+def launch(args, ranks, app_args, json_path):
+    """Runs one job through scripts/mpirun.sh and returns its JSON record."""
     cmd = [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks)]
     if args.hostfile:
         cmd += ["--hostfile", args.hostfile]
-    cmd += [os.path.join(build, "apps", "meshnn-mlp"), "--mesh", f"{rows}x{cols}", "--mode", mode,
-            "--tp-variant", args.tp_variant, "--weights", weights, "--weight-dtype", dtype,
-            "--act-dtype", args.act_dtype, "--batch", str(batch), "--seq", str(args.seq),
-            "--iterations", str(args.iterations), "--warmup", "1", "--json", json_path]
+    cmd += app_args + ["--json", json_path]
     print("+", " ".join(cmd), flush=True)
     # Each rank is one device with a fixed budget of worker threads, so adding ranks adds compute
     # (a lone rank would otherwise take every core of the node and hide the scaling).
@@ -59,29 +56,27 @@ def run_point(args, build, weights, ranks, mode, dtype, batch, json_path):
         sys.stdout.write(result.stdout)
         raise SystemExit(f"run failed with status {result.returncode}")
     with open(json_path) as f:
-        record = json.load(f)
+        return json.load(f)
+
+
+def run_point(args, build, weights, ranks, mode, dtype, batch, json_path):
+    rows, cols = mesh_for(mode, ranks)
+    record = launch(args, ranks, [
+        os.path.join(build, "apps", "meshnn-mlp"), "--mesh", f"{rows}x{cols}", "--mode", mode,
+        "--tp-variant", args.tp_variant, "--weights", weights, "--weight-dtype", dtype,
+        "--act-dtype", args.act_dtype, "--batch", str(batch), "--seq", str(args.seq),
+        "--iterations", str(args.iterations), "--warmup", "1"], json_path)
     record["mesh"] = f"{rows}x{cols}"
     return record
 
 
 def run_llm_point(args, build, ranks, mode, dtype, batch, json_path):
     rows, cols = mesh_for(mode, ranks)
-    cmd = [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks)]
-    if args.hostfile:
-        cmd += ["--hostfile", args.hostfile]
-    cmd += [os.path.join(build, "apps", "meshnn-llm"), "--mesh", f"{rows}x{cols}", "--mode", mode,
-            "--preset", args.preset, "--layers", str(args.layers), "--weight-dtype", dtype,
-            "--act-dtype", args.act_dtype, "--batch", str(batch), "--max-batch", str(batch),
-            "--prompt-len", str(args.seq), "--max-new-tokens", str(args.new_tokens), "--ignore-eos",
-            "--json", json_path]
-    print("+", " ".join(cmd), flush=True)
-    env = dict(os.environ, MESHNN_NUM_THREADS=str(args.threads_per_rank))
-    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    if result.returncode != 0:
-        sys.stdout.write(result.stdout)
-        raise SystemExit(f"run failed with status {result.returncode}")
-    with open(json_path) as f:
-        r = json.load(f)
+    r = launch(args, ranks, [
+        os.path.join(build, "apps", "meshnn-llm"), "--mesh", f"{rows}x{cols}", "--mode", mode,
+        "--preset", args.preset, "--layers", str(args.layers), "--weight-dtype", dtype,
+        "--act-dtype", args.act_dtype, "--batch", str(batch), "--max-batch", str(batch),
+        "--prompt-len", str(args.seq), "--max-new-tokens", str(args.new_tokens), "--ignore-eos"], json_path)
     # Decode: every user advances one token per step, so a token costs step / users (dp and hybrid
     # replicas step side by side: their total rate is what decode_tokens_per_s sums).
     per_token = 1e3 / r["decode_tokens_per_s"] if r["decode_tokens_per_s"] > 0 else 0.0
