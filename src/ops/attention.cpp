@@ -10,6 +10,7 @@
 #include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/block_float.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
+#include "cache_attention.hpp"
 #include "op_utils.hpp"
 #include "tile_rows.hpp"
 
@@ -104,18 +105,14 @@ Tensor scaled_dot_product_attention_decode(const Tensor& q, const Tensor& k_cach
     MESHNN_CHECK(positions[i] >= 0 && positions[i] < smax, "{}: user {} position {} is outside the cache [0, {})", what,
                  i, positions[i], smax);
   const float sc = scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
-  const std::vector<float> qv = q.to_float(), kv = k_cache.to_float(), vv = v_cache.to_float();
-  std::vector<float> out(qv.size());
-  const int64_t group = hq / hkv;
-  run_parallel(b * hq, [&](int64_t begin, int64_t end, int) {
-    std::vector<float> scores;
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t bi = bh / hq, h = bh % hq, kvh = h / group;
-      const float* kb = kv.data() + (bi * hkv + kvh) * smax * d;
-      const float* vb = vv.data() + (bi * hkv + kvh) * smax * d;
-      attend(qv.data() + bh * d, kb, vb, positions[bi] + 1, d, sc, scores, out.data() + bh * d);
-    }
-  });
+  // The cache is read in its stored format, only the positions in use (user b is slot b). A
+  // ROW_MAJOR cache is tiled first: TILE is the layout a cache lives in.
+  const auto tiled = [](const Tensor& c) { return c.layout() == Layout::TILE ? c : c.to_layout(Layout::TILE); };
+  const Tensor k = tiled(k_cache), v = tiled(v_cache);
+  std::vector<int64_t> slots(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) slots[static_cast<size_t>(i)] = i;
+  const std::vector<float> qv = q.to_float();
+  const std::vector<float> out = ops_detail::attend_over_cache(qv.data(), hq * d, k, v, slots, positions, hq, sc);
   return ops_detail::like(out, q.shape(), q);
 }
 

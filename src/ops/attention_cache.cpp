@@ -10,6 +10,7 @@
 #include "meshnn/ops/attention.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 #include "op_utils.hpp"
+#include "cache_attention.hpp"
 #include "tile_rows.hpp"
 
 namespace meshnn {
@@ -51,6 +52,90 @@ void check_cache(const Tensor& cache, const char* what, const char* name) {
 }
 
 }  // namespace
+
+namespace ops_detail {
+
+std::vector<float> attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_cache,
+                                     const Tensor& v_cache, std::span<const int64_t> slots,
+                                     std::span<const int64_t> positions, int64_t hq, float sc) {
+  const int64_t m = static_cast<int64_t>(slots.size()), hkv = k_cache.shape()[1], d = k_cache.shape()[3];
+  // Attention. Work items: (segment of consecutive rows of one slot, KV head, share of its query
+  // heads); query heads are split further only when there are fewer items than threads would use.
+  struct Segment {
+    int64_t begin, end, max_position;
+  };
+  std::vector<Segment> segments;
+  for (int64_t begin = 0; begin < m;) {
+    int64_t end = begin + 1, max_position = positions[begin];
+    while (end < m && slots[end] == slots[begin]) max_position = std::max(max_position, positions[end++]);
+    segments.push_back({begin, end, max_position});
+    begin = end;
+  }
+  const int64_t group = hq / hkv;
+  const int64_t base_items = static_cast<int64_t>(segments.size()) * hkv;
+  // Each share decodes its KV tiles itself: split heads only as far as idle threads need.
+  const int64_t threads = ops_detail::worker_count();
+  const int64_t head_shares = std::min<int64_t>(group, std::max<int64_t>(1, (threads + base_items - 1) / base_items));
+  const int64_t dp = round_up_to_tile(d);
+  std::vector<float> out(static_cast<size_t>(m * hq * d));
+  ops_detail::run_parallel(base_items * head_shares, [&](int64_t item_begin, int64_t item_end, int) {
+    std::vector<float> keys(static_cast<size_t>(32 * dp)), values(static_cast<size_t>(32 * dp));
+    std::vector<float> acc, running_max, running_sum;
+    for (int64_t item = item_begin; item < item_end; ++item) {
+      const Segment& seg = segments[static_cast<size_t>(item / (hkv * head_shares))];
+      const int64_t kvh = item / head_shares % hkv, share = item % head_shares;
+      const int64_t h_begin = kvh * group + share * group / head_shares;
+      const int64_t h_end = kvh * group + (share + 1) * group / head_shares;
+      const int64_t queries = (seg.end - seg.begin) * (h_end - h_begin);
+      acc.assign(static_cast<size_t>(queries * d), 0.0f);
+      running_max.assign(static_cast<size_t>(queries), -std::numeric_limits<float>::infinity());
+      running_sum.assign(static_cast<size_t>(queries), 0.0f);
+      const int64_t matrix = slots[seg.begin] * hkv + kvh;
+      for (int64_t tile_row = 0; tile_row <= seg.max_position / 32; ++tile_row) {
+        decode_tile_row(k_cache, matrix, tile_row, dp, keys.data());
+        decode_tile_row(v_cache, matrix, tile_row, dp, values.data());
+        for (int64_t r = seg.begin; r < seg.end; ++r) {
+          const int64_t last = std::min<int64_t>(31, positions[r] - tile_row * 32);
+          if (last < 0) continue;
+          for (int64_t h = h_begin; h < h_end; ++h) {
+            const int64_t qi = (r - seg.begin) * (h_end - h_begin) + (h - h_begin);
+            const float* q = query_rows + r * stride + h * d;
+            float scores[32];
+            float tile_max = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j <= last; ++j) {
+              scores[j] = sc * dot(q, keys.data() + j * dp, d);
+              tile_max = std::max(tile_max, scores[j]);
+            }
+            // Online softmax: rescale what was accumulated under the old maximum.
+            const float new_max = std::max(running_max[qi], tile_max);
+            const float correction = std::exp(running_max[qi] - new_max);
+            float* a = acc.data() + qi * d;
+            float sum = running_sum[qi] * correction;
+            for (int64_t i = 0; i < d; ++i) a[i] *= correction;
+            for (int64_t j = 0; j <= last; ++j) {
+              const float p = std::exp(scores[j] - new_max);
+              sum += p;
+              const float* v = values.data() + j * dp;
+              for (int64_t i = 0; i < d; ++i) a[i] += p * v[i];
+            }
+            running_max[qi] = new_max;
+            running_sum[qi] = sum;
+          }
+        }
+      }
+      for (int64_t r = seg.begin; r < seg.end; ++r)
+        for (int64_t h = h_begin; h < h_end; ++h) {
+          const int64_t qi = (r - seg.begin) * (h_end - h_begin) + (h - h_begin);
+          const float inv = 1.0f / running_sum[qi];
+          float* o = out.data() + (r * hq + h) * d;
+          for (int64_t i = 0; i < d; ++i) o[i] = acc[qi * d + i] * inv;
+        }
+    }
+  });
+  return out;
+}
+
+}  // namespace ops_detail
 
 Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Tensor& k_cache, Tensor& v_cache,
                                const RotaryTables& rope, std::span<const int64_t> slots,
@@ -121,80 +206,9 @@ Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Ten
     begin = end;
   }
 
-  // Attention. Work items: (segment of consecutive rows of one slot, KV head, share of its query
-  // heads); query heads are split further only when there are fewer items than threads would use.
-  struct Segment {
-    int64_t begin, end, max_position;
-  };
-  std::vector<Segment> segments;
-  for (int64_t begin = 0; begin < m;) {
-    int64_t end = begin + 1, max_position = positions[begin];
-    while (end < m && slots[end] == slots[begin]) max_position = std::max(max_position, positions[end++]);
-    segments.push_back({begin, end, max_position});
-    begin = end;
-  }
-  const int64_t group = hq / hkv;
-  const int64_t base_items = static_cast<int64_t>(segments.size()) * hkv;
-  // Each share decodes its KV tiles itself: split heads only as far as idle threads need.
-  const int64_t threads = ops_detail::worker_count();
-  const int64_t head_shares = std::min<int64_t>(group, std::max<int64_t>(1, (threads + base_items - 1) / base_items));
   const float sc = scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
-  const int64_t dp = round_up_to_tile(d);
-  std::vector<float> out(static_cast<size_t>(m * hq * d));
-  ops_detail::run_parallel(base_items * head_shares, [&](int64_t item_begin, int64_t item_end, int) {
-    std::vector<float> keys(static_cast<size_t>(32 * dp)), values(static_cast<size_t>(32 * dp));
-    std::vector<float> acc, running_max, running_sum;
-    for (int64_t item = item_begin; item < item_end; ++item) {
-      const Segment& seg = segments[static_cast<size_t>(item / (hkv * head_shares))];
-      const int64_t kvh = item / head_shares % hkv, share = item % head_shares;
-      const int64_t h_begin = kvh * group + share * group / head_shares;
-      const int64_t h_end = kvh * group + (share + 1) * group / head_shares;
-      const int64_t queries = (seg.end - seg.begin) * (h_end - h_begin);
-      acc.assign(static_cast<size_t>(queries * d), 0.0f);
-      running_max.assign(static_cast<size_t>(queries), -std::numeric_limits<float>::infinity());
-      running_sum.assign(static_cast<size_t>(queries), 0.0f);
-      const int64_t matrix = slots[seg.begin] * hkv + kvh;
-      for (int64_t tile_row = 0; tile_row <= seg.max_position / 32; ++tile_row) {
-        decode_tile_row(k_cache, matrix, tile_row, dp, keys.data());
-        decode_tile_row(v_cache, matrix, tile_row, dp, values.data());
-        for (int64_t r = seg.begin; r < seg.end; ++r) {
-          const int64_t last = std::min<int64_t>(31, positions[r] - tile_row * 32);
-          if (last < 0) continue;
-          for (int64_t h = h_begin; h < h_end; ++h) {
-            const int64_t qi = (r - seg.begin) * (h_end - h_begin) + (h - h_begin);
-            const float* q = rows.data() + r * w + columns.q_column + h * d;
-            float scores[32];
-            float tile_max = -std::numeric_limits<float>::infinity();
-            for (int64_t j = 0; j <= last; ++j) {
-              scores[j] = sc * dot(q, keys.data() + j * dp, d);
-              tile_max = std::max(tile_max, scores[j]);
-            }
-            // Online softmax: rescale what was accumulated under the old maximum.
-            const float new_max = std::max(running_max[qi], tile_max);
-            const float correction = std::exp(running_max[qi] - new_max);
-            float* a = acc.data() + qi * d;
-            float sum = running_sum[qi] * correction;
-            for (int64_t i = 0; i < d; ++i) a[i] *= correction;
-            for (int64_t j = 0; j <= last; ++j) {
-              const float p = std::exp(scores[j] - new_max);
-              sum += p;
-              const float* v = values.data() + j * dp;
-              for (int64_t i = 0; i < d; ++i) a[i] += p * v[i];
-            }
-            running_max[qi] = new_max;
-            running_sum[qi] = sum;
-          }
-        }
-      }
-      for (int64_t r = seg.begin; r < seg.end; ++r)
-        for (int64_t h = h_begin; h < h_end; ++h) {
-          const int64_t qi = (r - seg.begin) * (h_end - h_begin) + (h - h_begin);
-          const float inv = 1.0f / running_sum[qi];
-          float* o = out.data() + (r * hq + h) * d;
-          for (int64_t i = 0; i < d; ++i) o[i] = acc[qi * d + i] * inv;
-        }
-    }
-  });
+  const std::vector<float> out = ops_detail::attend_over_cache(rows.data() + columns.q_column, w, k_cache, v_cache,
+                                                               slots, positions, hq, sc);
   return Tensor::from_float(out, Shape{1, 1, m, hq * d}, out_dtype, Layout::TILE);
 }
 

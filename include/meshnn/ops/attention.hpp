@@ -22,6 +22,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
 // q [1, B, Hq, D] against caches [B, Hkv, S_max, D]; user b attends to cache positions
 // 0..positions[b] inclusive (its new token already written by update_cache). -> [1, B, Hq, D].
+// The cache is read tile by tile in its stored format, only the positions in use, with an online
+// softmax in float32 (the same core as attention_with_kv_cache below).
 // Throws meshnn::Error for mismatched shapes or a position outside [0, S_max).
 Tensor scaled_dot_product_attention_decode(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                            std::span<const int64_t> positions,
