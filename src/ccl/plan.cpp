@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -78,8 +79,16 @@ std::byte* ScratchScope::acquire(size_t bytes) {
   return b.data;
 }
 
+namespace {
+std::atomic<uint64_t> g_plans_built{0};
+}  // namespace
+
+uint64_t plans_built() { return g_plans_built.load(std::memory_order_relaxed); }
+
 Plan::Plan(Transport& transport, std::string op_name, int tag_base, double watchdog_seconds)
-    : transport_(transport), op_name_(std::move(op_name)), tag_base_(tag_base), watchdog_seconds_(watchdog_seconds) {}
+    : transport_(transport), op_name_(std::move(op_name)), tag_base_(tag_base), watchdog_seconds_(watchdog_seconds) {
+  g_plans_built.fetch_add(1, std::memory_order_relaxed);
+}
 
 OpId Plan::add(Op op, const Deps& after) {
   const OpId id = static_cast<OpId>(ops_.size());

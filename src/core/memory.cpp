@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -149,7 +150,14 @@ bool huge_pages_available() {
   return available;
 }
 
+namespace {
+std::atomic<uint64_t> g_buffer_allocations{0};
+}  // namespace
+
+uint64_t buffer_allocations() { return g_buffer_allocations.load(std::memory_order_relaxed); }
+
 std::byte* allocate_buffer(size_t bytes) {
+  g_buffer_allocations.fetch_add(1, std::memory_order_relaxed);
   // Without huge pages a fresh mapping costs a fault per 4 KiB page on every allocation, which
   // malloc's reuse of its heap avoids: there, every buffer stays with malloc.
   if (bytes >= detail::kMinPooledBytes && huge_pages_available())

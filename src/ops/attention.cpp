@@ -112,7 +112,8 @@ Tensor scaled_dot_product_attention_decode(const Tensor& q, const Tensor& k_cach
   std::vector<int64_t> slots(static_cast<size_t>(b));
   for (int64_t i = 0; i < b; ++i) slots[static_cast<size_t>(i)] = i;
   const std::vector<float> qv = q.to_float();
-  const std::vector<float> out = ops_detail::attend_over_cache(qv.data(), hq * d, k, v, slots, positions, hq, sc);
+  std::vector<float> out(static_cast<size_t>(b * hq * d));
+  ops_detail::attend_over_cache(qv.data(), hq * d, k, v, slots, positions, hq, sc, out.data());
   return ops_detail::like(out, q.shape(), q);
 }
 

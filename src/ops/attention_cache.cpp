@@ -55,16 +55,20 @@ void check_cache(const Tensor& cache, const char* what, const char* name) {
 
 namespace ops_detail {
 
-std::vector<float> attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_cache,
-                                     const Tensor& v_cache, std::span<const int64_t> slots,
-                                     std::span<const int64_t> positions, int64_t hq, float sc) {
+void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_cache, const Tensor& v_cache,
+                       std::span<const int64_t> slots, std::span<const int64_t> positions, int64_t hq, float sc,
+                       float* out) {
   const int64_t m = static_cast<int64_t>(slots.size()), hkv = k_cache.shape()[1], d = k_cache.shape()[3];
   // Attention. Work items: (segment of consecutive rows of one slot, KV head, share of its query
   // heads); query heads are split further only when there are fewer items than threads would use.
   struct Segment {
     int64_t begin, end, max_position;
   };
-  std::vector<Segment> segments;
+  // Capacity kept from call to call. The workers must see this thread's vector: a lambda names a
+  // thread_local by the running thread, so they get it through a reference.
+  thread_local std::vector<Segment> kept;
+  std::vector<Segment>& segments = kept;
+  segments.clear();
   for (int64_t begin = 0; begin < m;) {
     int64_t end = begin + 1, max_position = positions[begin];
     while (end < m && slots[end] == slots[begin]) max_position = std::max(max_position, positions[end++]);
@@ -77,23 +81,25 @@ std::vector<float> attend_over_cache(const float* query_rows, int64_t stride, co
   const int64_t threads = ops_detail::worker_count();
   const int64_t head_shares = std::min<int64_t>(group, std::max<int64_t>(1, (threads + base_items - 1) / base_items));
   const int64_t dp = round_up_to_tile(d);
-  std::vector<float> out(static_cast<size_t>(m * hq * d));
   ops_detail::run_parallel(base_items * head_shares, [&](int64_t item_begin, int64_t item_end, int) {
-    std::vector<float> keys(static_cast<size_t>(32 * dp)), values(static_cast<size_t>(32 * dp));
-    std::vector<float> acc, running_max, running_sum;
+    float* keys = thread_scratch(2, static_cast<size_t>(32 * dp));
+    float* values = thread_scratch(3, static_cast<size_t>(32 * dp));
     for (int64_t item = item_begin; item < item_end; ++item) {
       const Segment& seg = segments[static_cast<size_t>(item / (hkv * head_shares))];
       const int64_t kvh = item / head_shares % hkv, share = item % head_shares;
       const int64_t h_begin = kvh * group + share * group / head_shares;
       const int64_t h_end = kvh * group + (share + 1) * group / head_shares;
       const int64_t queries = (seg.end - seg.begin) * (h_end - h_begin);
-      acc.assign(static_cast<size_t>(queries * d), 0.0f);
-      running_max.assign(static_cast<size_t>(queries), -std::numeric_limits<float>::infinity());
-      running_sum.assign(static_cast<size_t>(queries), 0.0f);
+      float* acc = thread_scratch(4, static_cast<size_t>(queries * d));
+      float* running_max = thread_scratch(5, static_cast<size_t>(2 * queries));
+      float* running_sum = running_max + queries;
+      std::fill_n(acc, queries * d, 0.0f);
+      std::fill_n(running_max, queries, -std::numeric_limits<float>::infinity());
+      std::fill_n(running_sum, queries, 0.0f);
       const int64_t matrix = slots[seg.begin] * hkv + kvh;
       for (int64_t tile_row = 0; tile_row <= seg.max_position / 32; ++tile_row) {
-        decode_tile_row(k_cache, matrix, tile_row, dp, keys.data());
-        decode_tile_row(v_cache, matrix, tile_row, dp, values.data());
+        decode_tile_row(k_cache, matrix, tile_row, dp, keys);
+        decode_tile_row(v_cache, matrix, tile_row, dp, values);
         for (int64_t r = seg.begin; r < seg.end; ++r) {
           const int64_t last = std::min<int64_t>(31, positions[r] - tile_row * 32);
           if (last < 0) continue;
@@ -103,19 +109,19 @@ std::vector<float> attend_over_cache(const float* query_rows, int64_t stride, co
             float scores[32];
             float tile_max = -std::numeric_limits<float>::infinity();
             for (int64_t j = 0; j <= last; ++j) {
-              scores[j] = sc * dot(q, keys.data() + j * dp, d);
+              scores[j] = sc * dot(q, keys + j * dp, d);
               tile_max = std::max(tile_max, scores[j]);
             }
             // Online softmax: rescale what was accumulated under the old maximum.
             const float new_max = std::max(running_max[qi], tile_max);
             const float correction = std::exp(running_max[qi] - new_max);
-            float* a = acc.data() + qi * d;
+            float* a = acc + qi * d;
             float sum = running_sum[qi] * correction;
             for (int64_t i = 0; i < d; ++i) a[i] *= correction;
             for (int64_t j = 0; j <= last; ++j) {
               const float p = std::exp(scores[j] - new_max);
               sum += p;
-              const float* v = values.data() + j * dp;
+              const float* v = values + j * dp;
               for (int64_t i = 0; i < d; ++i) a[i] += p * v[i];
             }
             running_max[qi] = new_max;
@@ -127,20 +133,19 @@ std::vector<float> attend_over_cache(const float* query_rows, int64_t stride, co
         for (int64_t h = h_begin; h < h_end; ++h) {
           const int64_t qi = (r - seg.begin) * (h_end - h_begin) + (h - h_begin);
           const float inv = 1.0f / running_sum[qi];
-          float* o = out.data() + (r * hq + h) * d;
+          float* o = out + (r * hq + h) * d;
           for (int64_t i = 0; i < d; ++i) o[i] = acc[qi * d + i] * inv;
         }
     }
   });
-  return out;
 }
 
 }  // namespace ops_detail
 
-Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Tensor& k_cache, Tensor& v_cache,
-                               const RotaryTables& rope, std::span<const int64_t> slots,
-                               std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
-                               std::optional<float> scale) {
+void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, Tensor& k_cache, Tensor& v_cache,
+                                  const RotaryTables& rope, std::span<const int64_t> slots,
+                                  std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
+                                  Tensor& output, std::optional<float> scale) {
   const char* what = "attention_with_kv_cache";
   ops_detail::check_float(qkv, what, "qkv");
   check_cache(k_cache, what, "k_cache");
@@ -165,7 +170,8 @@ Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Ten
   MESHNN_CHECK(static_cast<int64_t>(slots.size()) == m && static_cast<int64_t>(positions.size()) == m,
                "{}: {} rows need as many slots and positions, got {} and {}", what, m, slots.size(), positions.size());
   const int64_t table_positions = rope.cos.shape()[0];
-  std::vector<std::pair<int64_t, int64_t>> written(static_cast<size_t>(m));
+  thread_local std::vector<std::pair<int64_t, int64_t>> written;  // capacity kept from call to call
+  written.resize(static_cast<size_t>(m));
   for (int64_t i = 0; i < m; ++i) {
     MESHNN_CHECK(slots[i] >= 0 && slots[i] < num_slots, "{}: row {} slot {} is outside the cache's [0, {})", what, i,
                  slots[i], num_slots);
@@ -177,13 +183,23 @@ Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Ten
   std::sort(written.begin(), written.end());
   MESHNN_CHECK(std::adjacent_find(written.begin(), written.end()) == written.end(),
                "{}: two rows write the same slot and position", what);
-  if (m == 0) return Tensor(Shape{1, 1, 0, hq * d}, out_dtype, Layout::TILE);
+  MESHNN_CHECK(&output != &qkv, "{}: output must not be the qkv tensor", what);
+  if (m == 0) {
+    output = Tensor(Shape{1, 1, 0, hq * d}, out_dtype, Layout::TILE);
+    return;
+  }
 
-  std::vector<float> rows = qkv.to_float();
+  float* rows = ops_detail::thread_scratch(0, static_cast<size_t>(m * w));
+  if (ops_detail::has_row_access(qkv)) {
+    for (int64_t i = 0; i < m; ++i) ops_detail::read_row(qkv, i, rows + i * w);
+  } else {
+    const std::vector<float> values = qkv.to_float();
+    std::copy(values.begin(), values.end(), rows);
+  }
   const float* cos = rope.cos.data<float>();
   const float* sin = rope.sin.data<float>();
   for (int64_t i = 0; i < m; ++i) {
-    float* row = rows.data() + i * w;
+    float* row = rows + i * w;
     const int64_t p = positions[i];
     for (int64_t h = 0; h < hq; ++h) rotate_half(row + columns.q_column + h * d, cos + p * d, sin + p * d, d);
     for (int64_t h = 0; h < hkv; ++h) rotate_half(row + columns.k_column + h * d, cos + p * d, sin + p * d, d);
@@ -191,25 +207,34 @@ Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Ten
 
   // Cache update: runs of rows with one slot and consecutive positions are written together, so a
   // block-float tile is re-encoded once per run, not once per row.
-  std::vector<float> run_values;
   for (int64_t begin = 0; begin < m;) {
     int64_t end = begin + 1;
     while (end < m && slots[end] == slots[begin] && positions[end] == positions[end - 1] + 1) ++end;
     const int64_t len = end - begin;
-    run_values.resize(static_cast<size_t>(len * d));
+    float* run_values = ops_detail::thread_scratch(1, static_cast<size_t>(len * d));
     for (auto [cache, column] : {std::pair<Tensor*, int64_t>{&k_cache, columns.k_column}, {&v_cache, columns.v_column}})
       for (int64_t h = 0; h < hkv; ++h) {
         for (int64_t r = 0; r < len; ++r)
-          std::copy_n(rows.data() + (begin + r) * w + column + h * d, d, run_values.data() + r * d);
-        ops_detail::write_rows(*cache, slots[begin] * hkv + h, positions[begin], len, run_values.data());
+          std::copy_n(rows + (begin + r) * w + column + h * d, d, run_values + r * d);
+        ops_detail::write_rows(*cache, slots[begin] * hkv + h, positions[begin], len, run_values);
       }
     begin = end;
   }
 
   const float sc = scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
-  const std::vector<float> out = ops_detail::attend_over_cache(rows.data() + columns.q_column, w, k_cache, v_cache,
-                                                               slots, positions, hq, sc);
-  return Tensor::from_float(out, Shape{1, 1, m, hq * d}, out_dtype, Layout::TILE);
+  float* out = ops_detail::thread_scratch(6, static_cast<size_t>(m * hq * d));
+  ops_detail::attend_over_cache(rows + columns.q_column, w, k_cache, v_cache, slots, positions, hq, sc, out);
+  ops_detail::write_logical_rows(output, Shape{1, 1, m, hq * d}, out_dtype, out);
+}
+
+Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Tensor& k_cache, Tensor& v_cache,
+                               const RotaryTables& rope, std::span<const int64_t> slots,
+                               std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
+                               std::optional<float> scale) {
+  Tensor out;
+  attention_with_kv_cache_into(qkv, columns, k_cache, v_cache, rope, slots, positions, num_q_heads, out_dtype, out,
+                               scale);
+  return out;
 }
 
 }  // namespace meshnn

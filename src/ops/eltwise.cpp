@@ -22,36 +22,47 @@ Tensor unary(const Tensor& x, Activation activation, const char* what) {
 }
 
 template <class Op>
-Tensor binary(const Tensor& a, const Tensor& b, Op op, const char* what) {
+void binary(const Tensor& a, const Tensor& b, Op op, const char* what, Tensor& out) {
   check_float(a, what, "a");
   check_float(b, what, "b");
-  const std::vector<int64_t> out_dims = ops_detail::broadcast_dims(a.shape().to_vector(), b.shape().to_vector(), what);
   if (a.shape() == b.shape() && ops_detail::has_row_access(a) && ops_detail::has_row_access(b) && a.volume() > 0) {
     // Same shapes: row by row in the stored layouts (a residual add of a decode step touches one
-    // row of each 32-row tile).
-    Tensor out(a.shape(), a.dtype(), a.layout());
+    // row of each 32-row tile). A row of a and b is read whole before out's row is written.
+    MESHNN_CHECK(&out != &b || (a.dtype() == b.dtype() && a.layout() == b.layout()),
+                 "{}: output may be b only when a and b have the same dtype and layout", what);
+    out.reset(a.shape(), a.dtype(), a.layout());
     const int64_t w = a.shape()[-1];
     ops_detail::run_rows(a.volume() / w, w, [&](int64_t begin, int64_t end, int) {
-      std::vector<float> x(static_cast<size_t>(w)), y(static_cast<size_t>(w));
+      float* x = ops_detail::thread_scratch(0, static_cast<size_t>(w));
+      float* y = ops_detail::thread_scratch(1, static_cast<size_t>(w));
       for (int64_t row = begin; row < end; ++row) {
-        ops_detail::read_row(a, row, x.data());
-        ops_detail::read_row(b, row, y.data());
+        ops_detail::read_row(a, row, x);
+        ops_detail::read_row(b, row, y);
         for (int64_t i = 0; i < w; ++i) x[i] = op(x[i], y[i]);
-        ops_detail::write_row(out, row, x.data());
+        ops_detail::write_row(out, row, x);
       }
     });
-    return out;
+    return;
   }
+  const ops_detail::Dims broadcast = ops_detail::broadcast_dims(a.shape().dims(), b.shape().dims(), what);
+  const std::span<const int64_t> out_dims = broadcast.span();
   const std::vector<float> av = a.to_float(), bv = b.to_float();
-  std::vector<float> out(static_cast<size_t>(ops_detail::volume(out_dims)));
+  std::vector<float> values(static_cast<size_t>(ops_detail::volume(out_dims)));
   if (std::ranges::equal(a.shape().dims(), out_dims) && std::ranges::equal(b.shape().dims(), out_dims)) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = op(av[i], bv[i]);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = op(av[i], bv[i]);
   } else {
-    const ops_detail::BroadcastIndex ai(a.shape().to_vector(), out_dims), bi(b.shape().to_vector(), out_dims);
-    for (size_t i = 0; i < out.size(); ++i)
-      out[i] = op(av[ai(static_cast<int64_t>(i))], bv[bi(static_cast<int64_t>(i))]);
+    const ops_detail::BroadcastIndex ai(a.shape().dims(), out_dims), bi(b.shape().dims(), out_dims);
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = op(av[ai(static_cast<int64_t>(i))], bv[bi(static_cast<int64_t>(i))]);
   }
-  return ops_detail::like(out, Shape(out_dims), a);
+  out = ops_detail::like(values, Shape(out_dims), a);
+}
+
+template <class Op>
+Tensor binary(const Tensor& a, const Tensor& b, Op op, const char* what) {
+  Tensor out;
+  binary(a, b, op, what, out);
+  return out;
 }
 
 }  // namespace
@@ -65,6 +76,10 @@ Tensor relu(const Tensor& x) { return unary(x, Activation::RELU, "relu"); }
 Tensor add(const Tensor& a, const Tensor& b) {
   return binary(
       a, b, [](float x, float y) { return x + y; }, "add");
+}
+void add_into(const Tensor& a, const Tensor& b, Tensor& output) {
+  binary(
+      a, b, [](float x, float y) { return x + y; }, "add", output);
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
   return binary(

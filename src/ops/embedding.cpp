@@ -1,45 +1,71 @@
 #include "meshnn/ops/embedding.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
 #include "meshnn/tensor/bfloat16.hpp"
 #include "op_utils.hpp"
+#include "tile_rows.hpp"
 
 namespace meshnn {
 
-Tensor embedding(const Tensor& ids, const Tensor& table, std::optional<DataType> dtype, Layout layout) {
+void embedding_into(const Tensor& ids, const Tensor& table, Tensor& output, std::optional<DataType> dtype,
+                    Layout layout) {
   MESHNN_CHECK(ids.dtype() == DataType::UINT32, "embedding: ids must be uint32, got {}", to_string(ids.dtype()));
   MESHNN_CHECK(table.shape().rank() == 2, "embedding: table must be [vocab, dim], got {}", table.shape());
+  MESHNN_CHECK(ids.shape().rank() < kMaxRank, "embedding: ids of rank {} leave no room for the embedding dim",
+               ids.shape().rank());
   ops_detail::check_float(table, "embedding", "table");
+  MESHNN_CHECK(&output != &ids && &output != &table, "embedding: the output must be a tensor of its own");
   const DataType out_dtype = dtype.value_or(table.dtype());
   MESHNN_CHECK(!is_block_float(out_dtype) || layout == Layout::TILE, "embedding: {} output needs TILE layout",
                to_string(out_dtype));
-  const int64_t vocab = table.shape()[0], d = table.shape()[1];
-  const std::vector<uint32_t> id = ids.to_uint32();
-  for (size_t i = 0; i < id.size(); ++i)
+  const int64_t vocab = table.shape()[0], d = table.shape()[1], count = ids.volume();
+  std::vector<uint32_t> converted;
+  if (ids.layout() != Layout::ROW_MAJOR) converted = ids.to_uint32();
+  const uint32_t* id = ids.layout() == Layout::ROW_MAJOR ? ids.data<uint32_t>() : converted.data();
+  for (int64_t i = 0; i < count; ++i)
     MESHNN_CHECK(id[i] < vocab, "embedding: id {} at index {} is out of range for a vocabulary of {}", id[i], i, vocab);
-  std::vector<float> out(id.size() * d);
-  if (table.layout() == Layout::ROW_MAJOR) {
-    // Only the rows looked up are decoded: a decode step reads one row of a 32000-row table.
-    for (size_t i = 0; i < id.size(); ++i) {
-      float* dst = out.data() + i * d;
-      if (table.dtype() == DataType::BFLOAT16) {
-        const uint16_t* src = table.data<uint16_t>() + static_cast<int64_t>(id[i]) * d;
-        for (int64_t j = 0; j < d; ++j) dst[j] = bfloat16_to_float(src[j]);
-      } else {
-        std::copy_n(table.data<float>() + static_cast<int64_t>(id[i]) * d, d, dst);
-      }
+  std::array<int64_t, kMaxRank> dims{};
+  std::copy(ids.shape().dims().begin(), ids.shape().dims().end(), dims.begin());
+  dims[static_cast<size_t>(ids.shape().rank())] = d;
+  const Shape out_shape(std::span<const int64_t>(dims.data(), static_cast<size_t>(ids.shape().rank() + 1)));
+
+  // Only the rows looked up are decoded: a decode step reads one row of a 32000-row table.
+  auto table_row = [&](int64_t i, float* dst) {
+    if (table.dtype() == DataType::BFLOAT16) {
+      const uint16_t* src = table.data<uint16_t>() + static_cast<int64_t>(id[i]) * d;
+      for (int64_t j = 0; j < d; ++j) dst[j] = bfloat16_to_float(src[j]);
+    } else {
+      std::copy_n(table.data<float>() + static_cast<int64_t>(id[i]) * d, d, dst);
     }
+  };
+  if (table.layout() == Layout::ROW_MAJOR && (out_dtype == DataType::FLOAT32 || out_dtype == DataType::BFLOAT16)) {
+    // Straight into the output's rows (its tile padding is left as the storage held it).
+    output.reset(out_shape, out_dtype, layout);
+    float* row = ops_detail::thread_scratch(0, static_cast<size_t>(d));
+    for (int64_t i = 0; i < count; ++i) {
+      table_row(i, row);
+      ops_detail::write_row(output, i, row);
+    }
+    return;
+  }
+  std::vector<float> out(static_cast<size_t>(count * d));
+  if (table.layout() == Layout::ROW_MAJOR) {
+    for (int64_t i = 0; i < count; ++i) table_row(i, out.data() + i * d);
   } else {
     const std::vector<float> t = table.to_float();
-    for (size_t i = 0; i < id.size(); ++i)
-      std::copy(t.begin() + id[i] * d, t.begin() + (id[i] + 1) * d, out.begin() + i * d);
+    for (int64_t i = 0; i < count; ++i) std::copy(t.begin() + id[i] * d, t.begin() + (id[i] + 1) * d, out.begin() + i * d);
   }
-  std::vector<int64_t> dims = ids.shape().to_vector();
-  dims.push_back(d);
-  return Tensor::from_float(out, Shape(dims), out_dtype, layout);
+  output = Tensor::from_float(out, out_shape, out_dtype, layout);
+}
+
+Tensor embedding(const Tensor& ids, const Tensor& table, std::optional<DataType> dtype, Layout layout) {
+  Tensor out;
+  embedding_into(ids, table, out, dtype, layout);
+  return out;
 }
 
 RotaryTables make_rotary_tables(int64_t head_dim, int64_t max_positions, double theta) {

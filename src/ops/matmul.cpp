@@ -62,10 +62,7 @@ namespace {
 
 using ops_detail::BroadcastIndex;
 
-std::vector<int64_t> batch_dims(const Shape& s) {
-  const auto d = s.dims();
-  return {d.begin(), d.end() - 2};
-}
+std::span<const int64_t> batch_dims(const Shape& s) { return s.dims().first(static_cast<size_t>(s.rank() - 2)); }
 
 // Stored tile row `i` of one batch of `a`, decoded into float rows dst [M][lda] (transposed when a
 // is stored [K, M]), with zeros in the K padding. Works from the tiles directly so a bfloat16
@@ -133,7 +130,8 @@ struct MatmulPlan {
   int64_t m, k, n, kp, np;
   int64_t groups;          // independent GEMMs (output batches, or 1 when b is not batched)
   int64_t rows_per_group;  // M, or M * batches when the batches of a share one b
-  std::vector<int64_t> b_batch_of_group;
+  const BroadcastIndex* b_index;  // b's matrix for an output batch (used when not folded)
+  bool fold;
   const Tensor* b;
   bool transpose_b;
   // [groups][rows_per_group][kp] and [groups][rows_per_group][np]; rows start 64-byte aligned
@@ -192,8 +190,10 @@ void epilogue(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_e
   }
 }
 
-Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, const Tensor* bias,
-                  Activation activation, const MatmulOptions& options, const char* what) {
+// Into `out`: reset to the result (storage kept when large enough), or, when `fresh`, allocated
+// uninitialized (the epilogue writes every byte, so a new output needs no zero-fill).
+void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, const Tensor* bias,
+                Activation activation, const MatmulOptions& options, const char* what, Tensor& out, bool fresh) {
   MESHNN_CHECK(a.shape().rank() >= 2 && b.shape().rank() >= 2, "{}: inputs need rank >= 2, got {} and {}", what,
                a.shape(), b.shape());
   MESHNN_CHECK(a.dtype() == DataType::FLOAT32 || a.dtype() == DataType::BFLOAT16,
@@ -212,9 +212,9 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
   MESHNN_CHECK(k == kb, "{}: inner dims differ: a {} (transpose_a={}) has K={}, b {} (transpose_b={}) has K={}", what,
                a.shape(), transpose_a, k, b.shape(), transpose_b, kb);
 
-  const std::vector<int64_t> a_batch = batch_dims(a.shape()), b_batch = batch_dims(b.shape());
-  const std::vector<int64_t> out_batch = ops_detail::broadcast_dims(a_batch, b_batch, what);
-  const int64_t batches = ops_detail::volume(out_batch);
+  const std::span<const int64_t> a_batch = batch_dims(a.shape()), b_batch = batch_dims(b.shape());
+  const ops_detail::Dims out_batch = ops_detail::broadcast_dims(a_batch, b_batch, what);
+  const int64_t batches = ops_detail::volume(out_batch.span());
 
   MatmulPlan p;
   p.ks = &kernels::kernel_set(options.force_portable ? kernels::Isa::PORTABLE : kernels::active_isa());
@@ -228,12 +228,16 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
   p.activation = activation;
   p.out_mt = round_up_to_tile(m) / 32;
 
-  std::vector<int64_t> out_dims = out_batch;
+  ops_detail::Dims out_dims = out_batch;
   out_dims.push_back(m);
   out_dims.push_back(n);
+  MESHNN_CHECK(&out != &a && &out != &b && &out != bias, "{}: the output must be a tensor of its own", what);
   // The epilogue writes every tile of the output whole, padding included (zeros): no zero-fill
   // here, which would be a serial pass over the output before the threads start.
-  Tensor out = Tensor::uninitialized(Shape(out_dims), out_dtype, Layout::TILE);
+  if (fresh)
+    out = Tensor::uninitialized(Shape(out_dims.span()), out_dtype, Layout::TILE);
+  else
+    out.reset(Shape(out_dims.span()), out_dtype, Layout::TILE);
   p.out = &out;
 
   std::vector<float> bias_values;
@@ -245,7 +249,7 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
   }
   if (m == 0 || n == 0 || batches == 0) {
     std::memset(out.data<std::byte>(), 0, out.size_bytes());
-    return out;
+    return;
   }
 
   // When b has a single matrix, all batches of a are one GEMM with M * batches rows: better
@@ -253,9 +257,9 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
   const bool fold = ops_detail::volume(b_batch) == 1;
   p.groups = fold ? 1 : batches;
   p.rows_per_group = fold ? m * batches : m;
-  const BroadcastIndex a_index(a_batch, out_batch), b_index(b_batch, out_batch);
-  p.b_batch_of_group.resize(p.groups);
-  for (int64_t g = 0; g < p.groups; ++g) p.b_batch_of_group[g] = fold ? 0 : b_index(g);
+  const BroadcastIndex a_index(a_batch, out_batch.span()), b_index(b_batch, out_batch.span());
+  p.b_index = &b_index;
+  p.fold = fold;
 
   thread_local ScratchFloats a_scratch, c_scratch, packed_scratch;
   p.a_rows = a_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
@@ -266,7 +270,7 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
   // Waking the workers costs ~10-20 us per phase: below ~2 MFLOP per thread (or 256K A values
   // for the preparation phases) a phase runs on the calling thread alone.
   const double flops = 2.0 * static_cast<double>(batches) * m * k * n;
-  auto run = [&](int64_t count, double work_size, const std::function<void(int64_t, int64_t, int)>& fn) {
+  auto run = [&](int64_t count, double work_size, FunctionRef<void(int64_t, int64_t, int)> fn) {
     if (pool != nullptr && threads > 1 && count > 1 && work_size >= threads * kMinParallelWork)
       pool->parallel_for(count, fn);
     else
@@ -307,7 +311,7 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
     for (int64_t item = begin; item < end; ++item) {
       const int64_t g = item / chunks, chunk = item % chunks;
       const int64_t nt_begin = nt_total * chunk / chunks, nt_end = nt_total * (chunk + 1) / chunks;
-      const kernels::TileMatrix bm{b.data<std::byte>() + p.b_batch_of_group[g] * b_matrix_bytes, b.dtype(),
+      const kernels::TileMatrix bm{b.data<std::byte>() + (p.fold ? 0 : (*p.b_index)(g)) * b_matrix_bytes, b.dtype(),
                                    b.padded_shape()[-2] / 32, b.padded_shape()[-1] / 32};
       kernels::gemm_tile_b(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp,
                            p.a_packed ? p.a_packed + g * p.rows_per_group * p.kp : nullptr, bm, transpose_b, nt_begin,
@@ -316,18 +320,26 @@ Tensor run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool trans
     }
   };
   run(items, flops, work);
-  return out;
 }
 
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, const MatmulOptions& options) {
-  return run_matmul(a, b, transpose_a, transpose_b, nullptr, Activation::NONE, options, "matmul");
+  Tensor out;
+  run_matmul(a, b, transpose_a, transpose_b, nullptr, Activation::NONE, options, "matmul", out, true);
+  return out;
+}
+
+void matmul_into(const Tensor& a, const Tensor& b, Tensor& output, bool transpose_a, bool transpose_b,
+                 const MatmulOptions& options) {
+  run_matmul(a, b, transpose_a, transpose_b, nullptr, Activation::NONE, options, "matmul", output, false);
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation activation,
               const MatmulOptions& options) {
-  return run_matmul(x, w, false, false, bias, activation, options, "linear");
+  Tensor out;
+  run_matmul(x, w, false, false, bias, activation, options, "linear", out, true);
+  return out;
 }
 
 }  // namespace meshnn

@@ -38,32 +38,41 @@ void rms_norm_row(float* r, int64_t w, float eps, const float* g) {
 
 }  // namespace
 
-Tensor rms_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* residual) {
+void rms_norm_into(const Tensor& x, float eps, const Tensor* weight, Tensor& output, const Tensor* residual) {
   const int64_t w = x.shape().rank() > 0 ? x.shape()[-1] : 1;
-  const std::vector<float> g = ops_detail::channel_values(weight, w, 1.0f, "rms_norm", "weight");
   if (ops_detail::has_row_access(x) && (residual == nullptr || ops_detail::has_row_access(*residual)) &&
       (residual == nullptr || residual->shape() == x.shape()) && w > 0) {
-    // Row by row in the stored layout: a decode step normalises 1 row of a 32-row tile.
-    Tensor out(x.shape(), x.dtype(), x.layout());
+    const float* g = ops_detail::channel_pointer(weight, w, 1.0f, "rms_norm", "weight");
+    // Row by row in the stored layout: a decode step normalises 1 row of a 32-row tile. Each row is
+    // read whole before it is written, so output may be x.
+    output.reset(x.shape(), x.dtype(), x.layout());
     const int64_t rows = x.volume() / w;
     const auto normalise = [&](int64_t begin, int64_t end, int) {
-      std::vector<float> h(static_cast<size_t>(w)), r(residual != nullptr ? static_cast<size_t>(w) : 0);
+      float* h = ops_detail::thread_scratch(0, static_cast<size_t>(w));
+      float* r = ops_detail::thread_scratch(1, static_cast<size_t>(w));
       for (int64_t row = begin; row < end; ++row) {
-        ops_detail::read_row(x, row, h.data());
+        ops_detail::read_row(x, row, h);
         if (residual != nullptr) {
-          ops_detail::read_row(*residual, row, r.data());
+          ops_detail::read_row(*residual, row, r);
           for (int64_t i = 0; i < w; ++i) h[i] += r[i];
         }
-        rms_norm_row(h.data(), w, eps, g.data());
-        ops_detail::write_row(out, row, h.data());
+        rms_norm_row(h, w, eps, g);
+        ops_detail::write_row(output, row, h);
       }
     };
     ops_detail::run_rows(rows, w, normalise);
-    return out;
+    return;
   }
+  const std::vector<float> g = ops_detail::channel_values(weight, w, 1.0f, "rms_norm", "weight");
   std::vector<float> h = input_rows(x, residual, "rms_norm");
   for (size_t row = 0; w > 0 && row < h.size() / w; ++row) rms_norm_row(h.data() + row * w, w, eps, g.data());
-  return ops_detail::like(h, x.shape(), x);
+  output = ops_detail::like(h, x.shape(), x);
+}
+
+Tensor rms_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* residual) {
+  Tensor out;
+  rms_norm_into(x, eps, weight, out, residual);
+  return out;
 }
 
 Tensor layer_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* bias, const Tensor* residual) {

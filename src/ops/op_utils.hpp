@@ -38,4 +38,8 @@ inline std::vector<float> channel_values(const Tensor* t, int64_t n, float fallb
   return t->to_float();
 }
 
+// As channel_values, but without a copy when t already holds them as float32 ROW_MAJOR (a model's
+// norm weights): a pointer to t's values, or to a per-thread buffer (valid until the next call).
+const float* channel_pointer(const Tensor* t, int64_t n, float fallback, const char* what, const char* name);
+
 }  // namespace meshnn::ops_detail

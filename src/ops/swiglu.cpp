@@ -10,8 +10,9 @@
 
 namespace meshnn {
 
-Tensor swiglu(const Tensor& gate_up, int64_t half_width, int64_t width, DataType out_dtype) {
+void swiglu_into(const Tensor& gate_up, int64_t half_width, int64_t width, DataType out_dtype, Tensor& out) {
   const char* what = "swiglu";
+  MESHNN_CHECK(&out != &gate_up, "{}: the output must not be gate_up", what);
   ops_detail::check_float(gate_up, what, "gate_up");
   const Shape& s = gate_up.shape();
   MESHNN_CHECK(gate_up.layout() == Layout::TILE && s.rank() >= 2, "{}: gate_up must be TILE [..., M, W], got {} {}",
@@ -21,23 +22,24 @@ Tensor swiglu(const Tensor& gate_up, int64_t half_width, int64_t width, DataType
                half_width, width);
   MESHNN_CHECK(out_dtype != DataType::INT32 && out_dtype != DataType::UINT32, "{}: output dtype must be a float, got {}",
                what, to_string(out_dtype));
-  std::vector<int64_t> dims = s.to_vector();
-  dims.back() = width;
+  Shape dims = s;
+  dims[-1] = width;
   if (ops_detail::has_row_access(gate_up) && (out_dtype == DataType::FLOAT32 || out_dtype == DataType::BFLOAT16)) {
     // Row by row: a decode step's one row per tile, without decoding or encoding whole tiles.
-    Tensor out(Shape(dims), out_dtype, Layout::TILE);
+    out.reset(dims, out_dtype, Layout::TILE);
     const int64_t rows = gate_up.volume() / s[-1];
     ops_detail::run_rows(rows, s[-1], [&](int64_t begin, int64_t end, int) {
-      std::vector<float> in(static_cast<size_t>(s[-1])), result(static_cast<size_t>(width));
+      float* in = ops_detail::thread_scratch(0, static_cast<size_t>(s[-1]));
+      float* result = ops_detail::thread_scratch(1, static_cast<size_t>(width));
       for (int64_t row = begin; row < end; ++row) {
-        ops_detail::read_row(gate_up, row, in.data());
+        ops_detail::read_row(gate_up, row, in);
         for (int64_t c = 0; c < width; ++c) result[c] = apply_activation(Activation::SILU, in[c]) * in[half_width + c];
-        ops_detail::write_row(out, row, result.data());
+        ops_detail::write_row(out, row, result);
       }
     });
-    return out;
+    return;
   }
-  Tensor out = Tensor::uninitialized(Shape(dims), out_dtype, Layout::TILE);
+  out.reset(dims, out_dtype, Layout::TILE);
   const int64_t height = s[-2], tiles_per_column = round_up_to_tile(height) / 32;
   const int64_t tile_rows = matrix_view(s).batch * tiles_per_column;
   const int64_t in_cols = 2 * half_width / 32, out_cols = round_up_to_tile(width) / 32;
@@ -62,6 +64,11 @@ Tensor swiglu(const Tensor& gate_up, int64_t half_width, int64_t width, DataType
       ops_detail::faces_to_tile(gate, out_dtype, out.data<std::byte>() + static_cast<size_t>(t) * out_bytes);
     }
   });
+}
+
+Tensor swiglu(const Tensor& gate_up, int64_t half_width, int64_t width, DataType out_dtype) {
+  Tensor out;
+  swiglu_into(gate_up, half_width, width, out_dtype, out);
   return out;
 }
 

@@ -1,18 +1,21 @@
 #include "tile_rows.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <vector>
 
 #include "meshnn/runtime/runtime.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/block_float.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
+#include "op_utils.hpp"
 
 namespace meshnn::ops_detail {
 
 int worker_count() { return Runtime::exists() ? Runtime::instance().pool().num_threads() : 1; }
 
-void run_parallel(int64_t count, const std::function<void(int64_t, int64_t, int)>& fn) {
+void run_parallel(int64_t count, FunctionRef<void(int64_t, int64_t, int)> fn) {
   if (Runtime::exists() && Runtime::instance().pool().num_threads() > 1 && count > 1)
     Runtime::instance().pool().parallel_for(count, fn);
   else
@@ -76,65 +79,39 @@ void write_rows(Tensor& t, int64_t matrix, int64_t row0, int64_t rows, const flo
     }
 }
 
-}  // namespace meshnn::ops_detail
-
-namespace meshnn::ops_detail {
-namespace {
-
-// Calls fn(element offset, column, count) for the runs of `row` in t's storage.
-template <class Fn>
-void for_each_run(const Tensor& t, int64_t row, Fn&& fn) {
-  const int64_t w = t.shape()[-1];
-  if (t.layout() == Layout::ROW_MAJOR) {
-    fn(row * w, 0, w);
-    return;
-  }
-  const int64_t h = t.shape().rank() >= 2 ? t.shape()[-2] : 1;
-  const int64_t matrix = row / h, r = row % h;
-  const int64_t tiles_h = round_up_to_tile(h) / 32, tiles_w = round_up_to_tile(w) / 32;
-  const int64_t first_tile = (matrix * tiles_h + r / 32) * tiles_w;
-  const int64_t face_row = (r % 32) / 16 * 2, in_face = (r % 16) * 16;
-  for (int64_t tc = 0; tc < tiles_w; ++tc)
-    for (int64_t half = 0; half < 2; ++half) {
-      const int64_t col = tc * 32 + half * 16;
-      if (col >= w) break;
-      fn((first_tile + tc) * kTileVolume + (face_row + half) * kFaceVolume + in_face, col, std::min<int64_t>(16, w - col));
-    }
-}
-
-}  // namespace
-
-void run_rows(int64_t rows, int64_t width, const std::function<void(int64_t, int64_t, int)>& fn) {
+void run_rows(int64_t rows, int64_t width, FunctionRef<void(int64_t, int64_t, int)> fn) {
   if (rows * width >= (int64_t{1} << 16))
     run_parallel(rows, fn);
   else
     fn(0, rows, 0);
 }
 
-bool has_row_access(const Tensor& t) {
-  return (t.dtype() == DataType::FLOAT32 || t.dtype() == DataType::BFLOAT16) && t.shape().rank() >= 1;
+
+float* thread_scratch(int slot, size_t count) {
+  thread_local std::array<std::vector<float>, kScratchSlots> buffers;
+  std::vector<float>& b = buffers.at(static_cast<size_t>(slot));
+  if (b.size() < count) b.resize(count);
+  return b.data();
 }
 
-void read_row(const Tensor& t, int64_t row, float* out) {
-  for_each_run(t, row, [&](int64_t offset, int64_t col, int64_t count) {
-    if (t.dtype() == DataType::FLOAT32) {
-      std::copy_n(t.data<float>() + offset, count, out + col);
-    } else {
-      const uint16_t* s = t.data<uint16_t>() + offset;
-      for (int64_t i = 0; i < count; ++i) out[col + i] = bfloat16_to_float(s[i]);
-    }
-  });
+const float* channel_pointer(const Tensor* t, int64_t n, float fallback, const char* what, const char* name) {
+  if (t != nullptr && t->dtype() == DataType::FLOAT32 && t->layout() == Layout::ROW_MAJOR && t->volume() == n &&
+      t->shape()[-1] == n)
+    return t->data<float>();
+  thread_local std::vector<float> values;
+  values = channel_values(t, n, fallback, what, name);
+  return values.data();
 }
 
-void write_row(Tensor& t, int64_t row, const float* in) {
-  for_each_run(t, row, [&](int64_t offset, int64_t col, int64_t count) {
-    if (t.dtype() == DataType::FLOAT32) {
-      std::copy_n(in + col, count, t.data<float>() + offset);
-    } else {
-      uint16_t* d = t.data<uint16_t>() + offset;
-      for (int64_t i = 0; i < count; ++i) d[i] = float_to_bfloat16(in[col + i]);
-    }
-  });
+void write_logical_rows(Tensor& out, const Shape& shape, DataType dtype, const float* values) {
+  if (dtype != DataType::FLOAT32 && dtype != DataType::BFLOAT16) {
+    out = Tensor::from_float(std::span<const float>(values, static_cast<size_t>(shape.volume())), shape, dtype,
+                             Layout::TILE);
+    return;
+  }
+  out.reset(shape, dtype, Layout::TILE);
+  const int64_t w = shape[-1];
+  for (int64_t row = 0; w > 0 && row < shape.volume() / w; ++row) write_row(out, row, values + row * w);
 }
 
 }  // namespace meshnn::ops_detail

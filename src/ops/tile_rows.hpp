@@ -4,8 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 
+#include "meshnn/core/function_ref.hpp"
+#include "meshnn/tensor/rows.hpp"
 #include "meshnn/tensor/tensor.hpp"
 
 namespace meshnn::ops_detail {
@@ -23,22 +24,26 @@ void write_rows(Tensor& t, int64_t matrix, int64_t row0, int64_t rows, const flo
 int worker_count();
 
 // Runs fn over [0, count) on the Runtime's worker threads when there is more than one, else inline.
-void run_parallel(int64_t count, const std::function<void(int64_t, int64_t, int)>& fn);
+void run_parallel(int64_t count, FunctionRef<void(int64_t, int64_t, int)> fn);
 
-}  // namespace meshnn::ops_detail
+// Row access lives with the tensor (meshnn/tensor/rows.hpp); the ops name it from here too.
+using meshnn::has_row_access;
+using meshnn::read_row;
+using meshnn::write_row;
 
-namespace meshnn::ops_detail {
+// Resets `out` to shape/dtype TILE and writes `values` (row-major, shape.volume() floats) into it:
+// row by row for float32 and bfloat16 (the tile padding keeps whatever the storage held), whole
+// tiles for the block floats.
+void write_logical_rows(Tensor& out, const Shape& shape, DataType dtype, const float* values);
 
-// Row access without converting the whole tensor: logical row `row` (rows counted over all
-// leading dims, W = the last dim) of a float32 or bfloat16 tensor in either layout. In TILE layout
-// a row is 2 runs of 16 values per tile, so ops on a decode step's one row touch 1/32 of the tiles'
-// bytes. write_row leaves the padding as it is (start from a zero-filled tensor).
-bool has_row_access(const Tensor& t);
-void read_row(const Tensor& t, int64_t row, float* out);
-void write_row(Tensor& t, int64_t row, const float* in);
+// Per-thread float buffers that only grow; `slot` (0 .. kScratchSlots-1) picks one of a few
+// independent ones. The ops' working rows come from here, so that their calls after the first
+// (every decode step but the first) allocate nothing. Contents unspecified.
+inline constexpr int kScratchSlots = 8;
+float* thread_scratch(int slot, size_t count);
 
 // fn(begin, end, worker) over rows [0, rows) of `width` values: on the Runtime's threads when there
 // is enough work to pay for waking them (64 Ki values), else inline.
-void run_rows(int64_t rows, int64_t width, const std::function<void(int64_t, int64_t, int)>& fn);
+void run_rows(int64_t rows, int64_t width, FunctionRef<void(int64_t, int64_t, int)> fn);
 
 }  // namespace meshnn::ops_detail

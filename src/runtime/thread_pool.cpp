@@ -45,7 +45,7 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int)>* job = nullptr;
+    const FunctionRef<void(int)>* job = nullptr;
     {
       std::unique_lock lock(mutex_);
       work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
@@ -65,7 +65,7 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
-void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
+void ThreadPool::run_on_all(FunctionRef<void(int)> fn) {
   if (num_threads_ == 1) {
     fn(0);
     return;
@@ -91,7 +91,7 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
   if (first_error_) std::rethrow_exception(first_error_);
 }
 
-void ThreadPool::parallel_for(int64_t count, const std::function<void(int64_t, int64_t, int)>& fn) {
+void ThreadPool::parallel_for(int64_t count, FunctionRef<void(int64_t, int64_t, int)> fn) {
   if (count <= 0) return;
   const int64_t n = num_threads_;
   run_on_all([&](int t) {

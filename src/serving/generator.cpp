@@ -139,7 +139,7 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
     }
     const bool decoding = decode_rows > 0;
     const auto pass_start = Clock::now();
-    const Tensor logits = model.forward(batch, cache, decoding ? stats.decode_times : stats.prefill_times);
+    const Tensor& logits = model.forward(batch, cache, decoding ? stats.decode_times : stats.prefill_times);
     const std::vector<bool> ended =
         request_of_row.empty() ? std::vector<bool>{} : record(logits, request_of_row);
     (decoding ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);

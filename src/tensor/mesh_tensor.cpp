@@ -46,7 +46,7 @@ int shard_index(const Placements& placements, MeshShape shape, MeshCoordinate co
 
 Shape shard_shape_for(const Shape& global, const Placements& placements, MeshShape shape, bool allow_padding) {
   const Placements ps = normalize_placements(placements, global.rank());
-  std::vector<int64_t> dims = global.to_vector();
+  Shape dims = global;
   for (int d = 0; d < global.rank(); ++d) {
     const int count = shard_count(ps, shape, d);
     if (count == 1) continue;
@@ -56,9 +56,9 @@ Shape shard_shape_for(const Shape& global, const Placements& placements, MeshSha
                  "cannot shard dim {} of size {} (tensor shape {}) evenly over {} devices of the {} mesh; "
                  "ask for padding to pad it to {}",
                  d, size, global, count, shape.to_string(), chunk * count);
-    dims[static_cast<size_t>(d)] = chunk;
+    dims[d] = chunk;
   }
-  return Shape(dims);
+  return dims;
 }
 
 MeshTensor::MeshTensor(MeshDevicePtr mesh, Shape global_shape, Placements placements, Tensor local)

@@ -97,7 +97,24 @@ Tensor::Tensor(Shape shape, DataType dtype, Layout layout, Unzeroed)
   MESHNN_CHECK(!(is_block_float(dtype) && layout == Layout::ROW_MAJOR),
                "{} exists only in TILE layout (tensor of shape {} asked for ROW_MAJOR)", to_string(dtype), shape_);
   size_bytes_ = storage_bytes(shape_, dtype_, layout_);
+  capacity_bytes_ = size_bytes_;
   storage_.reset(allocate_storage(size_bytes_));
+}
+
+void Tensor::reset(const Shape& shape, DataType dtype, Layout layout) {
+  MESHNN_CHECK(!(is_block_float(dtype) && layout == Layout::ROW_MAJOR),
+               "{} exists only in TILE layout (tensor of shape {} asked for ROW_MAJOR)", to_string(dtype), shape);
+  const size_t bytes = storage_bytes(shape, dtype, layout);
+  if (!storage_ || bytes > capacity_bytes_) {
+    storage_.reset();  // the old storage goes back before the new one is taken
+    storage_.reset(allocate_storage(bytes));
+    std::memset(storage_.get(), 0, bytes);
+    capacity_bytes_ = bytes;
+  }
+  shape_ = shape;
+  dtype_ = dtype;
+  layout_ = layout;
+  size_bytes_ = bytes;
 }
 
 Tensor::Tensor(Shape shape, DataType dtype, Layout layout) : Tensor(std::move(shape), dtype, layout, Unzeroed{}) {
@@ -109,7 +126,11 @@ Tensor Tensor::uninitialized(Shape shape, DataType dtype, Layout layout) {
 }
 
 Tensor::Tensor(const Tensor& other)
-    : shape_(other.shape_), dtype_(other.dtype_), layout_(other.layout_), size_bytes_(other.size_bytes_) {
+    : shape_(other.shape_),
+      dtype_(other.dtype_),
+      layout_(other.layout_),
+      size_bytes_(other.size_bytes_),
+      capacity_bytes_(other.storage_ ? other.size_bytes_ : 0) {
   if (other.storage_) {
     storage_.reset(allocate_storage(size_bytes_));
     std::memcpy(storage_.get(), other.storage_.get(), size_bytes_);
@@ -123,10 +144,10 @@ Tensor& Tensor::operator=(const Tensor& other) {
 
 Shape Tensor::padded_shape() const {
   if (layout_ == Layout::ROW_MAJOR) return shape_;
-  std::vector<int64_t> dims = shape_.to_vector();
-  dims.back() = round_up_to_tile(dims.back());
-  if (dims.size() >= 2) dims[dims.size() - 2] = round_up_to_tile(dims[dims.size() - 2]);
-  return Shape(dims);
+  Shape padded = shape_;
+  padded[-1] = round_up_to_tile(padded[-1]);
+  if (padded.rank() >= 2) padded[-2] = round_up_to_tile(padded[-2]);
+  return padded;
 }
 
 int64_t Tensor::num_tiles() const {

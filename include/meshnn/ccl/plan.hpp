@@ -35,6 +35,10 @@ double watchdog_seconds_from_env();
 // that throws lets the test observe the report. Process-wide; pass {} to restore the default.
 void set_stuck_handler(std::function<void(const std::string&)> handler);
 
+// Plans built in this process so far (every thread). Small collectives run as a DirectExchange
+// without one; a test reads this to show that a decode step builds none.
+uint64_t plans_built();
+
 class Plan {
  public:
   // tag_base + lane is the MPI tag of every message on that lane.

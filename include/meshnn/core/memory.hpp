@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace meshnn {
 
@@ -22,6 +23,10 @@ namespace meshnn {
 // Without huge pages, buffers of kHugePageBytes or more still start on a 2 MiB boundary.
 // Contents are unspecified (a released buffer may come back).
 std::byte* allocate_buffer(size_t bytes);
+// How many times allocate_buffer has been called in this process (every thread): what a test
+// reads to show that a step reuses its buffers.
+uint64_t buffer_allocations();
+
 // Own mappings up to 64 MiB are kept after release, for the next allocation of about their size
 // (at most 8, 256 MiB together; the oldest go back to the system first).
 void release_buffer(std::byte* p);

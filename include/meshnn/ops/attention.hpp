@@ -76,5 +76,11 @@ Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Ten
                                const RotaryTables& rope, std::span<const int64_t> slots,
                                std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
                                std::optional<float> scale = std::nullopt);
+// The same into `output` (reset to the result's shape, its storage kept when large enough; the tile
+// padding rows are left unspecified). output must not be qkv.
+void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, Tensor& k_cache, Tensor& v_cache,
+                                  const RotaryTables& rope, std::span<const int64_t> slots,
+                                  std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
+                                  Tensor& output, std::optional<float> scale = std::nullopt);
 
 }  // namespace meshnn

@@ -18,6 +18,10 @@ Tensor relu(const Tensor& x);
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
+// a + b into `output` (a's dtype and layout, storage kept when large enough). Same-shape float32 /
+// bfloat16 operands are added row by row, each row read before it is written: output may be a
+// (the residual stream of a decoder, updated in place), and its tile padding is left as it was.
+void add_into(const Tensor& a, const Tensor& b, Tensor& output);
 
 // Same values in another dtype (rounding to nearest even; block floats need TILE layout, else
 // meshnn::Error).
@@ -30,5 +34,8 @@ Tensor typecast(const Tensor& x, DataType dtype);
 // the Runtime's threads. Throws meshnn::Error when the
 // widths do not fit or half_width is not a multiple of 32.
 Tensor swiglu(const Tensor& gate_up, int64_t half_width, int64_t width, DataType out_dtype);
+// The same into `output` (storage kept when large enough; float32 and bfloat16 outputs are written
+// row by row, their tile padding left as the storage held it). output must not be gate_up.
+void swiglu_into(const Tensor& gate_up, int64_t half_width, int64_t width, DataType out_dtype, Tensor& output);
 
 }  // namespace meshnn

@@ -14,6 +14,10 @@ namespace meshnn {
 // or an id >= V (naming it).
 Tensor embedding(const Tensor& ids, const Tensor& table, std::optional<DataType> dtype = std::nullopt,
                  Layout layout = Layout::TILE);
+// The same into `output` (storage kept when large enough; from a ROW_MAJOR table into float32 or
+// bfloat16, rows are written one by one and the tile padding is left as the storage held it).
+void embedding_into(const Tensor& ids, const Tensor& table, Tensor& output, std::optional<DataType> dtype = std::nullopt,
+                    Layout layout = Layout::TILE);
 
 struct RotaryTables {
   Tensor cos, sin;  // float32 ROW_MAJOR [max_positions, head_dim]

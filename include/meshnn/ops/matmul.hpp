@@ -37,6 +37,11 @@ struct MatmulOptions {
 // that is not float32/bfloat16/bfloat8_b/bfloat4_b.
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false,
               const MatmulOptions& options = {});
+// The same into `output` (TT-NN's optional output tensor): reset to the result's shape and dtype,
+// its storage kept when large enough, every byte written (padding as zeros). output must be
+// neither a nor b.
+void matmul_into(const Tensor& a, const Tensor& b, Tensor& output, bool transpose_a = false, bool transpose_b = false,
+                 const MatmulOptions& options = {});
 
 // x [..., M, K] times w [K, N] (rank >= 2; w's leading dims broadcast like matmul's b) plus bias
 // (nullptr, or any dtype/layout with N values: shape [N], [1, N], [1, 1, N] ...), then the fused

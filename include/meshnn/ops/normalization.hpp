@@ -10,6 +10,10 @@ namespace meshnn {
 // weight: nullptr or W values in its last dim (shape [W], [1, W], ...), W = x's last dim.
 // Throws meshnn::Error for a weight/residual of the wrong size or shape.
 Tensor rms_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* residual = nullptr);
+// The same into `output`, reset to x's shape, dtype and layout (storage kept when large enough;
+// float32 and bfloat16 are written row by row, so the tile padding is left as the storage held
+// it). output may be x.
+void rms_norm_into(const Tensor& x, float eps, const Tensor* weight, Tensor& output, const Tensor* residual = nullptr);
 
 // y = (h - mean(h)) / sqrt(var(h) + eps) * weight + bias (biased variance, as torch), h as above.
 Tensor layer_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* bias = nullptr,

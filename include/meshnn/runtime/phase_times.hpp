@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <type_traits>
 
 namespace meshnn {
 
@@ -20,9 +21,17 @@ struct PhaseTimes {
 template <class Fn>
 auto timed(double& seconds, Fn&& fn) {
   const auto start = std::chrono::steady_clock::now();
-  auto result = fn();
-  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return result;
+  auto add_elapsed = [&] {
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  if constexpr (std::is_void_v<decltype(fn())>) {
+    fn();
+    add_elapsed();
+  } else {
+    auto result = fn();
+    add_elapsed();
+    return result;
+  }
 }
 
 }  // namespace meshnn

@@ -4,10 +4,11 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "meshnn/core/function_ref.hpp"
 
 namespace meshnn {
 
@@ -24,10 +25,10 @@ class ThreadPool {
   // Splits [0, count) into num_threads contiguous ranges (as equal as possible) and calls
   // fn(begin, end, thread_index) for each non-empty one; returns when all are done. The first
   // exception thrown by any worker is rethrown here. Not reentrant.
-  void parallel_for(int64_t count, const std::function<void(int64_t, int64_t, int)>& fn);
+  void parallel_for(int64_t count, FunctionRef<void(int64_t, int64_t, int)> fn);
 
   // Calls fn(thread_index) once on every worker.
-  void run_on_all(const std::function<void(int)>& fn);
+  void run_on_all(FunctionRef<void(int)> fn);
 
  private:
   void worker_loop(int index);
@@ -37,7 +38,7 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
-  const std::function<void(int)>* job_ = nullptr;
+  const FunctionRef<void(int)>* job_ = nullptr;
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stopping_ = false;

@@ -33,9 +33,11 @@ class CausalLm {
  public:
   virtual ~CausalLm() = default;
   // Collective over mesh(): every device of it passes the same batch. Returns float32
-  // [1, 1, logit_rows.size(), local vocabulary width], this device's vocabulary shard. Adds this
-  // rank's compute and communication time to `times`.
-  virtual Tensor forward(const TokenBatch& batch, KvCache& cache, PhaseTimes& times) const = 0;
+  // [1, 1, logit_rows.size(), local vocabulary width], this device's vocabulary shard, held by the
+  // model until its next forward (a decode step reuses the buffers of the one before: after the
+  // first, it allocates no tensor memory). Adds this rank's compute and communication time to
+  // `times`. Not reentrant: one caller at a time.
+  virtual const Tensor& forward(const TokenBatch& batch, KvCache& cache, PhaseTimes& times) const = 0;
   // A cache for `slots` users of up to `max_seq` positions, shaped for this device's KV heads.
   virtual KvCache make_cache(int64_t slots, int64_t max_seq, DataType dtype) const = 0;
   virtual VocabShard vocab_shard() const = 0;

@@ -31,6 +31,15 @@ class Tensor {
   // 48 GFLOP/s on one thread without it.
   static Tensor uninitialized(Shape shape, DataType dtype, Layout layout);
 
+  // Makes this tensor `shape`, `dtype`, `layout`, keeping its storage when that is large enough
+  // (the bytes stay as they were: contents unspecified), else allocating zero-filled storage. For
+  // the `*_into` ops and buffers made once and reused: a decode step's tensors change their row
+  // count from pass to pass but, up to 32 rows, never their storage size (TT-NN captures the step
+  // as a trace for the same reason). Throws meshnn::Error as the constructor does.
+  void reset(const Shape& shape, DataType dtype, Layout layout);
+  // The bytes the storage can hold (>= size_bytes()).
+  size_t capacity_bytes() const { return capacity_bytes_; }
+
   // Converts row-major logical values (values.size() == shape.volume(), else meshnn::Error) into the
   // requested dtype (bfloat16 rounds to nearest even, block floats as TT-NN packs them) and layout;
   // TILE padding is filled with pad_value.
@@ -85,6 +94,7 @@ class Tensor {
   DataType dtype_ = DataType::FLOAT32;
   Layout layout_ = Layout::ROW_MAJOR;
   size_t size_bytes_ = 0;
+  size_t capacity_bytes_ = 0;
   std::unique_ptr<std::byte[], FreeDeleter> storage_;
 };
 

@@ -10,22 +10,16 @@
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/ops/eltwise.hpp"
 #include "meshnn/ops/embedding.hpp"
+#include "meshnn/ops/attention.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/ops/normalization.hpp"
 #include "meshnn/tensor/concat.hpp"
 #include "meshnn/tensor/distribute.hpp"
+#include "meshnn/tensor/rows.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 
 namespace meshnn::models::llama {
 namespace {
-
-// x times a weight, float32 out (partial sums are reduced and added to the residual in float32),
-// its time added to times.matmul.
-Tensor project(const Tensor& x, const Tensor& w, PhaseTimes& times) {
-  MatmulOptions o;
-  o.output_dtype = DataType::FLOAT32;
-  return timed(times.matmul, [&] { return matmul(x, w, false, false, o); });
-}
 
 // Parts of a fused weight, each padded to whole tiles so that concatenation copies tiles and
 // never re-quantises a block-float block across two parts.
@@ -179,57 +173,105 @@ serving::KvCache LlamaModel::make_cache(int64_t slots, int64_t max_seq, DataType
   return serving::KvCache(config_.num_hidden_layers, slots, heads_.kv_heads, max_seq, config_.head_dim, dtype);
 }
 
-Tensor LlamaModel::reduce(const Tensor& partial, Across across, PhaseTimes& times) const {
-  const bool two_d = options_.sharding == LlamaSharding::TWO_D;
-  const int parts = across == Across::HIDDEN ? hidden_parts_ : head_parts_;
-  if (parts == 1) return partial;
-  return timed(times.communication, [&] {
-    if (!two_d) {  // tp: every device of the group holds a partial sum of the whole tensor
-      MeshTensor sum = all_reduce(MeshTensor(group_, partial.shape(), {Partial{}, Partial{}}, partial), ReduceOp::SUM,
-                                  std::nullopt, options_.topology, options_.num_links);
-      return std::move(sum.local());
-    }
-    // 2d: partial along one mesh axis, and along the other each device holds another slice of the
-    // last dim (heads after a hidden reduction, hidden after a heads reduction).
-    std::vector<int64_t> global = partial.shape().to_vector();
-    const int axis = across == Across::HIDDEN ? 0 : 1;
-    global.back() *= axis == 0 ? head_parts_ : hidden_parts_;
-    const Placements placements = axis == 0 ? Placements{Partial{}, Shard{-1}} : Placements{Shard{-1}, Partial{}};
-    MeshTensor sum = all_reduce(MeshTensor(group_, Shape(global), placements, partial), ReduceOp::SUM, axis,
-                                options_.topology, options_.num_links);
-    return std::move(sum.local());
-  });
+// Partial sums are float32: they are reduced and added to the residual in float32.
+void LlamaModel::project(const Tensor& x, const Tensor& w, PhaseTimes& times) const {
+  MatmulOptions o;
+  o.output_dtype = DataType::FLOAT32;
+  timed(times.matmul, [&] { matmul_into(x, w, step_.partial, false, false, o); });
 }
 
-Tensor LlamaModel::norm(const Tensor& x, const Tensor& weight, PhaseTimes& times) const {
+const Tensor& LlamaModel::reduce(Across across, PhaseTimes& times) const {
+  const bool two_d = options_.sharding == LlamaSharding::TWO_D;
+  const int parts = across == Across::HIDDEN ? hidden_parts_ : head_parts_;
+  if (parts == 1) return step_.partial;
+  timed(times.communication, [&] {
+    // tp: every device of the group holds a partial sum of the whole tensor. 2d: partial along one
+    // mesh axis, and along the other each device holds another slice of the last dim (heads after
+    // a hidden reduction, hidden after a heads reduction).
+    Shape global = step_.partial.shape();
+    std::optional<int> cluster_axis;
+    Placements placements{Partial{}, Partial{}};
+    if (two_d) {
+      cluster_axis = across == Across::HIDDEN ? 0 : 1;
+      global[-1] *= *cluster_axis == 0 ? head_parts_ : hidden_parts_;
+      placements = *cluster_axis == 0 ? Placements{Partial{}, Shard{-1}} : Placements{Shard{-1}, Partial{}};
+    }
+    // The buffers are lent to the MeshTensors for the call and taken back after it.
+    step_.sum.reset(step_.partial.shape(), DataType::FLOAT32, Layout::TILE);
+    MeshTensor in(group_, global, placements, std::move(step_.partial));
+    Placements reduced = in.placements();
+    for (int axis = 0; axis < 2; ++axis)
+      if (!cluster_axis || axis == *cluster_axis) reduced[static_cast<size_t>(axis)] = Replicate{};
+    MeshTensor out(group_, global, reduced, std::move(step_.sum));
+    all_reduce_into(in, out, ReduceOp::SUM, cluster_axis, options_.topology, options_.num_links);
+    step_.partial = std::move(in.local());
+    step_.sum = std::move(out.local());
+  });
+  return step_.sum;
+}
+
+void LlamaModel::norm(const Tensor& x, const Tensor& weight, PhaseTimes& times) const {
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  if (hidden_parts_ == 1) return rms_norm(x, eps, &weight);
+  if (hidden_parts_ == 1) {
+    rms_norm_into(x, eps, &weight, step_.normed);
+    return;
+  }
   // The hidden is split over the mesh rows: each row's sum of squares, one small all_reduce along
   // the mesh column, then each device scales its chunk (padding columns are 0 and add nothing).
   const int64_t rows = x.shape()[-2], width = x.shape()[-1];
-  std::vector<float> values = x.to_float(), sums(static_cast<size_t>(rows));
+  std::vector<float>& values = step_.row;
+  values.resize(static_cast<size_t>(width));
+  const Shape sums_shape{1, rows};
+  step_.squares.reset(sums_shape, DataType::FLOAT32, Layout::ROW_MAJOR);
   for (int64_t r = 0; r < rows; ++r) {
+    read_row(x, r, values.data());
     double sq = 0;
-    for (int64_t i = 0; i < width; ++i) sq += static_cast<double>(values[r * width + i]) * values[r * width + i];
-    sums[r] = static_cast<float>(sq);
+    for (int64_t i = 0; i < width; ++i) sq += static_cast<double>(values[i]) * values[i];
+    step_.squares.data<float>()[r] = static_cast<float>(sq);
   }
-  const Tensor local = Tensor::from_float(sums, Shape{1, rows}, DataType::FLOAT32, Layout::ROW_MAJOR);
-  const std::vector<float> total = timed(times.communication, [&] {
-    return all_reduce(MeshTensor(group_, Shape{1, rows}, {Partial{}, Replicate{}}, local), ReduceOp::SUM, 0,
-                      options_.topology, options_.num_links)
-        .local()
-        .to_float();
+  timed(times.communication, [&] {
+    step_.squares_sum.reset(sums_shape, DataType::FLOAT32, Layout::ROW_MAJOR);
+    MeshTensor in(group_, sums_shape, {Partial{}, Replicate{}}, std::move(step_.squares));
+    MeshTensor out(group_, sums_shape, {Replicate{}, Replicate{}}, std::move(step_.squares_sum));
+    all_reduce_into(in, out, ReduceOp::SUM, 0, options_.topology, options_.num_links);
+    step_.squares = std::move(in.local());
+    step_.squares_sum = std::move(out.local());
   });
+  const float* total = step_.squares_sum.data<float>();
   const float* g = weight.data<float>();
+  step_.normed.reset(x.shape(), x.dtype(), x.layout());
   for (int64_t r = 0; r < rows; ++r) {
+    read_row(x, r, values.data());
     const double inv = 1.0 / std::sqrt(static_cast<double>(total[r]) / config_.hidden_size + eps);
-    for (int64_t i = 0; i < width; ++i)
-      values[r * width + i] = static_cast<float>(values[r * width + i] * inv * g[i]);
+    for (int64_t i = 0; i < width; ++i) values[i] = static_cast<float>(values[i] * inv * g[i]);
+    write_row(step_.normed, r, values.data());
   }
-  return Tensor::from_float(values, x.shape(), x.dtype(), Layout::TILE);
 }
 
-Tensor LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache& cache, PhaseTimes& times) const {
+void LlamaModel::embed(const serving::TokenBatch& b) const {
+  const int64_t rows = static_cast<int64_t>(b.tokens.size());
+  step_.ids.reset(Shape{1, 1, rows}, DataType::UINT32, Layout::ROW_MAJOR);
+  std::copy(b.tokens.begin(), b.tokens.end(), step_.ids.data<uint32_t>());
+  const DataType act = options_.act_dtype;
+  if (hidden_parts_ == 1) {
+    embedding_into(step_.ids, embedding_, step_.x, act, Layout::TILE);
+    return;
+  }
+  // 2d: this mesh row's chunk of the hidden, zero-padded to whole chunks.
+  embedding_into(step_.ids, embedding_, step_.embedded, DataType::FLOAT32, Layout::ROW_MAJOR);
+  const int64_t hidden = config_.hidden_size;
+  const int64_t begin = std::min(hidden, hidden_index_ * hidden_chunk_), end = std::min(hidden, begin + hidden_chunk_);
+  std::vector<float>& chunk = step_.row;
+  chunk.assign(static_cast<size_t>(hidden_chunk_), 0.0f);
+  step_.x.reset(Shape{1, 1, rows, hidden_chunk_}, act, Layout::TILE);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(step_.embedded.data<float>() + r * hidden + begin, step_.embedded.data<float>() + r * hidden + end,
+              chunk.begin());
+    write_row(step_.x, r, chunk.data());
+  }
+}
+
+const Tensor& LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache& cache, PhaseTimes& times) const {
   const int64_t rows = static_cast<int64_t>(b.tokens.size());
   MESHNN_CHECK(rows > 0 && b.slots.size() == b.tokens.size() && b.positions.size() == b.tokens.size(),
                "llama forward: {} tokens need as many slots and positions (got {} and {})", rows, b.slots.size(),
@@ -245,38 +287,39 @@ Tensor LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache& cache
   const double communication_before = times.communication;
   const DataType act = options_.act_dtype;
 
-  std::vector<uint32_t> ids(b.tokens.begin(), b.tokens.end());
-  Tensor x = embedding(Tensor::from_uint32(ids, Shape{1, 1, rows}, Layout::ROW_MAJOR), embedding_, act, Layout::TILE);
-  if (hidden_parts_ > 1) {  // 2d: this mesh row's chunk of the hidden, zero-padded to whole chunks
-    const int64_t begin = std::min(config_.hidden_size, hidden_index_ * hidden_chunk_);
-    const int64_t end = std::min(config_.hidden_size, begin + hidden_chunk_);
-    x = pad_to(slice(x, -1, begin, end), -1, hidden_chunk_);
-  }
+  embed(b);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
-    const Tensor qkv = reduce(project(norm(x, layer.input_norm, times), layer.wqkv, times), Across::HIDDEN, times);
-    const Tensor attention = attention_with_kv_cache(qkv, qkv_columns_, cache.keys(static_cast<int64_t>(l)),
-                                                     cache.values(static_cast<int64_t>(l)), rope_, b.slots, b.positions,
-                                                     heads_.q_heads, act);
-    x = add(x, reduce(project(attention, layer.wo, times), Across::HEADS, times));
-    const Tensor gate_up =
-        reduce(project(norm(x, layer.post_norm, times), layer.w_gate_up, times), Across::HIDDEN, times);
-    const Tensor mlp = swiglu(gate_up, gate_up_half_, local_intermediate_, act);
-    x = add(x, reduce(project(mlp, layer.w_down, times), Across::HEADS, times));
+    norm(step_.x, layer.input_norm, times);
+    project(step_.normed, layer.wqkv, times);
+    const Tensor& qkv = reduce(Across::HIDDEN, times);
+    attention_with_kv_cache_into(qkv, qkv_columns_, cache.keys(static_cast<int64_t>(l)),
+                                 cache.values(static_cast<int64_t>(l)), rope_, b.slots, b.positions, heads_.q_heads,
+                                 act, step_.attention);
+    project(step_.attention, layer.wo, times);
+    add_into(step_.x, reduce(Across::HEADS, times), step_.x);
+    norm(step_.x, layer.post_norm, times);
+    project(step_.normed, layer.w_gate_up, times);
+    swiglu_into(reduce(Across::HIDDEN, times), gate_up_half_, local_intermediate_, act, step_.mlp);
+    project(step_.mlp, layer.w_down, times);
+    add_into(step_.x, reduce(Across::HEADS, times), step_.x);
   }
 
   // Logits only for the rows asked for (a prefill pass needs the last row of each prompt).
   bool all_rows = static_cast<int64_t>(b.logit_rows.size()) == rows;
   for (size_t i = 0; all_rows && i < b.logit_rows.size(); ++i) all_rows = b.logit_rows[i] == static_cast<int64_t>(i);
   if (!all_rows) {
-    const int64_t h = x.shape()[-1];
-    const std::vector<float> values = x.to_float();
-    std::vector<float> picked(b.logit_rows.size() * static_cast<size_t>(h));
-    for (size_t i = 0; i < b.logit_rows.size(); ++i)
-      std::copy_n(values.data() + b.logit_rows[i] * h, h, picked.data() + i * h);
-    x = Tensor::from_float(picked, Shape{1, 1, static_cast<int64_t>(b.logit_rows.size()), h}, act, Layout::TILE);
+    const int64_t h = step_.x.shape()[-1];
+    step_.row.resize(static_cast<size_t>(h));
+    step_.picked.reset(Shape{1, 1, static_cast<int64_t>(b.logit_rows.size()), h}, act, Layout::TILE);
+    for (size_t i = 0; i < b.logit_rows.size(); ++i) {
+      read_row(step_.x, b.logit_rows[i], step_.row.data());
+      write_row(step_.picked, static_cast<int64_t>(i), step_.row.data());
+    }
   }
-  Tensor logits = reduce(project(norm(x, final_norm_, times), lm_head_, times), Across::HIDDEN, times);
+  norm(all_rows ? step_.x : step_.picked, final_norm_, times);
+  project(step_.normed, lm_head_, times);
+  const Tensor& logits = reduce(Across::HIDDEN, times);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   times.compute += total - (times.communication - communication_before);
   return logits;

@@ -58,7 +58,8 @@ class LlamaModel final : public serving::CausalLm {
   static LlamaModel load(const std::string& file, const LlamaConfig& config, const MeshDevicePtr& group,
                          const LlamaOptions& options);
 
-  Tensor forward(const serving::TokenBatch& batch, serving::KvCache& cache, PhaseTimes& times) const override;
+  const Tensor& forward(const serving::TokenBatch& batch, serving::KvCache& cache,
+                       PhaseTimes& times) const override;
   serving::KvCache make_cache(int64_t slots, int64_t max_seq, DataType dtype) const override;
   serving::VocabShard vocab_shard() const override { return vocab_shard_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
@@ -84,11 +85,31 @@ class LlamaModel final : public serving::CausalLm {
     Tensor w_gate_up;              // [hidden, 2 * gate_up_half]
     Tensor w_down;                 // [local intermediate, hidden]
   };
+  // The tensors of a forward pass, made by the first pass and reused by every later one (reset
+  // within their storage), and the collectives' MeshTensor wrappers around them: a decode step
+  // after the first allocates no tensor memory, as TT-NN's captured decode trace does not.
+  struct StepBuffers {
+    Tensor ids;                 // uint32 [1, 1, rows]
+    Tensor embedded;            // 2d: the whole hidden of the looked-up rows
+    Tensor x;                   // the residual stream [1, 1, rows, hidden chunk]
+    Tensor normed;              // RMSNorm of x, the projections' input
+    Tensor partial, sum;        // a projection's partial sums (float32) and their all_reduce
+    Tensor attention, mlp;      // attention output, silu(gate) * up
+    Tensor picked;              // the rows whose logits are asked for, when not all are
+    Tensor squares, squares_sum;  // 2d RMSNorm: per-row sums of squares, and their all_reduce
+    std::vector<float> row;     // one row of values
+  };
   // Which split a partial sum is reduced over: the hidden (2d: along the mesh column) or the heads
-  // / intermediate / vocabulary (tp: the group; 2d: along the mesh row). No-op over one device.
+  // / intermediate / vocabulary (tp: the group; 2d: along the mesh row). Reduces step_.partial and
+  // returns the sum (step_.partial itself over one device).
   enum class Across { HIDDEN, HEADS };
-  Tensor reduce(const Tensor& partial, Across across, PhaseTimes& times) const;
-  Tensor norm(const Tensor& x, const Tensor& weight, PhaseTimes& times) const;  // RMSNorm of the local hidden
+  const Tensor& reduce(Across across, PhaseTimes& times) const;
+  // step_.partial = x times w (float32 out).
+  void project(const Tensor& x, const Tensor& w, PhaseTimes& times) const;
+  // step_.normed = RMSNorm of x, rows of the residual stream's local hidden.
+  void norm(const Tensor& x, const Tensor& weight, PhaseTimes& times) const;
+  // step_.x = the embedding of the batch's tokens (2d: this mesh row's chunk of the hidden).
+  void embed(const serving::TokenBatch& batch) const;
 
   LlamaConfig config_;
   LlamaOptions options_;
@@ -105,6 +126,7 @@ class LlamaModel final : public serving::CausalLm {
   Tensor lm_head_;     // [hidden, local vocab]
   RotaryTables rope_;
   std::vector<std::string> placements_;  // report lines, made at load time
+  mutable StepBuffers step_;             // forward is const to callers, and never reentrant
 };
 
 }  // namespace meshnn::models::llama
