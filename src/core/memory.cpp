@@ -38,6 +38,8 @@ namespace {
 // (bfloat4_b) GFLOP/s with a fresh mapping per call, against 68.7 and 80.5 for two independent
 // 1-thread matmuls on halves of N whose outputs malloc reused.
 constexpr size_t kMaxSpareMappings = 8;
+constexpr size_t kSmallPageBytes = size_t{4} << 10;
+thread_local bool t_compact = false;  // a CompactBuffersScope is alive on this thread
 constexpr size_t kMaxSpareBytes = size_t{256} << 20;      // all kept mappings together
 constexpr size_t kMaxSpareMappingBytes = size_t{64} << 20;  // larger ones go back at once
 
@@ -57,12 +59,12 @@ MappedBuffers& mapped_buffers() {
   return *m;
 }
 
-// The most recently released spare of at least `length` bytes and at most a quarter more, now in
+// The most recently released spare of at least `length` bytes and at most `slack` more, now in
 // use; nullptr if none. Caller holds m.mutex.
-std::byte* take_spare(MappedBuffers& m, size_t length) {
+std::byte* take_spare(MappedBuffers& m, size_t length, size_t slack) {
   for (size_t i = m.spares.size(); i-- > 0;) {
     const MappedBuffers::Spare s = m.spares[i];
-    if (s.length < length || s.length > length + length / 4) continue;
+    if (s.length < length || s.length > length + slack) continue;
     m.spares.erase(m.spares.begin() + static_cast<std::ptrdiff_t>(i));
     m.spare_bytes -= s.length;
     m.bytes_of.emplace(s.start, s.length);
@@ -72,14 +74,17 @@ std::byte* take_spare(MappedBuffers& m, size_t length) {
 }
 
 // Own mappings cover whole huge pages: a tail in 4 KiB pages would make every transfer from it
-// take the slow path (block_pool.cpp), for at most one huge page of memory per buffer.
-std::byte* map_huge_page_aligned(size_t bytes) {
+// take the slow path (block_pool.cpp), for at most one huge page of memory per buffer. Compact
+// ones (CompactBuffersScope) end at the next 4 KiB page instead, and reuse only spares of their
+// exact length.
+std::byte* map_huge_page_aligned(size_t bytes, bool compact) {
   if (bytes > SIZE_MAX - 2 * kHugePageBytes) return nullptr;
-  const size_t length = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const size_t unit = compact ? kSmallPageBytes : kHugePageBytes;
+  const size_t length = (bytes + unit - 1) / unit * unit;
   MappedBuffers& m = mapped_buffers();
   {
     std::lock_guard lock(m.mutex);
-    if (std::byte* spare = take_spare(m, length)) return spare;
+    if (std::byte* spare = take_spare(m, length, compact ? 0 : length / 4)) return spare;
   }
   std::byte* p = detail::map_huge_pages(length);
   if (p == nullptr) return nullptr;
@@ -98,7 +103,9 @@ bool release_mapping(MappedBuffers& m, std::byte* p) {
     if (it == m.bytes_of.end()) return false;
     const size_t length = it->second;
     m.bytes_of.erase(it);
-    if (length <= kMaxSpareMappingBytes) {
+    // Inside a CompactBuffersScope (a model loading) what is released is a temporary of the load:
+    // kept, it would only add to the job's peak.
+    if (length <= kMaxSpareMappingBytes && !t_compact) {
       m.spares.push_back({p, length});
       m.spare_bytes += length;
     } else {
@@ -156,12 +163,19 @@ std::atomic<uint64_t> g_buffer_allocations{0};
 
 uint64_t buffer_allocations() { return g_buffer_allocations.load(std::memory_order_relaxed); }
 
+CompactBuffersScope::CompactBuffersScope() : saved_(t_compact) { t_compact = true; }
+CompactBuffersScope::~CompactBuffersScope() { t_compact = saved_; }
+
 std::byte* allocate_buffer(size_t bytes) {
   g_buffer_allocations.fetch_add(1, std::memory_order_relaxed);
   // Without huge pages a fresh mapping costs a fault per 4 KiB page on every allocation, which
   // malloc's reuse of its heap avoids: there, every buffer stays with malloc.
-  if (bytes >= detail::kMinPooledBytes && huge_pages_available())
-    return bytes <= detail::kMaxPooledBytes ? detail::pool_allocate(bytes) : map_huge_page_aligned(bytes);
+  if (t_compact && huge_pages_available()) {
+    // Huge pages where whole ones fit, nothing rounded beyond the next 4 KiB page.
+    if (bytes >= kHugePageBytes) return map_huge_page_aligned(bytes, /*compact=*/true);
+  } else if (bytes >= detail::kMinPooledBytes && huge_pages_available()) {
+    return bytes <= detail::kMaxPooledBytes ? detail::pool_allocate(bytes) : map_huge_page_aligned(bytes, false);
+  }
   constexpr size_t kLine = 64;
   const size_t rounded = bytes == 0 ? kLine : (bytes + kLine - 1) / kLine * kLine;
   const size_t alignment = rounded >= kHugePageBytes ? kHugePageBytes : kLine;

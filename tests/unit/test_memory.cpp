@@ -122,6 +122,34 @@ TEST(Memory, ReleasedMappingsComeBackForTheSameSizeUpToABound) {
   for (auto* h : held) EXPECT_EQ(mapping_holding(h).start, 0u);
 }
 
+TEST(Memory, CompactBuffersEndAtTheNextSmallPageAndAreNotKept) {
+  if (!huge_pages_available()) GTEST_SKIP() << "no transparent huge pages: large buffers stay with malloc";
+  release_spare_buffers();
+  // (How far the mapping reaches cannot be read back reliably: the kernel may merge it with a
+  // neighbour. The LLM job's peak memory shows it.)
+  const size_t bytes = 2 * kHugePageBytes + 100;  // rounded to 3 huge pages outside the scope
+  std::byte* p = nullptr;
+  {
+    const CompactBuffersScope compact;
+    p = allocate_buffer(bytes);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(address(p) % kHugePageBytes, 0u);  // still huge pages where whole ones fit
+    std::memset(p, 4, bytes);
+    std::byte* mid = allocate_buffer(600 << 10);  // a pool block would round it to 1 MiB: malloc instead
+    ASSERT_NE(mid, nullptr);
+    std::memset(mid, 5, 600 << 10);
+    release_buffer(mid);
+    release_buffer(p);
+    EXPECT_EQ(mapping_holding(p).start, 0u) << "released inside the scope: unmapped, not kept";
+  }
+  std::byte* q = allocate_buffer(bytes);  // outside: whole huge pages again
+  ASSERT_NE(q, nullptr);
+  q[bytes - 1] = std::byte{6};
+  EXPECT_GE(mapping_holding(q).end, address(q) + 3 * kHugePageBytes);
+  release_buffer(q);
+  release_spare_buffers();
+}
+
 TEST(Memory, MidSizeBuffersAreAlignedBlocksInHugePages) {
   if (!huge_pages_available()) GTEST_SKIP() << "no transparent huge pages: mid-size buffers stay with malloc";
   // 16 KiB to 1 MiB: rounded up to a power of two, aligned to it, in huge-page slabs.

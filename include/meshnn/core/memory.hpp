@@ -27,6 +27,22 @@ std::byte* allocate_buffer(size_t bytes);
 // reads to show that a step reuses its buffers.
 uint64_t buffer_allocations();
 
+// While one is alive, allocate_buffer on this thread packs buffers tight instead of rounding them
+// for transfers: from 2 MiB up an own mapping (huge pages inside) that ends at the next 4 KiB page,
+// below that malloc's exact size. For tensors that live as long as the job and are never sent, a
+// model's weights, which rounded to whole huge pages lose up to 2 MiB each (docs/performance.md).
+// Mappings released inside the scope go back to the system at once, not kept as spares. Nests.
+class CompactBuffersScope {
+ public:
+  CompactBuffersScope();
+  ~CompactBuffersScope();
+  CompactBuffersScope(const CompactBuffersScope&) = delete;
+  CompactBuffersScope& operator=(const CompactBuffersScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
 // Own mappings up to 64 MiB are kept after release, for the next allocation of about their size
 // (at most 8, 256 MiB together; the oldest go back to the system first).
 void release_buffer(std::byte* p);

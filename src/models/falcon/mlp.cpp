@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/memory.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/io/synthetic_model.hpp"
 #include "meshnn/models/falcon/synthetic.hpp"
@@ -106,6 +107,7 @@ FalconMlp FalconMlp::load(const std::string& file, int layer, const MeshDevicePt
       w2_map = ShardTensor2dMesh(1, 0, true);  // hidden over mesh rows, inter over mesh cols
       break;
   }
+  const CompactBuffersScope compact;  // weights are never sent: packed tight, not rounded to huge pages
   io::LoadOptions lo{options.weight_dtype, Layout::TILE, /*transpose=*/true};
   lo.expected_shape = std::vector<int64_t>{m.intermediate_, m.hidden_};
   m.w1_ = io::load_tensor(file, mlp_key(layer, "dense_h_to_4h.weight"), w1_map, m.compute_mesh_, lo);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/memory.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/ops/eltwise.hpp"
 #include "meshnn/ops/embedding.hpp"
@@ -58,6 +59,8 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
                    is_block_float(options.weight_dtype),
                "weights must be float32, bfloat16, bfloat8_b or bfloat4_b, got {}", to_string(options.weight_dtype));
   config.validate(file);
+  // Weights stay for the whole job and are never sent: packed tight, not rounded to huge pages.
+  const CompactBuffersScope compact;
   LlamaModel m;
   m.config_ = config;
   m.options_ = options;
