@@ -15,8 +15,11 @@ void swiglu_into(const Tensor& gate_up, int64_t half_width, int64_t width, DataT
   MESHNN_CHECK(&out != &gate_up, "{}: the output must not be gate_up", what);
   ops_detail::check_float(gate_up, what, "gate_up");
   const Shape& s = gate_up.shape();
-  MESHNN_CHECK(gate_up.layout() == Layout::TILE && s.rank() >= 2, "{}: gate_up must be TILE [..., M, W], got {} {}",
-               what, s, to_string(gate_up.layout()));
+  const bool by_rows =
+      ops_detail::has_row_access(gate_up) && (out_dtype == DataType::FLOAT32 || out_dtype == DataType::BFLOAT16);
+  MESHNN_CHECK(s.rank() >= 2 && (gate_up.layout() == Layout::TILE || by_rows),
+               "{}: gate_up must be [..., M, W], TILE unless it and the output are float32 or bfloat16, got {} {} {}",
+               what, s, to_string(gate_up.dtype()), to_string(gate_up.layout()));
   MESHNN_CHECK(half_width % 32 == 0 && width >= 0 && width <= half_width && s[-1] == 2 * half_width,
                "{}: gate_up width {} must be 2 x half_width {} (a multiple of 32) holding {} values each", what, s[-1],
                half_width, width);
@@ -24,7 +27,7 @@ void swiglu_into(const Tensor& gate_up, int64_t half_width, int64_t width, DataT
                what, to_string(out_dtype));
   Shape dims = s;
   dims[-1] = width;
-  if (ops_detail::has_row_access(gate_up) && (out_dtype == DataType::FLOAT32 || out_dtype == DataType::BFLOAT16)) {
+  if (by_rows) {
     // Row by row: a decode step's one row per tile, without decoding or encoding whole tiles.
     out.reset(dims, out_dtype, Layout::TILE);
     const int64_t rows = gate_up.volume() / s[-1];

@@ -94,8 +94,9 @@ class MpiTransport final : public Transport {
   int max_tag_ = 32767;
   bool yields_when_idle_ = true;
   std::function<std::string(int)> namer_;
-  // A few slots cover every small collective without touching the heap.
-  static constexpr int kInlineSlots = 8;
+  // Enough slots inline for a direct exchange among 9 members (8 peers, 2 directions, messages of
+  // up to 4 pieces): small collectives, a decode step's, never touch the heap.
+  static constexpr int kInlineSlots = 64;
   Slot inline_slots_[kInlineSlots];
   std::vector<Slot> more_slots_;  // slot id kInlineSlots + k
   int free_head_ = -1;

@@ -28,7 +28,7 @@ void add_into(const Tensor& a, const Tensor& b, Tensor& output);
 Tensor typecast(const Tensor& x, DataType dtype);
 
 // SwiGLU on a fused gate|up projection (the Llama MLP): gate_up [..., M, 2 * half_width] in TILE
-// layout, the gate in columns [0, width) and up in [half_width, half_width + width), half_width a
+// layout (either layout when gate_up and out_dtype are float32 or bfloat16), the gate in columns [0, width) and up in [half_width, half_width + width), half_width a
 // multiple of 32 so each half is whole tiles. Returns silu(gate) * up (silu as apply_activation computes it),
 // [..., M, width] in out_dtype, TILE (padding 0); computed in float32 for the M valid rows only, on
 // the Runtime's threads. Throws meshnn::Error when the

@@ -199,15 +199,20 @@ const Tensor& LlamaModel::reduce(Across across, PhaseTimes& times) const {
       global[-1] *= *cluster_axis == 0 ? head_parts_ : hidden_parts_;
       placements = *cluster_axis == 0 ? Placements{Partial{}, Shard{-1}} : Placements{Shard{-1}, Partial{}};
     }
-    // The buffers are lent to the MeshTensors for the call and taken back after it.
-    step_.sum.reset(step_.partial.shape(), DataType::FLOAT32, Layout::TILE);
-    MeshTensor in(group_, global, placements, std::move(step_.partial));
+    // Only the valid rows travel: a decode step's partial sums fill one row of each 32-row tile,
+    // so they are packed into ROW_MAJOR rows first, 1/32 of the tiles' bytes. The buffers are lent
+    // to the MeshTensors for the call and taken back after it.
+    const int64_t rows = step_.partial.volume() / step_.partial.shape()[-1], width = step_.partial.shape()[-1];
+    step_.packed.reset(step_.partial.shape(), DataType::FLOAT32, Layout::ROW_MAJOR);
+    for (int64_t r = 0; r < rows; ++r) read_row(step_.partial, r, step_.packed.data<float>() + r * width);
+    step_.sum.reset(step_.packed.shape(), DataType::FLOAT32, Layout::ROW_MAJOR);
+    MeshTensor in(group_, global, placements, std::move(step_.packed));
     Placements reduced = in.placements();
     for (int axis = 0; axis < 2; ++axis)
       if (!cluster_axis || axis == *cluster_axis) reduced[static_cast<size_t>(axis)] = Replicate{};
     MeshTensor out(group_, global, reduced, std::move(step_.sum));
     all_reduce_into(in, out, ReduceOp::SUM, cluster_axis, options_.topology, options_.num_links);
-    step_.partial = std::move(in.local());
+    step_.packed = std::move(in.local());
     step_.sum = std::move(out.local());
   });
   return step_.sum;

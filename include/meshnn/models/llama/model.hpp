@@ -93,7 +93,8 @@ class LlamaModel final : public serving::CausalLm {
     Tensor embedded;            // 2d: the whole hidden of the looked-up rows
     Tensor x;                   // the residual stream [1, 1, rows, hidden chunk]
     Tensor normed;              // RMSNorm of x, the projections' input
-    Tensor partial, sum;        // a projection's partial sums (float32) and their all_reduce
+    Tensor partial;             // a projection's output: partial sums (float32, TILE)
+    Tensor packed, sum;         // their valid rows (ROW_MAJOR) and the all_reduce of those
     Tensor attention, mlp;      // attention output, silu(gate) * up
     Tensor picked;              // the rows whose logits are asked for, when not all are
     Tensor squares, squares_sum;  // 2d RMSNorm: per-row sums of squares, and their all_reduce
@@ -101,7 +102,7 @@ class LlamaModel final : public serving::CausalLm {
   };
   // Which split a partial sum is reduced over: the hidden (2d: along the mesh column) or the heads
   // / intermediate / vocabulary (tp: the group; 2d: along the mesh row). Reduces step_.partial and
-  // returns the sum (step_.partial itself over one device).
+  // returns the sum, ROW_MAJOR (step_.partial itself, TILE, over one device).
   enum class Across { HIDDEN, HEADS };
   const Tensor& reduce(Across across, PhaseTimes& times) const;
   // step_.partial = x times w (float32 out).
