@@ -410,13 +410,14 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < thread_counts.size(); ++i)
           if (thread_counts[i] > 1) slices[i] = column_slices(w_values, s, wd, thread_counts[i]);
       // Every thread count of ours, then every OpenBLAS thread count, in one alternation.
+      // Each run writes into an output it keeps, as a decode step does (matmul_into).
       std::vector<std::function<void()>> runs;
       for (const auto& pool : pools)
-        runs.push_back([&a, &w, pool = pool.get()] {
+        runs.push_back([&a, &w, pool = pool.get(), out = Tensor()]() mutable {
           MatmulOptions opt;
           opt.output_dtype = DataType::FLOAT32;
           opt.pool = pool;
-          (void)matmul(a, w, false, false, opt);
+          matmul_into(a, w, out, false, false, opt);
         });
       for (int blas_threads : blas_thread_counts)
         runs.push_back([&, blas_threads] {
@@ -429,12 +430,13 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < thread_counts.size(); ++i) {
         if (slices[i].empty()) continue;
         ceiling_run[i] = runs.size();
-        runs.push_back([&a, &inline_pools, pool = pools[i].get(), &mine = slices[i]] {
+        runs.push_back([&a, &inline_pools, pool = pools[i].get(), &mine = slices[i],
+                        outs = std::vector<Tensor>(slices[i].size())]() mutable {
           pool->run_on_all([&](int t) {
             MatmulOptions opt;
             opt.output_dtype = DataType::FLOAT32;
             opt.pool = inline_pools[static_cast<size_t>(t)].get();
-            (void)matmul(a, mine[static_cast<size_t>(t)], false, false, opt);
+            matmul_into(a, mine[static_cast<size_t>(t)], outs[static_cast<size_t>(t)], false, false, opt);
           });
         });
       }

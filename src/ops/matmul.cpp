@@ -143,12 +143,56 @@ struct MatmulPlan {
   Activation activation = Activation::NONE;
   Tensor* out;
   int64_t out_mt;  // output tile rows per batch matrix
+  // Write only the valid rows of float32 / bfloat16 output tiles, leaving the padding rows as the
+  // reused storage holds them (matmul_into): a decode step's output is 1 row in 32.
+  bool rows_only = false;
 };
+
+float epilogue_value(const MatmulPlan& p, float v, int64_t column) {
+  if (p.bias) v += p.bias[column];
+  return p.activation == Activation::NONE ? v : apply_activation(p.activation, v);
+}
+
+// epilogue() for rows_only: each valid row's 32 values go straight to its two face rows.
+void epilogue_rows(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_end) {
+  const bool f32 = p.out->dtype() == DataType::FLOAT32;
+  const int64_t out_nt = p.np / 32;
+  const int64_t batches_in_group = p.rows_per_group / p.m;
+  const size_t bytes = tile_bytes(p.out->dtype());
+  for (int64_t bi = 0; bi < batches_in_group; ++bi) {
+    const int64_t out_batch = group * batches_in_group + bi;
+    const float* c = p.c_rows + (group * p.rows_per_group + bi * p.m) * p.np;
+    for (int64_t mt = 0; mt < p.out_mt; ++mt)
+      for (int64_t nt = nt_begin; nt < nt_end; ++nt) {
+        const int64_t rows = std::min<int64_t>(32, p.m - mt * 32), cols = std::min<int64_t>(32, p.n - nt * 32);
+        std::byte* tile =
+            p.out->data<std::byte>() + static_cast<size_t>((out_batch * p.out_mt + mt) * out_nt + nt) * bytes;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* crow = c + (mt * 32 + r) * p.np + nt * 32;
+          alignas(64) float row[32];
+          for (int64_t col = 0; col < 32; ++col) row[col] = col < cols ? epilogue_value(p, crow[col], nt * 32 + col) : 0.0f;
+          for (int64_t half = 0; half < 2; ++half) {
+            const int64_t at = tile_element_index(r, 16 * half);
+            if (f32) {
+              std::memcpy(reinterpret_cast<float*>(tile) + at, row + 16 * half, 16 * sizeof(float));
+            } else {
+              uint16_t* d = reinterpret_cast<uint16_t*>(tile) + at;
+              for (int i = 0; i < 16; ++i) d[i] = float_to_bfloat16(row[16 * half + i]);
+            }
+          }
+        }
+      }
+  }
+}
 
 // Bias, activation and encoding of output tiles (mt over all output batches' tile rows) for the
 // tile columns [nt_begin, nt_end) of one group.
 void epilogue(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_end) {
   const DataType dtype = p.out->dtype();
+  if (p.rows_only && (dtype == DataType::FLOAT32 || dtype == DataType::BFLOAT16)) {
+    epilogue_rows(p, group, nt_begin, nt_end);
+    return;
+  }
   const int64_t out_nt = p.np / 32;
   const int64_t batches_in_group = p.rows_per_group / p.m;
   alignas(64) float faces[32 * 32];
@@ -163,13 +207,9 @@ void epilogue(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_e
         for (int64_t r = 0; r < rows; ++r) {
           const float* crow = c + (mt * 32 + r) * p.np + nt * 32;
           float* face_row = faces + tile_element_index(r, 0);
-          for (int64_t col = 0; col < cols; ++col) {
-            float v = crow[col];
-            if (p.bias) v += p.bias[nt * 32 + col];
-            // Columns 16..31 live in the next face (256 floats on).
-            face_row[col < 16 ? col : col + 240] =
-                p.activation == Activation::NONE ? v : apply_activation(p.activation, v);
-          }
+          // Columns 16..31 live in the next face (256 floats on).
+          for (int64_t col = 0; col < cols; ++col)
+            face_row[col < 16 ? col : col + 240] = epilogue_value(p, crow[col], nt * 32 + col);
         }
         const int64_t tile_index = (out_batch * p.out_mt + mt) * out_nt + nt;
         std::byte* dst = p.out->data<std::byte>() + static_cast<size_t>(tile_index) * tile_bytes(dtype);
@@ -239,6 +279,7 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   else
     out.reset(Shape(out_dims.span()), out_dtype, Layout::TILE);
   p.out = &out;
+  p.rows_only = !fresh;
 
   std::vector<float> bias_values;
   if (bias != nullptr) {

@@ -38,8 +38,9 @@ struct MatmulOptions {
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false,
               const MatmulOptions& options = {});
 // The same into `output` (TT-NN's optional output tensor): reset to the result's shape and dtype,
-// its storage kept when large enough, every byte written (padding as zeros). output must be
-// neither a nor b.
+// its storage kept when large enough. float32 and bfloat16 outputs get their valid rows only (the
+// tile padding rows keep what the storage held: a decode step writes 1 row of 32, not the whole
+// tiles); block-float outputs are written whole. output must be neither a nor b.
 void matmul_into(const Tensor& a, const Tensor& b, Tensor& output, bool transpose_a = false, bool transpose_b = false,
                  const MatmulOptions& options = {});
 
