@@ -137,17 +137,19 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
       request_of_row.push_back(p.request);
       ++prompts_completed;
     }
-    const bool decoding = decode_rows > 0;
+    const bool decode_only = batch.tokens.size() == decode_rows;
     const auto pass_start = Clock::now();
-    const Tensor& logits = model.forward(batch, cache, decoding ? stats.decode_times : stats.prefill_times);
+    const Tensor& logits = model.forward(batch, cache, decode_only ? stats.decode_times : stats.prefill_times);
     const std::vector<bool> ended =
         request_of_row.empty() ? std::vector<bool>{} : record(logits, request_of_row);
-    (decoding ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);
-    if (decoding) {
+    (decode_only ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);
+    if (decode_only) {
       ++stats.decode_steps;
       stats.decode_tokens += static_cast<int64_t>(decode_rows);
+    } else {
+      ++stats.prefill_passes;
+      stats.decode_tokens_in_prefill += static_cast<int64_t>(decode_rows);
     }
-    if (batch.tokens.size() > decode_rows) ++stats.prefill_passes;
 
     std::vector<Active> still;
     for (size_t i = 0; i < decode_rows; ++i) {

@@ -42,9 +42,13 @@ struct RequestOutput {
 
 // A pass with decode rows counts as a decode step (its prompt rows, if any, as prefill tokens); a
 // pass of prompt rows only as prefill.
+// A pass holding prompt rows is a prefill pass, even when the decode rows of active requests ride
+// along (their tokens are counted apart); a decode step holds decode rows only. So decode figures
+// are those of decode steps alone, not diluted by prompts prefilled beside them.
 struct GenerationStats {
   int64_t prefill_passes = 0, prefill_tokens = 0;  // passes holding prompt rows; prompt rows
-  int64_t decode_steps = 0, decode_tokens = 0;     // decode_tokens: decode rows summed over steps
+  int64_t decode_steps = 0, decode_tokens = 0;     // decode-only passes; their rows summed
+  int64_t decode_tokens_in_prefill = 0;            // decode rows that rode along in prefill passes
   double prefill_seconds = 0, decode_seconds = 0, sampling_seconds = 0;
   PhaseTimes prefill_times, decode_times;          // forward passes only (compute / communication)
 };

@@ -294,7 +294,8 @@ int run_llm_job(const LlmJobConfig& c) {
                 "of the prefill time (slowest rank)\n",
                 prefill_tokens, aggregate_prefill, table.max("mean TTFT s"),
                 100.0 * table.max("prefill mm s") / std::max(1e-12, table.max("prefill s")));
-    std::printf("decode: %.2f ms per step (slowest rank), %.2f tokens/s per user, %.1f tokens/s in total (all "
+    std::printf("decode: %.2f ms per step (steps holding no prompt rows; slowest rank), %.2f tokens/s per user, "
+                "%.1f tokens/s in total (all "
                 "replicas); per step: matmuls %.2f ms (%.0f%%), communication %.2f ms, sampling %.2f ms\n",
                 step_ms, step_ms > 0 ? 1e3 / step_ms : 0.0, aggregate_decode, table.max("matmul ms/step"),
                 100.0 * table.max("matmul ms/step") / std::max(1e-12, step_ms), table.max("comm ms/step"),
