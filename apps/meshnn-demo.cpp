@@ -12,7 +12,7 @@
 #include "meshnn/ops/pcc.hpp"
 #include "meshnn/runtime/app.hpp"
 #include "meshnn/runtime/options.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 
 namespace {
 

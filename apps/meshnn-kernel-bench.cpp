@@ -36,7 +36,7 @@
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/runtime/options.hpp"
-#include "meshnn/runtime/thread_pool.hpp"
+#include "meshnn/core/thread_pool.hpp"
 #include "meshnn/tensor/tensor.hpp"
 
 #ifdef MESHNN_HAVE_OPENBLAS

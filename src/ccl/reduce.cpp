@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "meshnn/kernels/matmul_kernels.hpp"
+#include "meshnn/core/cpu_features.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "vector_combine.hpp"
 
@@ -174,15 +174,15 @@ void Reduction::finish(void* out, int64_t count) const {
 namespace detail {
 
 bool vector_combine_available() {
-  const kernels::Isa isa = kernels::active_isa();
-  return isa == kernels::Isa::AVX512 || isa == kernels::Isa::AVX2;
+  const Isa isa = active_isa();
+  return isa == Isa::AVX512 || isa == Isa::AVX2;
 }
 
 bool combine_vectorized(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t count,
                         ResultStores stores) {
-  switch (kernels::active_isa()) {
-    case kernels::Isa::AVX512: combine_avx512(type, op, a, b, out, count, stores); return true;
-    case kernels::Isa::AVX2: combine_avx2(type, op, a, b, out, count, stores); return true;
+  switch (active_isa()) {
+    case Isa::AVX512: combine_avx512(type, op, a, b, out, count, stores); return true;
+    case Isa::AVX2: combine_avx2(type, op, a, b, out, count, stores); return true;
     default: return false;
   }
 }

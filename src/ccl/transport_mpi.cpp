@@ -5,7 +5,7 @@
 #include "meshnn/ccl/transport.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/mpi_utils.hpp"
-#include "meshnn/runtime/runtime.hpp"
+#include "meshnn/core/process_context.hpp"
 
 namespace meshnn::ccl {
 
@@ -41,7 +41,7 @@ MpiTransport::MpiTransport(MPI_Comm comm, std::function<std::string(int)> namer)
   rank_ = comm_rank(comm);
   size_ = comm_size(comm);
   max_tag_ = tag_ub_of(comm);
-  yields_when_idle_ = !Runtime::exists() || Runtime::instance().binding().shared;
+  yields_when_idle_ = ranks_share_cores();
 }
 
 MpiTransport::~MpiTransport() = default;

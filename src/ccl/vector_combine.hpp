@@ -30,7 +30,7 @@
 
 namespace meshnn::ccl::detail {
 
-// out = a (+) b using the widest instruction set the kernels may use (kernels::active_isa(), so
+// out = a (+) b using the widest instruction set the kernels may use (meshnn::active_isa(), so
 // MESHNN_KERNELS and set_isa_cap() apply). Returns false, writing nothing, when there is none (the
 // portable build): the caller then runs its portable loop. `out` may alias `a` or `b` exactly (an
 // in-place combine: every element is read before it is written) but must not partly overlap either. With streaming stores it ends with a store fence,

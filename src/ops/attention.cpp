@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "meshnn/ops/data_movement.hpp"
-#include "meshnn/runtime/runtime.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/block_float.hpp"
 #include "meshnn/tensor/tile_layout.hpp"

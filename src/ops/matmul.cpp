@@ -14,7 +14,7 @@
 #include "broadcast.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
-#include "meshnn/runtime/runtime.hpp"
+#include "meshnn/core/process_context.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/block_float.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
@@ -306,7 +306,7 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   p.a_rows = a_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
   p.c_rows = c_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.np));
   ThreadPool* pool = options.pool;
-  if (pool == nullptr && Runtime::exists()) pool = &Runtime::instance().pool();
+  if (pool == nullptr) pool = default_worker_pool();
   const int threads = pool ? pool->num_threads() : 1;
   // Waking the workers costs ~10-20 us per phase: below ~2 MFLOP per thread (or 256K A values
   // for the preparation phases) a phase runs on the calling thread alone.

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "meshnn/runtime/runtime.hpp"
+#include "meshnn/core/process_context.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/block_float.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
@@ -13,11 +13,11 @@
 
 namespace meshnn::ops_detail {
 
-int worker_count() { return Runtime::exists() ? Runtime::instance().pool().num_threads() : 1; }
+int worker_count() { return default_worker_count(); }
 
 void run_parallel(int64_t count, FunctionRef<void(int64_t, int64_t, int)> fn) {
-  if (Runtime::exists() && Runtime::instance().pool().num_threads() > 1 && count > 1)
-    Runtime::instance().pool().parallel_for(count, fn);
+  if (ThreadPool* pool = default_worker_pool(); pool != nullptr && pool->num_threads() > 1 && count > 1)
+    pool->parallel_for(count, fn);
   else
     fn(0, count, 0);
 }

@@ -20,10 +20,10 @@ void faces_to_tile(const float* faces, DataType dtype, std::byte* tile);
 // along 16 values of one row, so the other rows of those tiles keep their bits.
 void write_rows(Tensor& t, int64_t matrix, int64_t row0, int64_t rows, const float* values);
 
-// The Runtime's worker threads (1 without a Runtime).
+// The process's default worker threads (core/process_context.hpp; 1 without a pool).
 int worker_count();
 
-// Runs fn over [0, count) on the Runtime's worker threads when there is more than one, else inline.
+// Runs fn over [0, count) on the default worker threads when there is more than one, else inline.
 void run_parallel(int64_t count, FunctionRef<void(int64_t, int64_t, int)> fn);
 
 // Row access lives with the tensor (meshnn/tensor/rows.hpp); the ops name it from here too.
@@ -42,7 +42,7 @@ void write_logical_rows(Tensor& out, const Shape& shape, DataType dtype, const f
 inline constexpr int kScratchSlots = 8;
 float* thread_scratch(int slot, size_t count);
 
-// fn(begin, end, worker) over rows [0, rows) of `width` values: on the Runtime's threads when there
+// fn(begin, end, worker) over rows [0, rows) of `width` values: on the default worker threads when there
 // is enough work to pay for waking them (64 Ki values), else inline.
 void run_rows(int64_t rows, int64_t width, FunctionRef<void(int64_t, int64_t, int)> fn);
 

@@ -1,5 +1,7 @@
 #include "meshnn/runtime/runtime.hpp"
 
+#include "meshnn/core/process_context.hpp"
+
 #include <mpi.h>
 
 #include <cstdio>
@@ -49,6 +51,8 @@ Runtime::Runtime(int& argc, char**& argv) {
   std::vector<int> cpus;
   if (binding_.applied && static_cast<int>(binding_.cpu_ids.size()) == threads) cpus = binding_.cpu_ids;
   pool_ = std::make_unique<ThreadPool>(threads, cpus);
+  set_default_worker_pool(pool_.get());
+  set_ranks_share_cores(binding_.shared);
 
   if (env_flag("MESHNN_SHOW_BINDING", false)) {
     std::fprintf(stderr, "[meshnn rank %d] %s, %d worker thread%s\n", world_rank_, binding_.describe().c_str(),
@@ -58,6 +62,8 @@ Runtime::Runtime(int& argc, char**& argv) {
 }
 
 Runtime::~Runtime() {
+  set_default_worker_pool(nullptr);
+  set_ranks_share_cores(true);
   pool_.reset();
   g_runtime = nullptr;
   int finalized = 0;

@@ -5,7 +5,7 @@
 #include <deque>
 
 #include "meshnn/core/error.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 
 namespace meshnn::serving {
 namespace {

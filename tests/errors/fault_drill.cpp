@@ -13,7 +13,7 @@
 #include "meshnn/ccl/ccl.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/runtime/app.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 
 using namespace meshnn;
 

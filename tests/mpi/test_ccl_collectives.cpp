@@ -12,7 +12,7 @@
 #include "meshnn/ccl/ccl.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/ops/pcc.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 #include "support/test_helpers.hpp"
 

@@ -4,7 +4,7 @@
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/tensor/concat.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 #include "support/test_helpers.hpp"
 
 namespace meshnn {

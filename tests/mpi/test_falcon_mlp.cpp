@@ -9,7 +9,7 @@
 #include "meshnn/models/falcon/synthetic.hpp"
 #include "meshnn/models/falcon/mlp.hpp"
 #include "meshnn/ops/pcc.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 #include "support/test_helpers.hpp"
 
 namespace meshnn::models::falcon {

@@ -10,7 +10,7 @@
 #include "meshnn/core/error.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/io/synthetic_model.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 #include "support/test_helpers.hpp"
 
 namespace meshnn {

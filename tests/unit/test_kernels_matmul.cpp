@@ -26,7 +26,7 @@
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/ops/pcc.hpp"
-#include "meshnn/runtime/thread_pool.hpp"
+#include "meshnn/core/thread_pool.hpp"
 #include "meshnn/tensor/tensor.hpp"
 
 namespace meshnn {

@@ -4,7 +4,7 @@
 #include "meshnn/core/error.hpp"
 #include "meshnn/mesh/mesh_device.hpp"
 #include "meshnn/runtime/runtime.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 #include "meshnn/tensor/mesh_tensor.hpp"
 
 namespace meshnn {

@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "meshnn/runtime/options.hpp"
-#include "meshnn/runtime/thread_pool.hpp"
+#include "meshnn/core/thread_pool.hpp"
 
 namespace meshnn {
 namespace {

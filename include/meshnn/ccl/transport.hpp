@@ -66,7 +66,8 @@ class MpiTransport final : public Transport {
   bool test(int request) override;
   bool test_all(std::span<int> requests) override;
   std::string describe_member(int position) const override;
-  // Only when this node runs more ranks than it has cores (Runtime's binding); true without a Runtime.
+  // Only when this node runs more ranks than it has cores (core/process_context.hpp's
+  // ranks_share_cores(), set from the Runtime's binding); true without a Runtime.
   bool yields_when_idle() const override { return yields_when_idle_; }
 
   // Largest piece one MPI message carries (MPI counts are int).

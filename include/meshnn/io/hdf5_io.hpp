@@ -21,7 +21,7 @@
 #include <variant>
 #include <vector>
 
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 #include "meshnn/tensor/mesh_tensor.hpp"
 
 namespace meshnn::io {

@@ -13,20 +13,18 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "meshnn/core/cpu_features.hpp"
 #include "meshnn/core/types.hpp"
 
 namespace meshnn::kernels {
 
-enum class Isa { PORTABLE = 0, AVX2 = 1, AVX512 = 2 };
-
-const char* to_string(Isa isa);
-Isa best_supported_isa();  // what this CPU (and OS) can run
-// best_supported_isa() capped by MESHNN_KERNELS (read once per process) and
-// by set_isa_cap().
-Isa active_isa();
-// Process-wide cap for tests and benchmarks (overrides MESHNN_KERNELS); reset_isa_cap() undoes it.
-void set_isa_cap(Isa isa);
-void reset_isa_cap();
+// The instruction-set choice lives in core (the collectives' combines make it too).
+using meshnn::active_isa;
+using meshnn::best_supported_isa;
+using meshnn::Isa;
+using meshnn::reset_isa_cap;
+using meshnn::set_isa_cap;
+using meshnn::to_string;
 
 // A matrix of 32x32 tiles as TT-NN stores one [Kp, Np] slice of a TILE tensor: tiles row-major
 // over (tile row, tile column), each tile in face order, `tile_bytes(dtype)` bytes each.

@@ -31,7 +31,7 @@ Tensor typecast(const Tensor& x, DataType dtype);
 // layout (either layout when gate_up and out_dtype are float32 or bfloat16), the gate in columns [0, width) and up in [half_width, half_width + width), half_width a
 // multiple of 32 so each half is whole tiles. Returns silu(gate) * up (silu as apply_activation computes it),
 // [..., M, width] in out_dtype, TILE (padding 0); computed in float32 for the M valid rows only, on
-// the Runtime's threads. Throws meshnn::Error when the
+// the default worker threads. Throws meshnn::Error when the
 // widths do not fit or half_width is not a multiple of 32.
 Tensor swiglu(const Tensor& gate_up, int64_t half_width, int64_t width, DataType out_dtype);
 // The same into `output` (storage kept when large enough; float32 and bfloat16 outputs are written

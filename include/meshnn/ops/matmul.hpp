@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "meshnn/core/types.hpp"
-#include "meshnn/runtime/thread_pool.hpp"
+#include "meshnn/core/thread_pool.hpp"
 #include "meshnn/tensor/tensor.hpp"
 
 namespace meshnn {
@@ -21,7 +21,8 @@ enum class Activation { NONE, GELU, GELU_TANH, SILU, RELU };
 
 struct MatmulOptions {
   std::optional<DataType> output_dtype;  // float32, bfloat16, bfloat8_b or bfloat4_b; default a's dtype
-  // Worker threads; nullptr: the Runtime's pool if a Runtime exists, else the calling thread only.
+  // Worker threads; nullptr: the process's default pool (core/process_context.hpp: the Runtime's),
+  // else the calling thread only.
   // ThreadPool::parallel_for is not reentrant: do not call ops from inside a task of that pool.
   ThreadPool* pool = nullptr;
   bool force_portable = false;  // run the portable kernels whatever the CPU (tests, comparisons)

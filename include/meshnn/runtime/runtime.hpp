@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "meshnn/runtime/thread_pool.hpp"
+#include "meshnn/core/thread_pool.hpp"
 
 namespace meshnn {
 

@@ -10,7 +10,7 @@
 #include "meshnn/io/synthetic_model.hpp"
 #include "meshnn/models/falcon/synthetic.hpp"
 #include "meshnn/ops/eltwise.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 
 namespace meshnn::models::falcon {
 namespace {

@@ -17,7 +17,7 @@
 #include "meshnn/ops/pcc.hpp"
 #include "meshnn/runtime/memory.hpp"
 #include "meshnn/runtime/runtime.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 
 namespace meshnn::models::falcon {
 namespace {

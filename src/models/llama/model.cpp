@@ -15,7 +15,7 @@
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/ops/normalization.hpp"
 #include "meshnn/tensor/concat.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 #include "meshnn/tensor/rows.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 

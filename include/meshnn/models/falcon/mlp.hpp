@@ -21,7 +21,7 @@
 #include "meshnn/ccl/ccl.hpp"
 #include "meshnn/models/parallel.hpp"
 #include "meshnn/ops/matmul.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 #include "meshnn/tensor/mesh_tensor.hpp"
 
 namespace meshnn::models::falcon {

@@ -1,4 +1,4 @@
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "meshnn/runtime/thread_pool.hpp"
+#include "meshnn/core/thread_pool.hpp"
 
 #include <pthread.h>
 #include <sched.h>
