@@ -54,17 +54,14 @@ bool huge_pages_available();
 
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
-// memcpy for buffers that do not overlap, faster for large ones. Measured on AMD Zen 5 (both cores
-// copying at once), where glibc 2.36 copies anything above the L2 size (1 MiB) with a vector loop:
-// - Up to kLargeCopyBytes it copies in kCopyPieceBytes pieces, each a memcpy that glibc serves
-//   with `rep movsb` (below the L2 size). 2-8 MiB at 42-53 GB/s, against 38-52 for one memcpy;
-//   one `rep movsb` streams from about 4 MiB up and took 35-41 at 4-8 MiB. This is also how Open
-//   MPI copies (128 KiB pieces); a two-rank all_gather whose local copy was one memcpy lost 5-10%
-//   to MPI_Allgather at 2-16 MiB, and drew level with pieces.
-// - From kLargeCopyBytes up, on CPUs that advertise fast string moves (ERMS), one `rep movsb`:
-//   32 MiB at 27-30 GB/s against 21-26 in pieces and 19-22 for memcpy; 128 MiB at 17-27 against
-//   14-23 and 14-21.
-// MESHNN_PLAIN_MEMCPY=1 turns both off (one memcpy, for comparisons).
+// memcpy for buffers that do not overlap, faster for large ones:
+// - Up to kLargeCopyBytes it copies in kCopyPieceBytes pieces, each a memcpy small enough (below
+//   the L2 size) for glibc to serve with `rep movsb`, which beats glibc's vector loop for large
+//   copies; Open MPI copies the same way.
+// - From kLargeCopyBytes up, on CPUs that advertise fast string moves (ERMS), one `rep movsb`,
+//   which streams and is faster still at those sizes.
+// MESHNN_PLAIN_MEMCPY=1 turns both off (one memcpy, for comparisons). Figures:
+// docs/design-measurements.md §1.
 void copy_bytes(void* dst, const void* src, size_t bytes);
 
 inline constexpr size_t kCopyPieceBytes = size_t{256} << 10;
