@@ -187,7 +187,7 @@ void gemv_t(const float* a, const TileMatrix& b, int64_t nt_begin, int64_t nt_en
   constexpr size_t kFaceCodeBytes = D == DataType::BFLOAT8_B ? 256 : 128;
   // Four tile rows at a time: four forward streams keep more DRAM pages open than one. No
   // software prefetch: the hardware prefetcher keeps up with this decode rate, and the prefetch
-  // instructions themselves cost about a third of the throughput (measured on Zen, 4544x18176).
+  // instructions themselves cost about a third of the throughput (docs/design-measurements.md §13).
   constexpr int64_t kRowsInFlight = 4;
   const float* scale_table = block_float_scale_table(D);
   const size_t bytes = tile_bytes(D);

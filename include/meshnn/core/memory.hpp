@@ -17,9 +17,10 @@ namespace meshnn {
 // slabs that are only partly in use, and one empty slab kept per size class.
 // Why: Open MPI moves messages between ranks of one node with process_vm_readv, where the kernel
 // pins the sender's pages one by one; from 4 KiB pages a 1 MiB message took about three times as
-// long (src/core/block_pool.cpp). (The matmul kernels measured the same either way.) The common
-// alignment also puts every large buffer at the same offset within a page, and copies need that: a
-// 4 MiB MPI_Allgather ran 4x slower between a buffer on a page boundary and one 16 bytes into a page.
+// long (docs/design-measurements.md §7). (The matmul kernels measured the same either way.) The
+// common alignment also puts every large buffer at the same offset within a page, and copies need
+// that: a single-copy transfer between buffers at different page offsets ran 4x slower
+// (docs/design-measurements.md §9).
 // Without huge pages, buffers of kHugePageBytes or more still start on a 2 MiB boundary.
 // Contents are unspecified (a released buffer may come back).
 std::byte* allocate_buffer(size_t bytes);
