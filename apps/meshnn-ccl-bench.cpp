@@ -95,9 +95,9 @@ Tensor make_tensor(const std::vector<float>& v, DataType dtype) {
 }
 
 // MPI's buffers come from the allocator of our tensors, so both sides of a comparison get the same
-// page size and alignment. It matters: Open MPI's single-copy transfer (process_vm_readv) of a
-// 4 MiB all_gather took 1.6 ms instead of 0.4 ms when the send buffer started on a page boundary
-// and the receive buffer 16 bytes into a page.
+// page size and alignment. It matters: Open MPI's single-copy transfer (process_vm_readv) is
+// several times slower when the two buffers sit differently in their pages
+// (docs/design-measurements.md §9).
 template <class T>
 class MpiBuffer {
  public:
@@ -128,8 +128,8 @@ int64_t count_wrong(const Tensor& ours, const MpiBuffer<float>& mpi) {
 }
 
 // MPI's reduce_scatter and all_reduce take a temporary buffer from malloc on every call. glibc
-// maps large ones fresh each time (4 KiB page faults, about 12 us each on this VM: MPI's 32 MiB
-// all_reduce took 100 ms) unless a free happened to raise its mmap threshold first, so MPI's time
+// maps large ones fresh each time (4 KiB page faults; docs/design-measurements.md §9) unless a
+// free happened to raise its mmap threshold first, so MPI's time
 // would depend on the malloc history of the process. "reuse" gives MPI its best case at every
 // size: heap only, never trimmed, so a temporary's pages stay faulted in from call to call.
 // meshnn's own large buffers are mappings of their own where huge pages are on (allocate_buffer),

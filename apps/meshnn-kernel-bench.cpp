@@ -226,7 +226,8 @@ void openblas_run(const BenchShape& s, const std::vector<float>& a, const std::v
 // Best time of each function, all run in alternation (one warm-up each, then rounds until every
 // one has had min_time): on a shared machine they all see the same quiet and busy moments. The
 // ratios the benchmark reports (ours against OpenBLAS, 2 threads against 1) compare rows measured
-// side by side; measured a few seconds apart, OpenBLAS's own time changed by 4-23% here.
+// side by side, since one function's own time drifts by more than the differences it is compared
+// on over a few seconds (docs/design-measurements.md §15).
 std::vector<double> best_times_alternating(const std::vector<std::function<void()>>& fns, double min_time) {
   for (const auto& fn : fns) fn();
   std::vector<double> best(fns.size(), 1e30);

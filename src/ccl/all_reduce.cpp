@@ -14,9 +14,8 @@ namespace {
 // Direct on two members: the peer's whole buffer arrives straight in `out`, and each half is then
 // combined in place, in the ring's order (slice j: x[j+1] (+) x[j]), so the bits are those of
 // every other schedule. No staging buffer: the working set is two buffers instead of three, and
-// the CMA copy leaves the peer's data in the lines the combine writes next. Two ranks on the Zen 5
-// VM, against the staged exchange (pipelined in 1 MiB chunks above 1 MiB): 1 MiB 42 us instead of
-// 53-55, 4 MiB 175-184 instead of 230-290, 8 MiB 458-474 instead of 647-750.
+// the CMA copy leaves the peer's data in the lines the combine writes next, which cut 1-8 MiB
+// all_reduces by a fifth to a third against the staged exchange (docs/design-measurements.md §4).
 void all_reduce_pair_in_place(Transport& t, int tag_base, std::string_view name, double watchdog, const std::byte* src,
                               std::byte* dst, int64_t count, const Reduction& red) {
   using namespace detail;

@@ -72,8 +72,9 @@ double watchdog_seconds_for(const CclOptions& options);
 // A message of more than kPieceBytes and at most kMaxPieces * kPieceBytes goes out as pieces of
 // kPieceBytes (both sides cut it the same way; MPI keeps messages of one tag in order). Open MPI's
 // shared-memory transport sends up to 4 KiB, header included, at once; a larger message waits for
-// a rendezvous round trip (about 2.5 us here, more than a whole small collective). Above 8 KiB one
-// rendezvous costs less than many pieces, so larger messages stay whole.
+// a rendezvous round trip, which costs more than a whole small collective. Above 8 KiB one
+// rendezvous costs less than many pieces, so larger messages stay whole (figures:
+// docs/design-measurements.md §6).
 class DirectExchange {
  public:
   static constexpr int kMaxMembers = 17;

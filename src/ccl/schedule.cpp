@@ -40,9 +40,8 @@ constexpr size_t kDirectReduceScatterBytes = 512 << 10;  // per member input (TT
 constexpr size_t kDirectAllReduceBytes = 64 << 10;
 // Two members: the direct exchange writes our output only, which no peer reads, while the ring's
 // all_gather phase has the peer read the slice we just reduced, and our next call must take those
-// lines back. Four interleaved runs on 2 ranks (float32, in-place direct exchange; ratio = MPI's
-// time / ours): 1-4 MiB direct 1.11-2.05 against the ring's 1.14-1.78; 8 MiB 1.27-1.61 against
-// 1.01-1.34; 16 MiB 1.29-1.56 against 1.50-1.70; 32 MiB 1.25-1.39 against 1.67-1.80.
+// lines back. Up to 8 MiB that makes direct the faster; above, the ring wins
+// (docs/design-measurements.md §4).
 constexpr size_t kDirectAllReducePairBytes = 8 << 20;
 // Pipelined messages: big enough to amortise per-message cost, small enough that a received
 // partial is still in L2 when it is reduced.
@@ -71,9 +70,8 @@ Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, c
   s.chunk_bytes = options.chunk_bytes ? options.chunk_bytes : kDefaultChunkBytes;
   s.chunk_bytes = std::max<size_t>(64, s.chunk_bytes / 64 * 64);
   // Direct all_gather and all_reduce on two members send the whole buffer as one message unless
-  // told otherwise: with one hop, chunks pipeline nothing and each costs a rendezvous (all_gather
-  // measured 5-10% faster than in 1 MiB chunks at 2-16 MiB), and all_reduce then combines in place
-  // (src/ccl/all_reduce.cpp).
+  // told otherwise: with one hop, chunks pipeline nothing and each costs a rendezvous
+  // (docs/design-measurements.md §5), and all_reduce then combines in place (src/ccl/all_reduce.cpp).
   if (n == 2 && s.algorithm == Algorithm::Direct && c != Collective::ReduceScatter && !options.chunk_bytes)
     s.chunk_bytes = std::clamp((bytes + 63) / 64 * 64, s.chunk_bytes, kMaxMessageBytes);
   return s;

@@ -1,24 +1,16 @@
 // Internal: out[i] = a[i] (+) b[i] with the widest vector instructions the CPU offers, its results
 // written either with ordinary stores or with non-temporal ("streaming") ones.
 //
-// Why vectors: Reduction's portable loops are built for baseline x86-64 (SSE2). On 2 ranks of the
-// Zen 5 VM a profile of a 4 MiB all_reduce put them at 17% of the run against 8.5% for Open MPI's
-// AVX reduction, which combined as many bytes.
+// Why vectors: Reduction's portable loops are built for baseline x86-64 (SSE2) and took twice the
+// share of an all_reduce profile that Open MPI's AVX reduction of the same bytes did.
 //
 // Why streaming stores are an option: Open MPI's shared-memory transport copies a large message
 // on the receiver's core (process_vm_readv), so after one all_reduce the peers hold our reduced
 // slice in their caches, and the next all_reduce overwrites it. With ordinary stores every line
 // is first fetched and the peers' copies invalidated; streaming stores invalidate without
-// fetching. How much that costs varies over time on the VM (perhaps with where the hypervisor puts
-// the two cores). Two-rank ring all_reduce of 4 MiB, buffers in huge pages, in two spells:
-//
-//   | spell  | ordinary stores | streaming stores | MPI_Allreduce (ordinary stores too) |
-//   |--------|-----------------|------------------|-------------------------------------|
-//   | first  | 235-241 us      | 295-301 us       | 226-240 us                          |
-//   | second | 443-445 us      | 257-264 us       | 337-350 us                          |
-//
-// all_reduce streams its reduced slice, which loses a little in the first state and gains much in
-// the second; everything else keeps its results in cache for whoever reads them next.
+// fetching. all_reduce streams its reduced slice, which loses a little when that cost is low and
+// gains much when it is high; everything else keeps its results in cache for whoever reads them
+// next. Figures: docs/design-measurements.md §3.
 //
 // The element arithmetic is bit for bit that of Reduction's portable loops (same operand order,
 // NaN kept as there), which the unit tests check for every type, op, store kind and instruction set.

@@ -2,16 +2,8 @@
 //
 // Why a pool: Open MPI moves a message between ranks of one node with process_vm_readv, and there
 // the kernel pins the sender's pages one at a time. From 4 KiB pages that costs more than the copy
-// itself. Exchanges of S bytes between 2 ranks (Irecv, Send, Wait) on the Zen 5 VM:
-//
-//   | S       | sender in 4 KiB pages | sender in huge pages |
-//   |---------|-----------------------|----------------------|
-//   | 16 KiB  | 2.7-3.0 us            | 2.0 us               |
-//   | 64 KiB  | 5.7-6.3 us            | 2.8-2.9 us           |
-//   | 256 KiB | 18.9-25.3 us          | 5.6-8.2 us           |
-//   | 1 MiB   | 73.6-76.2 us          | 22.4-27.1 us         |
-//
-// The receiver's pages made no difference. malloc serves these sizes from 4 KiB pages (its heap,
+// itself, about three times the time of the same exchange from huge pages (figures:
+// docs/design-measurements.md §7). The receiver's pages made no difference. malloc serves these sizes from 4 KiB pages (its heap,
 // or mappings of its own that are not huge-page aligned), so every collective on a tensor of this
 // size took the slow path, and so does every message that the collectives send from a staging
 // buffer of this size.

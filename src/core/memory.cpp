@@ -24,19 +24,15 @@ namespace {
 
 // Large buffers are mapped from the kernel directly instead of taken from malloc. glibc raises its
 // mmap threshold (up to 32 MiB) each time a mapped chunk is freed; after that, large requests come
-// from the heap, whose pages were faulted in as 4 KiB pages and stay so whatever madvise says.
-// Four interleaved A/B runs of meshnn-ccl-bench on 2 ranks (Zen 5), all_reduce after the
-// 16 MiB all_gather and reduce_scatter rows: 4 MiB 397-485 us through malloc against 322-450 us
-// in own mappings, 8 MiB 765-1195 us against 700-999 us; MPI's time the same either way. (Fixing
-// the threshold with mallopt instead would also reach MPI's own per-call temporaries.)
+// from the heap, whose pages were faulted in as 4 KiB pages and stay so whatever madvise says;
+// meshnn's collectives were slower for it (docs/design-measurements.md §8). (Fixing the threshold
+// with mallopt instead would also reach MPI's own per-call temporaries.)
 //
 // Released own mappings are kept for the next allocation of about their size (a few, bounded
 // below), pages faulted in and huge pages intact. Why: a decode step allocates the same outputs
 // every token, and a fresh mapping costs its page faults (the kernel zeroing each huge page) on
-// first touch and a TLB shootdown of every core running the process on unmap. One-row matmul
-// over 4544x18176 weights (a 2.3 MiB output) with two threads: 45.6 (bfloat8_b) and 54.8
-// (bfloat4_b) GFLOP/s with a fresh mapping per call, against 68.7 and 80.5 for two independent
-// 1-thread matmuls on halves of N whose outputs malloc reused.
+// first touch and a TLB shootdown of every core running the process on unmap; a decode-sized
+// matmul lost about a third of its speed to it (docs/design-measurements.md §8).
 constexpr size_t kMaxSpareMappings = 8;
 constexpr size_t kSmallPageBytes = size_t{4} << 10;
 thread_local bool t_compact = false;  // a CompactBuffersScope is alive on this thread

@@ -2,8 +2,8 @@
 // with -mavx2 -mfma; runs only after the dispatcher checked the CPU (see matmul_avx2.cpp).
 //
 // Why a separate kernel: at M = 1 every weight element is used once, so the cost is the decode,
-// and the generic small-M loop (matmul_avx2.cpp) reached about 13 GFLOP/s on a Zen core, a third
-// of what memory delivers. What this one does differently, each measured on 1x4544x18176:
+// and the generic small-M loop (matmul_avx2.cpp) reached a third of what memory delivers. What
+// this one does differently, each measured on 1x4544x18176:
 //  * Codes are widened without shuffles: a 32-byte load is eight dwords; byte m of every dword,
 //    shifted to the top and the bytes below masked off, is a sign-correct int32 equal to the
 //    byte times 2^24 (the 2^24 goes into the factors). The price is a column permutation
@@ -14,7 +14,7 @@
 //    (narrow stores, then wide loads) defeated store forwarding and cost more than the decode.
 //  * No software prefetch: the hardware prefetcher keeps up at this rate, and the prefetch
 //    instructions cost about a third of the throughput.
-// Together about 2x (26 GFLOP/s, bfloat8_b at 14 GB/s of weights).
+// Together about twice the generic loop's speed (figures: docs/design-measurements.md §13).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -187,7 +187,7 @@ void gemv_t(const float* a, const TileMatrix& b, int64_t nt_begin, int64_t nt_en
   constexpr size_t kFaceCodeBytes = D == DataType::BFLOAT8_B ? 256 : 128;
   // Four tile rows at a time: four forward streams keep more DRAM pages open than one. No
   // software prefetch: the hardware prefetcher keeps up with this decode rate, and the prefetch
-  // instructions themselves cost about a third of the throughput (measured on Zen, 4544x18176).
+  // instructions themselves cost about a third of the throughput (docs/design-measurements.md §13).
   constexpr int64_t kRowsInFlight = 4;
   const float* scale_table = block_float_scale_table(D);
   const size_t bytes = tile_bytes(D);

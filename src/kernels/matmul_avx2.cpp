@@ -124,9 +124,8 @@ void kernel_mr_x32(int64_t kc, const float* a, const float* b, float* c, int64_t
 
 // C[i][16 columns of face f] += A[i][the face's 16 k] * B's face f, for i < M. The accumulators
 // are named registers, never an indexed array: GCC keeps an array indexed by a loop variable that
-// is not fully unrolled on the stack, and the FMA chains then run through store forwarding (moving
-// them to registers took M = 1, bfloat8_b from 13.5 to 17 GFLOP/s on a Zen core). kSets
-// interleaved sets per row cover the FMA latency.
+// is not fully unrolled on the stack, and the FMA chains then run through store forwarding
+// (docs/design-measurements.md §13). kSets interleaved sets per row cover the FMA latency.
 template <int M, DataType D>
 inline void accumulate_face(const std::byte* tile, int f, const float* ak, int64_t lda, const float* scales, float* c,
                             int64_t ldc) {

@@ -105,8 +105,7 @@ inline __m512 fold_row_pair(__m512 even, __m512 odd) {
 // nibble m to lane 2m and nibble 8 + m to lane 2m + 1 (the low and high dword of each 64-bit
 // lane), where vpermps reads only the low 4 bits as its table index. Per 16 codes that is one
 // shuffle (the permute) instead of the two of a widening; one permute per face restores column
-// order. On Zen 5 (1x8192x3584, weights in L3) this took M = 1 from 54 to 59-70 GFLOP/s; the
-// two-row layout of bfp4_row_pair with a broadcast coefficient pair stays for M >= 2, where one
+// order, which made M = 1 faster (docs/design-measurements.md §14); the two-row layout of bfp4_row_pair with a broadcast coefficient pair stays for M >= 2, where one
 // decode feeds M FMAs.
 inline void bfp4_face_one_row(const uint8_t* codes, const float* coef, __m512& out) {
   const __m512 lut = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 0, -1, -2, -3, -4, -5, -6, -7);
@@ -131,13 +130,11 @@ inline __m512 bfp8_row(const uint8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v));
 }
 
-// How far ahead of the tile being decoded the weights are prefetched (measured on a Sapphire
-// Rapids core streaming from DRAM: 2-4 KiB ahead is best; the hardware prefetcher alone reaches
-// ~60% of the bandwidth this gets).
+// How far ahead of the tile being decoded the weights are prefetched: the hardware prefetcher
+// alone leaves bandwidth unused, and 2-4 KiB ahead was best (docs/design-measurements.md §14).
 constexpr size_t kPrefetchBytes = 2048;
 // Tile rows streamed at once by the small-M kernel: one forward stream per tile row, and several
-// streams keep more of the memory system busy than one (measured: bfloat8_b M = 1 from DRAM goes
-// from ~10 to ~13.5 GB/s with 4).
+// streams keep more of the memory system busy than one (docs/design-measurements.md §14).
 constexpr int64_t kRowsInFlight = 4;
 
 // C[M][32] += A[M][32 values of this tile's k range] * one decoded tile. Faces in memory order (a

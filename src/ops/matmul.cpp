@@ -308,8 +308,9 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   ThreadPool* pool = options.pool;
   if (pool == nullptr) pool = default_worker_pool();
   const int threads = pool ? pool->num_threads() : 1;
-  // Waking the workers costs ~10-20 us per phase: below ~2 MFLOP per thread (or 256K A values
-  // for the preparation phases) a phase runs on the calling thread alone.
+  // Waking the workers costs more than a small phase gains: below ~2 MFLOP per thread (or 256K A
+  // values for the preparation phases) a phase runs on the calling thread alone
+  // (docs/design-measurements.md §12).
   const double flops = 2.0 * static_cast<double>(batches) * m * k * n;
   auto run = [&](int64_t count, double work_size, FunctionRef<void(int64_t, int64_t, int)> fn) {
     if (pool != nullptr && threads > 1 && count > 1 && work_size >= threads * kMinParallelWork)

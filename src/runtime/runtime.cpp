@@ -28,8 +28,8 @@ bool env_flag(const char* name, bool fallback) {
 Runtime::Runtime(int& argc, char**& argv) {
   if (g_runtime != nullptr) fatal("meshnn::Runtime created twice in one process");
   // FUNNELED: only the main thread calls MPI (collectives and their watchdog poll there; worker
-  // threads never do). MULTIPLE would put a lock around every MPI call, which measured 0.25 ->
-  // 0.41 us for an 8-byte exchange between two ranks with Open MPI 4.1.
+  // threads never do). MULTIPLE would put a lock around every MPI call, adding about 60% to
+  // a small exchange (docs/design-measurements.md §11).
   MESHNN_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &thread_level_));
   // Errors come back as codes and go through meshnn::fatal, which names the rank and coordinate.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

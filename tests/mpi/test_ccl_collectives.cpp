@@ -1,6 +1,6 @@
 // all_gather / reduce_scatter / all_reduce on mesh tensors under MPI: a CI-sized selection of
-// ccl-cases.md in every dtype and both layouts, on every mesh shape of this rank count and every
-// cluster_axis. Verdicts are combined over ranks before any assertion.
+// docs/spec/collective-cases.md (§4 lists it) in every dtype and both layouts, on every mesh shape
+// of this rank count and every cluster_axis. Verdicts are combined over ranks before any assertion.
 #include <gtest/gtest.h>
 #include <mpi.h>
 

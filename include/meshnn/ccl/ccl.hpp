@@ -6,7 +6,7 @@
 // `dim` is a tensor dim (negative counts from the end). Every dtype (float32, bfloat16, bfloat8_b,
 // bfloat4_b, int32, uint32) and both layouts.
 //
-// Placements (semantics.md §2-3), on the group's axes (both axes when there is no cluster_axis):
+// Placements (docs/spec/semantics.md §2-3), on the group's axes (both axes when there is no cluster_axis):
 //  all_gather      input Shard(dim) (or Replicate: then N copies are concatenated and the global
 //                  shape grows) -> Replicate. Local shape[dim] becomes N times larger.
 //  reduce_scatter  input Partial(op) or Replicate (each device contributes its own tensor) ->

@@ -18,7 +18,7 @@
 
 namespace meshnn::ccl {
 
-// Which schedule runs (semantics.md §3):
+// Which schedule runs (docs/spec/semantics.md §3.3):
 //  Ring              unidirectional ring; all_gather relays each block N-1 hops; reduce_scatter
 //                    forwards partials N-1 hops, member j's slice is complete after the last.
 //  BidirectionalRing both ring directions at once. all_gather: each block goes some hops forward
@@ -34,7 +34,7 @@ enum class Algorithm { Auto, Ring, BidirectionalRing, Line, Direct };
 std::string_view to_string(Algorithm a);  // "auto", "ring", "bidirectional_ring", "line", "direct"
 Algorithm parse_algorithm(std::string_view name);  // throws meshnn::Error listing the choices
 
-// How a bidirectional ring all_gather splits a block's N-1 hops (semantics.md §3):
+// How a bidirectional ring all_gather splits a block's N-1 hops (docs/spec/semantics.md §3.3):
 //  SplitFarthest  ceil/floor halves; on an even ring the farthest member gets the first half of the
 //                 block forward and the second half backward, so both directions carry (N-1)/2.
 //  ParitySwap     ceil((N-1)/2) forward and the rest backward, swapped on even positions (TT-NN's

@@ -2,7 +2,8 @@
 //  - meshnn::Error is thrown by validation that runs *before* any communication and depends only
 //    on values every rank shares, so every rank throws the same message at the same point and the
 //    mesh stays usable.
-//  - Rank-local failures (a file, a NaN) are agreed on first (see core/agreement.hpp), then thrown.
+//  - Rank-local failures (a file, a NaN) are agreed on first (agree_on_failure in
+//    core/mpi_utils.hpp), then thrown.
 //  - What cannot be made symmetric goes through meshnn::fatal(), which aborts the whole job.
 #pragma once
 

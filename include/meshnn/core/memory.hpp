@@ -17,9 +17,10 @@ namespace meshnn {
 // slabs that are only partly in use, and one empty slab kept per size class.
 // Why: Open MPI moves messages between ranks of one node with process_vm_readv, where the kernel
 // pins the sender's pages one by one; from 4 KiB pages a 1 MiB message took about three times as
-// long (src/core/block_pool.cpp). (The matmul kernels measured the same either way.) The common
-// alignment also puts every large buffer at the same offset within a page, and copies need that: a
-// 4 MiB MPI_Allgather ran 4x slower between a buffer on a page boundary and one 16 bytes into a page.
+// long (docs/design-measurements.md §7). (The matmul kernels measured the same either way.) The
+// common alignment also puts every large buffer at the same offset within a page, and copies need
+// that: a single-copy transfer between buffers at different page offsets ran 4x slower
+// (docs/design-measurements.md §9).
 // Without huge pages, buffers of kHugePageBytes or more still start on a 2 MiB boundary.
 // Contents are unspecified (a released buffer may come back).
 std::byte* allocate_buffer(size_t bytes);
@@ -54,17 +55,14 @@ bool huge_pages_available();
 
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
-// memcpy for buffers that do not overlap, faster for large ones. Measured on AMD Zen 5 (both cores
-// copying at once), where glibc 2.36 copies anything above the L2 size (1 MiB) with a vector loop:
-// - Up to kLargeCopyBytes it copies in kCopyPieceBytes pieces, each a memcpy that glibc serves
-//   with `rep movsb` (below the L2 size). 2-8 MiB at 42-53 GB/s, against 38-52 for one memcpy;
-//   one `rep movsb` streams from about 4 MiB up and took 35-41 at 4-8 MiB. This is also how Open
-//   MPI copies (128 KiB pieces); a two-rank all_gather whose local copy was one memcpy lost 5-10%
-//   to MPI_Allgather at 2-16 MiB, and drew level with pieces.
-// - From kLargeCopyBytes up, on CPUs that advertise fast string moves (ERMS), one `rep movsb`:
-//   32 MiB at 27-30 GB/s against 21-26 in pieces and 19-22 for memcpy; 128 MiB at 17-27 against
-//   14-23 and 14-21.
-// MESHNN_PLAIN_MEMCPY=1 turns both off (one memcpy, for comparisons).
+// memcpy for buffers that do not overlap, faster for large ones:
+// - Up to kLargeCopyBytes it copies in kCopyPieceBytes pieces, each a memcpy small enough (below
+//   the L2 size) for glibc to serve with `rep movsb`, which beats glibc's vector loop for large
+//   copies; Open MPI copies the same way.
+// - From kLargeCopyBytes up, on CPUs that advertise fast string moves (ERMS), one `rep movsb`,
+//   which streams and is faster still at those sizes.
+// MESHNN_PLAIN_MEMCPY=1 turns both off (one memcpy, for comparisons). Figures:
+// docs/design-measurements.md §1.
 void copy_bytes(void* dst, const void* src, size_t bytes);
 
 inline constexpr size_t kCopyPieceBytes = size_t{256} << 10;

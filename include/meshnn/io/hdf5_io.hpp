@@ -1,4 +1,4 @@
-// Weights and activations in HDF5, read shard by shard (layout: README "Weight files").
+// Weights and activations in HDF5, read shard by shard (layout: docs/spec/hdf5.md).
 //
 // Every rank opens the file read-only and reads only the part of a dataset its shard needs (plus
 // tile padding), converting on the fly to the dtype and layout the run asks for. A PyTorch Linear

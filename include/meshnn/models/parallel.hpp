@@ -1,4 +1,4 @@
-// What every model job shares: the parallel modes of TT-NN's LLM guide (semantics.md §5) and the
+// What every model job shares: the parallel modes of TT-NN's LLM guide (docs/spec/semantics.md §5) and the
 // per-rank phase times the jobs report.
 //
 //   dp      every device a full replica; the batch (the users) split over the devices.

@@ -1,7 +1,7 @@
 // Reshape / permute / multi-dim slice on one rank's tensors (dtype and layout kept). Single-dim
 // slice, concat and pad live in meshnn/tensor/concat.hpp.
 // Block-float tensors are re-quantised after moving: values are unchanged unless elements that
-// shared a 16-value block end up in different blocks (formats.md "Consequences").
+// shared a 16-value block end up in different blocks (docs/spec/formats.md §5).
 #pragma once
 
 #include <span>

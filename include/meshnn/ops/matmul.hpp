@@ -1,4 +1,4 @@
-// matmul / linear on one rank's TILE tensors (semantics.md §4), float32 accumulation.
+// matmul / linear on one rank's TILE tensors (docs/spec/semantics.md §4), float32 accumulation.
 //
 // dtypes: activations (a, x) float32 or bfloat16; weights (b, w) float32, bfloat16, bfloat8_b or
 // bfloat4_b, kept in their stored format (decoded tile by tile inside the kernel); output dtype

@@ -1,4 +1,4 @@
-// Normalisations and softmax over the last dim of one rank's tensors (semantics.md §4).
+// Normalisations and softmax over the last dim of one rank's tensors (docs/spec/semantics.md §4).
 // Statistics are accumulated in float64; outputs keep x's dtype and layout.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Pearson correlation coefficient with TT-NN's exact conventions (semantics.md §4), the accuracy
+// Pearson correlation coefficient with TT-NN's exact conventions (docs/spec/semantics.md §4), the accuracy
 // measure every meshnn test and app reports.
 #pragma once
 

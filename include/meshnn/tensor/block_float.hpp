@@ -1,4 +1,4 @@
-// bfloat8_b and bfloat4_b: TT-NN's block floating point, bit for bit (formats.md).
+// bfloat8_b and bfloat4_b: TT-NN's block floating point, bit for bit (docs/spec/formats.md §4).
 //
 // One tile = 64 shared exponents (one per 16-element face row, faces 0..3 in order) followed by
 // the sign+magnitude codes in face order: 1 byte each for bfloat8_b (1088 bytes a tile), two per

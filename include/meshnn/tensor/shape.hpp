@@ -40,8 +40,9 @@ class Shape {
   bool operator==(const Shape&) const = default;  // dims past the rank are always 0
 
  private:
-  // Inline rather than a heap vector: shapes are copied by every op and collective call, and each
-  // copy was an allocation (about 20 ns; a small collective takes 500).
+  // Inline rather than a heap vector: shapes are copied by every op and collective call, and a
+  // heap allocation per copy is a measurable share of a small collective
+  // (docs/design-measurements.md §10).
   std::array<int64_t, kMaxRank> dims_{};
   int rank_ = 0;
 };

@@ -26,9 +26,8 @@ class Tensor {
   Tensor(Shape shape, DataType dtype, Layout layout);
   // As above, but the storage is left as allocated (not zeroed): only for a producer that then
   // writes every byte itself, tile padding included. Why: zeroing is a serial pass over the whole
-  // output, with its page faults, before the producer's threads start. A one-row matmul over
-  // 4544x18176 bfloat4_b weights (a 2.3 MiB output, 31 of 32 rows padding) went from 36-38 to
-  // 48 GFLOP/s on one thread without it.
+  // output, with its page faults, before the producer's threads start (figures:
+  // docs/design-measurements.md §2).
   static Tensor uninitialized(Shape shape, DataType dtype, Layout layout);
 
   // Makes this tensor `shape`, `dtype`, `layout`, keeping its storage when that is large enough

@@ -1,4 +1,4 @@
-// TT-NN's TILE layout: 32x32 tiles of four 16x16 faces (formats.md "TILE").
+// TT-NN's TILE layout: 32x32 tiles of four 16x16 faces (docs/spec/formats.md §2).
 //
 // A tensor [..., H, W] in TILE layout is padded to [..., Hp, Wp] (multiples of 32) and stored as a
 // row-major sequence of tiles over (leading dims, tile-row, tile-column); inside a tile, face 0

@@ -1,5 +1,5 @@
 // The Falcon-7B MLP (dense_h_to_4h -> exact GELU -> dense_4h_to_h, no bias) on a mesh, in the
-// parallel patterns of TT-NN's LLM guide (semantics.md §5):
+// parallel patterns of TT-NN's LLM guide (docs/spec/semantics.md §5):
 //
 //   dp      x Shard(batch) over all devices, weights replicated; no communication.
 //   tp      FF1 column-parallel (W1 Shard(N)), GELU local, FF2 row-parallel (W2 Shard(K)) giving

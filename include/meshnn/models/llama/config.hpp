@@ -29,7 +29,7 @@ struct LlamaConfig {
   void validate(const std::string& source) const;
 };
 
-// Reads the root attributes (hdf5.md: Hugging Face config.json names). model_type must be "llama"
+// Reads the root attributes (docs/spec/hdf5.md §3: Hugging Face config.json names). model_type must be "llama"
 // or "mistral"; num_key_value_heads defaults to num_attention_heads, head_dim to hidden/heads,
 // rms_norm_eps to 1e-6... as Hugging Face's LlamaConfig defaults them. Throws meshnn::Error.
 LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::string& file);

@@ -27,7 +27,7 @@ struct LlmJobConfig {
   std::string weights;               // empty: a generated model of `preset`, made once and reused
   std::string preset = "tinyllama";
   int64_t layers = 0;                // generated model: num_hidden_layers override (0 = the preset's)
-  std::string tokens;                // prompts file (hdf5.md); empty: `batch` generated prompts
+  std::string tokens;                // prompts file (docs/spec/hdf5.md §4); empty: `batch` generated prompts
   int64_t batch = 1, prompt_len = 128;
   int64_t max_new_tokens = 32;       // per request, unless the tokens file gives max_new_tokens
   int64_t max_batch = 32;            // decode slots per replica
