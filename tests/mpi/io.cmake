@@ -21,3 +21,12 @@ foreach(ranks 1 2)
   set_tests_properties(meshnn_mpi_h5py_tests.np${ranks} PROPERTIES FIXTURES_REQUIRED h5py_files
                        ENVIRONMENT "${MESHNN_MPI_TEST_ENV};MESHNN_H5PY_DIR=${CMAKE_BINARY_DIR}/h5py_files")
 endforeach()
+
+# meshnn-convert end to end: Hugging Face directories built by the test (its own safetensors
+# writer), checked bit for bit with h5py, hostile input, and the jobs' results on converted files
+# against the same weights written directly, on 1 and 2 ranks.
+add_test(NAME meshnn_convert
+         COMMAND ${MESHNN_SYSTEM_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/../io/test_convert.py ${CMAKE_BINARY_DIR}
+                 ${CMAKE_BINARY_DIR}/convert_work ${MPIEXEC_EXECUTABLE} ${MESHNN_MPIEXEC_FLAGS})
+set_tests_properties(meshnn_convert PROPERTIES TIMEOUT 600 LABELS system PROCESSORS 2
+                     ENVIRONMENT "${MESHNN_MPI_TEST_ENV}")
