@@ -19,9 +19,11 @@ SIZE_OF = {"F32": 4, "F16": 2, "BF16": 2}
 
 
 def to_bfloat16_bits(values):
-    """float32 -> bfloat16 bits, round to nearest even (finite values)."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    """float32 -> bfloat16 bits as torch rounds: to nearest even, every NaN the quiet NaN 0x7FC0."""
+    f32 = np.ascontiguousarray(values, dtype=np.float32)
+    bits = f32.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(f32), np.uint16(0x7FC0), rounded)
 
 
 def bfloat16_to_float32(bits):
@@ -112,10 +114,11 @@ def values(name, shape, seed):
     return (rng.standard_normal(shape) * (0.5 / np.sqrt(shape[-1]))).astype(np.float32)
 
 
-def write_model_dir(out, config, shapes, dtype_of, shards=1, seed=1, tokenizer=True, align=8):
+def write_model_dir(out, config, shapes, dtype_of, shards=1, seed=1, tokenizer=True, align=8, extra=None):
     """Writes config.json, the weights (one file, or `shards` files + index) and tokenizer files.
-    dtype_of(name) -> "F32" | "F16" | "BF16". Returns {name: (dtype, stored array)} when the model
-    is small enough to keep (the tests compare with it), else None."""
+    dtype_of(name) -> "F32" | "F16" | "BF16"; `extra` {name: (dtype, stored array)} adds tensors
+    with given values to the first file. Returns {name: (dtype, stored array)} when the model is
+    small enough to keep (the tests compare with it), else None."""
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
@@ -134,8 +137,12 @@ def write_model_dir(out, config, shapes, dtype_of, shards=1, seed=1, tokenizer=T
     groups = [names[k::shards] for k in range(shards)] if shards > 1 else [names]
     files = ["model.safetensors"] if shards == 1 else [
         f"model-{k + 1:05d}-of-{shards:05d}.safetensors" for k in range(shards)]
-    for file, group in zip(files, groups):
+    extra = extra or {}
+    kept.update(extra)
+    for k, (file, group) in enumerate(zip(files, groups)):
         entries = [(n, dtype_of(n), shapes[n], make(n)) for n in group]
+        if k == 0:
+            entries += [(n, t, a.shape, lambda a=a: a) for n, (t, a) in extra.items()]
         write_safetensors(os.path.join(out, file), entries, metadata={"format": "pt"}, align=align)
     if shards > 1:
         index = {"metadata": {"total_size": 0},

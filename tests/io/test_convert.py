@@ -150,13 +150,24 @@ def test_conversions():
         check(json.loads(attr_value(f.attrs["rope_scaling"])) == cfg["rope_scaling"], "rope_scaling kept as its JSON")
     models["llama_sharded"] = (d, kept)
 
+    # Mistral, with extra tensors of special values: every float16 and bfloat16 bit pattern
+    # (subnormals, inf, NaN) and float32 values where rounding to bfloat16 ties, carries or
+    # overflows, each converted both ways.
     d = os.path.join(WORK, "mistral")
     cfg = dict(LLAMA, architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=4096)
-    kept = hf.write_model_dir(d, cfg, hf.llama_shapes(cfg), lambda n: "F32", seed=3, tokenizer=False)
-    r = convert(d, os.path.join(WORK, "mistral.h5"))
-    check(r.returncode == 0, "mistral converts")
-    check_converted("mistral", os.path.join(WORK, "mistral.h5"), kept,
-                    dict(LLAMA_ATTRS, model_type="mistral", sliding_window=4096))
+    every = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    edges = np.array([0x3F808000, 0x3F818000, 0x3F808001, 0x3F80FFFF, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000,
+                      0xFF800000, 0x7FC00001, 0xFFFFFFFF, 0x00000001, 0x807FFFFF, 0x00000000, 0x80000000],
+                     dtype=np.uint32).view(np.float32)
+    extra = {"extra.f16_every": ("F16", every.view(np.float16).reshape(256, 256)),
+             "extra.bf16_every": ("BF16", every.reshape(256, 256)), "extra.f32_edges": ("F32", edges)}
+    kept = hf.write_model_dir(d, cfg, hf.llama_shapes(cfg), lambda n: "F32", seed=3, tokenizer=False, extra=extra)
+    for target, flag in ((None, []), ("F32", ["--dtype", "float32"]), ("BF16", ["--dtype", "bfloat16"])):
+        out = os.path.join(WORK, f"mistral_{target or 'keep'}.h5")
+        r = convert(d, out, *flag)
+        check(r.returncode == 0, f"mistral converts ({target or 'dtypes kept'})")
+        check_converted(f"mistral {target or 'keep'}", out, kept,
+                        dict(LLAMA_ATTRS, model_type="mistral", sliding_window=4096), target)
 
     # Falcon in the original RefinedWeb dialect (n_layer, n_head), sharded, float32.
     d = os.path.join(WORK, "falcon_rw")
@@ -337,8 +348,9 @@ def test_jobs(models):
     dtype, array = changed["model.layers.1.mlp.down_proj.weight"]
     changed["model.layers.1.mlp.down_proj.weight"] = (dtype, hf.to_bfloat16_bits(hf.bfloat16_to_float32(array) * 1.5))
     write_direct(os.path.join(WORK, "llama_changed.h5"), changed, LLAMA_ATTRS)
-    check(not same_outputs(llm_outputs(os.path.join(WORK, "llama_changed.h5"), 1, "changed"),
-                           llm_outputs(direct, 1, "direct")), "a changed weight gives different logits")
+    changed_out, direct_out = llm_outputs(os.path.join(WORK, "llama_changed.h5"), 1, "changed"), llm_outputs(direct, 1, "direct")
+    check(changed_out is not None and direct_out is not None and not same_outputs(changed_out, direct_out),
+          "a changed weight gives different logits")
 
     # The sharded model converted to bfloat16 against the same rounded weights written directly.
     d, kept = models["llama_sharded"]
