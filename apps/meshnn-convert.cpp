@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
     const std::string dtype = cli.get_choice("dtype", {"keep", "float32", "bfloat16"});
     if (dtype != "keep") convert.dtype = dtype == "float32" ? io::StoredType::FLOAT32 : io::StoredType::BFLOAT16;
     const io::ConvertSummary s = io::convert_hf_checkpoint(positional[0], positional[1], convert);
+    for (const std::string& w : s.warnings) std::fprintf(stderr, "meshnn-convert: note: %s\n", w.c_str());
     if (!cli.flag("quiet")) {
       const double mb = static_cast<double>(s.bytes_read) / 1e6;
       std::printf("wrote %s: %s, %lld tensors from %zu safetensors file(s), %.1f MB read, %.1f MB written (%s), "

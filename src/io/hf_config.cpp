@@ -144,8 +144,18 @@ void read_llama(const Config& c, HfModelConfig& m) {
     MESHNN_CHECK(c.at("rope_scaling").is_object(), "{}: 'rope_scaling' must be an object, got {}", c.file(),
                  c.at("rope_scaling").dump());
     a["rope_scaling"] = c.at("rope_scaling").dump();
+    m.warnings.push_back(fmt::format("config.json has rope_scaling {}; it is kept in the file, but meshnn's Llama job "
+                                     "does not apply it yet, so its results differ from the reference model's",
+                                     c.at("rope_scaling").dump()));
   }
-  if (c.has("sliding_window")) a["sliding_window"] = c.positive("sliding_window");
+  if (c.has("sliding_window")) {
+    const int64_t window = c.positive("sliding_window");
+    a["sliding_window"] = window;
+    if (window < std::get<int64_t>(a["max_position_embeddings"]))
+      m.warnings.push_back(fmt::format("config.json has sliding_window {}; meshnn's Llama job attends to the whole "
+                                       "context, which is the same for sequences of up to {} tokens",
+                                       window, window));
+  }
 
   auto& e = m.expected_tensors;
   e["model.embed_tokens.weight"] = {vocab, hidden};

@@ -22,6 +22,8 @@ struct HfModelConfig {
   // Tensor name -> the shape config.json implies; every one must be in the checkpoint.
   std::map<std::string, std::vector<int64_t>> expected_tensors;
   std::string shape_source;  // the config values the shapes come from, for error messages
+  // Settings kept in the file that meshnn's jobs do not apply yet, for the user to know.
+  std::vector<std::string> warnings;
 };
 
 // Reads `model_dir`/config.json (and generation_config.json for bos/eos ids config.json lacks).

@@ -157,6 +157,7 @@ ConvertSummary convert_hf_checkpoint(const std::string& model_dir, const std::st
   ConvertSummary summary;
   const detail::HfModelConfig config = detail::read_hf_config(model_dir);
   summary.architecture = config.architecture;
+  summary.warnings = config.warnings;
   const std::vector<SafetensorsFile> shards = open_shards(dir);
   for (const SafetensorsFile& s : shards) summary.shards.push_back(fs::path(s.path()).filename().string());
   const std::vector<Planned> planned = plan(shards, config, options);

@@ -145,6 +145,7 @@ def test_conversions():
         out = os.path.join(WORK, f"llama_sharded_{target or 'keep'}.h5")
         r = convert(d, out, *flag)
         check(r.returncode == 0, f"llama sharded converts ({target or 'dtypes kept'})")
+        check("note: config.json has rope_scaling" in r.stderr, "the user is told rope_scaling is not applied")
         check_converted(f"llama sharded {target or 'keep'}", out, kept, attrs, target, model_dir=d)
     with h5py.File(os.path.join(WORK, "llama_sharded_keep.h5"), "r") as f:
         check(json.loads(attr_value(f.attrs["rope_scaling"])) == cfg["rope_scaling"], "rope_scaling kept as its JSON")

@@ -32,6 +32,8 @@ struct ConvertSummary {
   int64_t tensors = 0;
   uint64_t bytes_read = 0, bytes_written = 0;  // tensor data only
   std::vector<std::string> shards, tokenizer_files;
+  // Settings the file keeps that meshnn's jobs do not apply yet (rope_scaling, a sliding window).
+  std::vector<std::string> warnings;
   double seconds = 0;
 };
 
