@@ -8,7 +8,6 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "element_convert.hpp"
 #include "hf_config.hpp"
