@@ -101,10 +101,12 @@ StoredType written_type(hid_t dataset) {
   return H5Tget_size(type.get()) == 2 ? StoredType::BFLOAT16 : StoredType::INT32;
 }
 
-// Writes `count` values of `memory_type` at `data` as whole rows from row_begin on, after checking
+// What a write_* call hands over: floats, int32 values, or bytes already in the stored format.
+enum class Given { FLOATS, INT32S, STORED_BYTES };
+
+// Writes `count` values (bytes for STORED_BYTES) as whole rows from row_begin on, after checking
 // that they fit. `prepare` may convert the values first (bfloat16) and returns the memory type and
 // the buffer to write.
-enum class Given { FLOATS, INT32S, STORED_BYTES };
 
 template <class Prepare>
 void write_row_block(hid_t file_handle, const std::string& file, const std::string& name, int64_t row_begin,

@@ -94,7 +94,7 @@ class Hdf5Writer {
   // A dataset of `shape` (rank >= 1) stored as FLOAT32, FLOAT16 (IEEE half), BFLOAT16 (uint16 +
   // attribute dtype="bfloat16") or INT32 (native int32: token ids); chunked (row blocks) and
   // optionally deflate-compressed (level 1-9, 0 = off). Other types throw meshnn::Error. A name
-  // with '/' creates the groups before it.
+  // with '/' creates the groups before it. FLOAT16 datasets are filled with write_stored_rows.
   void create_dataset(const std::string& name, const std::vector<int64_t>& shape, StoredType type,
                       bool chunked = false, int deflate_level = 0);
   // Rows [row_begin, row_begin + values.size() / row_size) along the first dim, row-major; the row
