@@ -31,7 +31,8 @@ struct Planned {
   StoredType from, to;
 };
 
-// The shard files and, per tensor name, the shard holding it.
+// The checkpoint's safetensors files, opened and their headers checked; with an index, every
+// tensor it lists must be in the shard it names.
 std::vector<SafetensorsFile> open_shards(const fs::path& dir) {
   std::vector<SafetensorsFile> shards;
   const fs::path index_file = dir / "model.safetensors.index.json";

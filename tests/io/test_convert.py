@@ -9,7 +9,8 @@
    FalconForCausalLM) convert, and every dataset equals its source bit for bit (as stored, and
    converted to float32 and bfloat16), every attribute and every tokenizer file is there.
 2. Hostile input: each case exits nonzero with the expected message and leaves no output file
-   (nor a temporary one).
+   (nor a temporary one). A converted file of mixed dtypes loads bit-exactly into every placement
+   (tests/mpi/test_h5py_files.cpp, ConvertedFile), on 1 and 2 ranks.
 3. The jobs give the same results on a converted file as on the same weights written directly
    with h5py in meshnn's layout: meshnn-llm's tokens and logits, meshnn-mlp's output, on 1 and 2
    ranks; a file with one weight changed gives different logits (the comparison can fail).
@@ -335,6 +336,22 @@ def same_outputs(a, b):
                                                    for x, y in zip(a, b))
 
 
+def test_placements():
+    """The converted mixed-dtype file loads into every placement on 1 and 2 ranks."""
+    names = ["model.layers.0.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight",
+             "model.layers.0.mlp.down_proj.weight", "model.embed_tokens.weight", "model.norm.weight"]
+    env = dict(os.environ, MESHNN_CONVERTED_FILE=os.path.join(WORK, "llama_sharded_keep.h5"),
+               MESHNN_CONVERTED_DATASETS=",".join(names))
+    for ranks in (1, 2):
+        r = subprocess.run([*MPIEXEC, "-n", str(ranks), os.path.join(BUILD, "tests", "meshnn_mpi_h5py_tests"),
+                            "--gtest_filter=ConvertedFile.*", "--gtest_color=no"],
+                           capture_output=True, text=True, timeout=600, env=env)
+        ok = r.returncode == 0 and "[  PASSED  ] 1 test" in r.stdout
+        if not ok:
+            print(r.stdout[-3000:] + r.stderr[-2000:])
+        check(ok, f"converted F16/BF16/F32 datasets load bit-exactly into every placement on {ranks} rank(s)")
+
+
 def test_jobs(models):
     d, kept = models["llama"]
     direct = os.path.join(WORK, "llama_direct.h5")
@@ -390,6 +407,7 @@ def main():
     os.makedirs(WORK)
     models = test_conversions()
     test_hostile(models)
+    test_placements()
     test_jobs(models)
     print(f"{len(failures)} failure(s)")
     for f in failures:

@@ -144,5 +144,48 @@ TEST_F(H5pyFiles, LoadsBitExactlyIntoEveryPlacement) {
   }
 }
 
+// A file meshnn-convert wrote (tests/io/test_convert.py runs this test with the file and some of
+// its datasets in the environment; skipped otherwise): each dataset loads into every placement,
+// dtype and layout as its values read whole do. test_convert.py has checked those values bit for
+// bit against the checkpoint.
+TEST(ConvertedFile, LoadsBitExactlyIntoEveryPlacement) {
+  const char* file = std::getenv("MESHNN_CONVERTED_FILE");
+  const char* names = std::getenv("MESHNN_CONVERTED_DATASETS");
+  if (file == nullptr || names == nullptr) GTEST_SKIP() << "run by tests/io/test_convert.py";
+  std::vector<std::string> datasets;
+  for (std::string rest = names; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    datasets.push_back(rest.substr(0, comma));
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  }
+  std::vector<MeshShape> shapes;
+  for (int r = 1; r <= world_size(); ++r)
+    if (world_size() % r == 0) shapes.push_back({r, world_size() / r});
+  for (MeshShape ms : shapes) {
+    auto mesh = MeshDevice::open(ms);
+    for (const std::string& name : datasets) {
+      const io::DatasetInfo info = io::inspect_dataset_local(file, name);
+      const std::vector<float> stored = io::read_dataset_local(file, name, {});
+      const bool two_d = info.shape.size() == 2;
+      for (bool transposed : {false, true}) {
+        if (transposed && !two_d) continue;
+        const std::vector<float> values = transposed ? transpose(stored, info.shape[0], info.shape[1]) : stored;
+        const Shape shape = transposed ? Shape{info.shape[1], info.shape[0]} : Shape(info.shape);
+        for (DataType dtype : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B}) {
+          const Tensor host = Tensor::from_float(values, shape, DataType::FLOAT32, Layout::TILE);
+          for (const MeshMapperConfig& mapper : {ReplicateTensorToMesh(), ShardTensorToMesh(-1, true),
+                                                 two_d ? ShardTensor2dMesh(0, 1, true) : ShardTensorToMesh(0, true)}) {
+            const MeshTensor loaded = io::load_tensor(file, name, mapper, mesh, {dtype, Layout::TILE, transposed});
+            const MeshTensor expected = distribute_tensor(host, mapper, mesh);
+            EXPECT_TRUE(all_ranks_ok(loaded.shape() == shape && bitwise_equal(loaded.local(), expected.local().typecast(dtype))))
+                << ms.to_string() << " " << name << " " << to_string(dtype) << " T=" << transposed << " "
+                << to_string(mapper.placements);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace meshnn
