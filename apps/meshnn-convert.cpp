@@ -17,8 +17,10 @@ using namespace meshnn;
 
 int main(int argc, char** argv) {
   OptionParser cli("meshnn-convert",
-                   "Converts a Hugging Face model directory (LlamaForCausalLM, MistralForCausalLM, FalconForCausalLM) "
-                   "to meshnn's HDF5 file.\nUsage: meshnn-convert [options] MODEL_DIR OUTPUT.h5");
+                   "arguments: MODEL_DIR OUTPUT.h5\n"
+                   "Converts the Hugging Face model directory MODEL_DIR (LlamaForCausalLM, MistralForCausalLM,\n"
+                   "FalconForCausalLM, RWForCausalLM; safetensors weights) to one meshnn HDF5 file, OUTPUT.h5, that\n"
+                   "also carries the tokenizer files (docs/converting.md).");
   cli.add_option("dtype", "TYPE", "storage type of the weights: keep (as in the checkpoint), float32 or bfloat16", "keep");
   cli.add_flag("quiet", "print nothing on success");
   try {
