@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
                    "FalconForCausalLM, RWForCausalLM; safetensors weights) to one meshnn HDF5 file, OUTPUT.h5, that\n"
                    "also carries the tokenizer files (docs/converting.md).");
   cli.add_option("dtype", "TYPE", "storage type of the weights: keep (as in the checkpoint), float32 or bfloat16", "keep");
+  cli.add_option("block-size", "BYTES", "bytes of a tensor read and written at a time (K/M/G suffixes); about the "
+                 "memory the conversion needs", "16M");
   cli.add_flag("quiet", "print nothing on success");
   try {
     // The two positional arguments are taken out here; the rest are options.
@@ -31,7 +33,7 @@ int main(int argc, char** argv) {
       const std::string arg = argv[i];
       if (arg.rfind("--", 0) == 0) {
         options.push_back(argv[i]);
-        if (arg == "--dtype" && i + 1 < argc) options.push_back(argv[++i]);
+        if ((arg == "--dtype" || arg == "--block-size") && i + 1 < argc) options.push_back(argv[++i]);
       } else {
         positional.emplace_back(arg);
       }
@@ -42,6 +44,7 @@ int main(int argc, char** argv) {
     io::ConvertOptions convert;
     const std::string dtype = cli.get_choice("dtype", {"keep", "float32", "bfloat16"});
     if (dtype != "keep") convert.dtype = dtype == "float32" ? io::StoredType::FLOAT32 : io::StoredType::BFLOAT16;
+    convert.block_bytes = static_cast<size_t>(cli.get_int("block-size", 1, int64_t{1} << 40, /*suffixes=*/true));
     const io::ConvertSummary s = io::convert_hf_checkpoint(positional[0], positional[1], convert);
     for (const std::string& w : s.warnings) std::fprintf(stderr, "meshnn-convert: note: %s\n", w.c_str());
     if (!cli.flag("quiet")) {

@@ -20,10 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Output bytes converted per write when the storage type changes: bounds the staging buffer
-// whatever the tensor's size.
-constexpr size_t kConvertBlockBytes = size_t{16} << 20;
-
 // One tensor to write: where it comes from and how it is stored.
 struct Planned {
   const SafetensorsFile* shard;
@@ -103,28 +99,33 @@ std::vector<Planned> plan(const std::vector<SafetensorsFile>& shards, const deta
   return planned;
 }
 
-void write_tensor(Hdf5Writer& writer, const Planned& p, std::vector<std::byte>& staging) {
+// Writes a tensor a block of rows at a time, releasing each block's source pages once written, so
+// the resident memory stays about one block, however large the tensor (a Llama 3 embedding is 1 GB).
+// The block is counted in the larger of source and stored bytes, so it bounds both the mapped pages
+// held and the staging buffer.
+void write_tensor(Hdf5Writer& writer, const Planned& p, size_t block_bytes, std::vector<std::byte>& staging) {
   const SafetensorsTensor& t = *p.tensor;
   writer.create_dataset(t.name, t.shape, p.to);
   const std::span<const std::byte> bytes = p.shard->bytes(t);
-  if (p.from == p.to) {
-    // The mapped bytes go to HDF5 as they are: no copy in this process.
-    writer.write_stored_rows(t.name, 0, bytes);
-  } else {
-    int64_t row_size = 1;
-    for (size_t d = 1; d < t.shape.size(); ++d) row_size *= t.shape[d];
-    const size_t out_row = static_cast<size_t>(row_size) * detail::stored_size(p.to);
-    const int64_t block_rows = std::max<int64_t>(1, static_cast<int64_t>(kConvertBlockBytes / std::max<size_t>(out_row, 1)));
-    for (int64_t r = 0; r < t.shape[0]; r += block_rows) {
-      const int64_t rows = std::min(block_rows, t.shape[0] - r);
-      const size_t count = static_cast<size_t>(rows * row_size);
+  int64_t row_size = 1;
+  for (size_t d = 1; d < t.shape.size(); ++d) row_size *= t.shape[d];
+  const size_t row_bytes = static_cast<size_t>(row_size) * std::max(t.element_size, detail::stored_size(p.to));
+  const int64_t block_rows = std::max<int64_t>(1, static_cast<int64_t>(block_bytes / std::max<size_t>(row_bytes, 1)));
+  for (int64_t r = 0; r < t.shape[0]; r += block_rows) {
+    const int64_t rows = std::min(block_rows, t.shape[0] - r);
+    const size_t count = static_cast<size_t>(rows * row_size);
+    const uint64_t begin = static_cast<uint64_t>(r * row_size) * t.element_size;
+    const std::span<const std::byte> block = bytes.subspan(begin, count * t.element_size);
+    if (p.from == p.to) {
+      // The mapped bytes go to HDF5 as they are: no copy in this process.
+      writer.write_stored_rows(t.name, r, block);
+    } else {
       staging.resize(count * detail::stored_size(p.to));
-      detail::convert_elements(p.from, bytes.data() + static_cast<size_t>(r * row_size) * t.element_size, p.to,
-                               staging.data(), count);
+      detail::convert_elements(p.from, block.data(), p.to, staging.data(), count);
       writer.write_stored_rows(t.name, r, staging);
     }
+    p.shard->release(t, begin, begin + block.size());
   }
-  p.shard->release(t);
 }
 
 void copy_tokenizer_files(Hdf5Writer& writer, const fs::path& dir, ConvertSummary& summary) {
@@ -165,7 +166,7 @@ ConvertSummary convert_hf_checkpoint(const std::string& model_dir, const std::st
   Hdf5Writer writer(output);
   std::vector<std::byte> staging;
   for (const Planned& p : planned) {
-    write_tensor(writer, p, staging);
+    write_tensor(writer, p, options.block_bytes, staging);
     summary.bytes_read += p.tensor->end - p.tensor->begin;
     summary.bytes_written += static_cast<uint64_t>(p.tensor->elements()) * detail::stored_size(p.to);
     ++summary.tensors;

@@ -178,10 +178,15 @@ std::span<const std::byte> SafetensorsFile::bytes(const SafetensorsTensor& t) co
   return {map_ + data_begin_ + t.begin, static_cast<size_t>(t.end - t.begin)};
 }
 
-void SafetensorsFile::release(const SafetensorsTensor& t) const {
+void SafetensorsFile::release(const SafetensorsTensor& t, uint64_t from, uint64_t to) const {
+  const uint64_t size = t.end - t.begin;
+  from = std::min(from, size);
+  to = std::min(to, size);
+  if (from >= to) return;
+  // Whole pages: the first may hold bytes before `from`, which just map back in if read again.
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(map_ + data_begin_ + t.begin) & ~(page - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(map_ + data_begin_ + t.end);
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(map_ + data_begin_ + t.begin + from) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(map_ + data_begin_ + t.begin + to);
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 

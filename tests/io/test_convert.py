@@ -142,12 +142,15 @@ def test_conversions():
     d = os.path.join(WORK, "llama_sharded")
     kept = hf.write_model_dir(d, cfg, hf.llama_shapes(cfg), dtype_of, shards=3, seed=2, align=1)
     attrs = dict(LLAMA_ATTRS, tie_word_embeddings=1, rope_theta=500000.0, eos_token_ids=[2, 3])
-    for target, flag in ((None, []), ("F32", ["--dtype", "float32"]), ("BF16", ["--dtype", "bfloat16"])):
-        out = os.path.join(WORK, f"llama_sharded_{target or 'keep'}.h5")
+    # 1000-byte blocks: 1 to 7 rows at a time, ragged at the end, so the blocked path is exercised.
+    for target, flag in ((None, []), ("F32", ["--dtype", "float32"]), ("BF16", ["--dtype", "bfloat16"]),
+                         (None, ["--block-size", "1000"]), ("F32", ["--dtype", "float32", "--block-size", "1000"]),
+                         ("BF16", ["--block-size", "1000", "--dtype", "bfloat16"])):
+        out = os.path.join(WORK, f"llama_sharded_{target or 'keep'}{'_blocks' if '--block-size' in flag else ''}.h5")
         r = convert(d, out, *flag)
-        check(r.returncode == 0, f"llama sharded converts ({target or 'dtypes kept'})")
+        check(r.returncode == 0, f"llama sharded converts ({target or 'dtypes kept'}{', small blocks' if '--block-size' in flag else ''})")
         check("note: config.json has rope_scaling" in r.stderr, "the user is told rope_scaling is not applied")
-        check_converted(f"llama sharded {target or 'keep'}", out, kept, attrs, target, model_dir=d)
+        check_converted(f"llama sharded {target or 'keep'} {flag}", out, kept, attrs, target, model_dir=d)
     with h5py.File(os.path.join(WORK, "llama_sharded_keep.h5"), "r") as f:
         check(json.loads(attr_value(f.attrs["rope_scaling"])) == cfg["rope_scaling"], "rope_scaling kept as its JSON")
     models["llama_sharded"] = (d, kept)

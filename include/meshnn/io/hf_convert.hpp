@@ -25,6 +25,9 @@ struct ConvertOptions {
   // Storage type of the weights: nullopt keeps each tensor's own (F32, F16, BF16); FLOAT32 or
   // BFLOAT16 converts (bfloat16 rounds to nearest even).
   std::optional<StoredType> dtype;
+  // Bytes of a tensor handled per write (at least one row): the resident memory a conversion
+  // needs is about this, plus the program.
+  size_t block_bytes = size_t{16} << 20;
 };
 
 struct ConvertSummary {

@@ -48,9 +48,10 @@ class SafetensorsFile {
 
   // The tensor's bytes, a view into the mapping (valid while this object lives).
   std::span<const std::byte> bytes(const SafetensorsTensor& t) const;
-  // Tells the kernel the tensor's pages are no longer needed, so they stop counting towards this
-  // process's resident memory (they stay in the page cache).
-  void release(const SafetensorsTensor& t) const;
+  // Tells the kernel the pages of bytes [begin, end) of the tensor (default: all of it) are no
+  // longer needed, so they stop counting towards this process's resident memory (they stay in the
+  // page cache; reading them again maps them back).
+  void release(const SafetensorsTensor& t, uint64_t begin = 0, uint64_t end = UINT64_MAX) const;
 
  private:
   std::string path_;
