@@ -38,26 +38,38 @@ Handle open_dataset(const Handle& f, const std::string& file, const std::string&
   return d;
 }
 
+// A scalar string attribute of any kind a producer writes: variable-length (h5py's default for a
+// str) or fixed-length (h5py's default for bytes, and meshnn's writer), ASCII or UTF-8. HDF5 does
+// not convert between character sets, so the memory type copies the file type's character set and
+// vlen-ness; the bytes come back as stored (UTF-8 stays UTF-8). "" when absent or not a string.
 std::string string_attribute(hid_t object, const char* name) {
   if (H5Aexists(object, name) <= 0) return "";
   Handle a(H5Aopen(object, name, H5P_DEFAULT), H5Aclose);
+  if (!a.valid()) return "";
   Handle type(H5Aget_type(a.get()), H5Tclose);
-  if (H5Tget_class(type.get()) != H5T_STRING) return "";
+  Handle space(H5Aget_space(a.get()), H5Sclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Sget_simple_extent_npoints(space.get()) != 1) return "";
+  const H5T_cset_t cset = H5Tget_cset(type.get());
+  Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
+  if (cset < 0 || H5Tset_cset(mem.get(), cset) < 0) return "";
   if (H5Tis_variable_str(type.get()) > 0) {
     char* value = nullptr;
-    Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(mem.get(), H5T_VARIABLE);
-    if (H5Aread(a.get(), mem.get(), &value) < 0 || value == nullptr) return "";
-    std::string out(value);
-    H5free_memory(value);
+    if (H5Tset_size(mem.get(), H5T_VARIABLE) < 0 || H5Aread(a.get(), mem.get(), &value) < 0) return "";
+    std::string out = value != nullptr ? std::string(value) : std::string();
+    // HDF5 allocated the string; its own reclaim frees it with the matching allocator.
+#if H5_VERSION_GE(1, 12, 0)
+    H5Treclaim(mem.get(), space.get(), H5P_DEFAULT, &value);
+#else
+    H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, &value);
+#endif
     return out;
   }
   // One byte more than stored, so a null-padded string that fills its whole size keeps its last
-  // character when HDF5 converts it to a null-terminated one.
+  // character when HDF5 converts it to a null-terminated one (space padding is stripped too).
   const size_t size = H5Tget_size(type.get()) + 1;
   std::string out(size, '\0');
-  Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(mem.get(), size);
+  H5Tset_strpad(mem.get(), H5T_STR_NULLTERM);
   if (H5Aread(a.get(), mem.get(), out.data()) < 0) return "";
   out.resize(std::strlen(out.c_str()));
   return out;

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -23,10 +24,23 @@ void write_string_attribute(hid_t object, const char* name, const std::string& v
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(type.get(), std::max<size_t>(value.size(), 1));
   H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+  // Marked UTF-8 when it is more than ASCII, so readers decode it as such.
+  if (std::any_of(value.begin(), value.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }))
+    H5Tset_cset(type.get(), H5T_CSET_UTF8);
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle a(H5Acreate2(object, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   if (!a.valid() || H5Awrite(a.get(), type.get(), value.c_str()) < 0)
     throw Error(fmt::format("cannot write attribute '{}'", name));
+}
+
+// IEEE half precision, little-endian. HDF5 1.10 predefines no 16-bit float; this is the type h5py
+// and numpy's float16 write, so files read the same either way.
+Handle float16_type() {
+  Handle t(H5Tcopy(H5T_IEEE_F32LE), H5Tclose);
+  H5Tset_fields(t.get(), 15, 10, 5, 0, 10);
+  H5Tset_size(t.get(), 2);
+  H5Tset_ebias(t.get(), 15);
+  return t;
 }
 
 }  // namespace
@@ -48,8 +62,9 @@ Hdf5Writer::~Hdf5Writer() {
 
 void Hdf5Writer::create_dataset(const std::string& name, const std::vector<int64_t>& shape, StoredType type,
                                 bool chunked, int deflate_level) {
-  MESHNN_CHECK(type == StoredType::FLOAT32 || type == StoredType::BFLOAT16 || type == StoredType::INT32,
-               "datasets are written as float32, bfloat16 or int32, not {}", to_string(type));
+  MESHNN_CHECK(type == StoredType::FLOAT32 || type == StoredType::FLOAT16 || type == StoredType::BFLOAT16 ||
+                   type == StoredType::INT32,
+               "datasets are written as float32, float16, bfloat16 or int32, not {}", to_string(type));
   MESHNN_CHECK(!shape.empty(), "dataset '{}' needs at least one dim", name);
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
@@ -61,10 +76,15 @@ void Hdf5Writer::create_dataset(const std::string& name, const std::vector<int64
     H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
     if (deflate_level > 0) H5Pset_deflate(dcpl.get(), static_cast<unsigned>(deflate_level));
   }
-  const hid_t file_type = type == StoredType::FLOAT32 ? H5T_IEEE_F32LE
-                          : type == StoredType::INT32 ? H5T_STD_I32LE
-                                                      : H5T_STD_U16LE;
-  Handle d(H5Dcreate2(state_->handle.get(), name.c_str(), file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+  const Handle half = float16_type();
+  const hid_t file_type = type == StoredType::FLOAT32   ? H5T_IEEE_F32LE
+                          : type == StoredType::FLOAT16 ? half.get()
+                          : type == StoredType::INT32   ? H5T_STD_I32LE
+                                                        : H5T_STD_U16LE;
+  // Intermediate groups are created, so names like "tokenizer/tokenizer.json" work.
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Handle d(H5Dcreate2(state_->handle.get(), name.c_str(), file_type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
            H5Dclose);
   MESHNN_CHECK(d.valid(), "cannot create dataset '{}' in '{}'", name, state_->file);
   if (type == StoredType::BFLOAT16) write_string_attribute(d.get(), "dtype", "bfloat16");
@@ -76,20 +96,34 @@ namespace {
 // only 2-byte integer one the writer makes).
 StoredType written_type(hid_t dataset) {
   Handle type(H5Dget_type(dataset), H5Tclose);
-  if (H5Tget_class(type.get()) != H5T_INTEGER) return StoredType::FLOAT32;
+  if (H5Tget_class(type.get()) != H5T_INTEGER)
+    return H5Tget_size(type.get()) == 2 ? StoredType::FLOAT16 : StoredType::FLOAT32;
   return H5Tget_size(type.get()) == 2 ? StoredType::BFLOAT16 : StoredType::INT32;
 }
 
-// Writes `count` values of `memory_type` at `data` as whole rows from row_begin on, after checking
-// that they fit. `prepare` may convert the values first (bfloat16) and returns the buffer to write.
+// What a write_* call hands over: floats, int32 values, or bytes already in the stored format.
+enum class Given { FLOATS, INT32S, STORED_BYTES };
+
+// Writes `count` values (bytes for STORED_BYTES) as whole rows from row_begin on, after checking
+// that they fit. `prepare` may convert the values first (bfloat16) and returns the memory type and
+// the buffer to write.
+
 template <class Prepare>
 void write_row_block(hid_t file_handle, const std::string& file, const std::string& name, int64_t row_begin,
-                     size_t count, bool want_int, Prepare&& prepare) {
+                     size_t count, Given given, Prepare&& prepare) {
   Handle d(H5Dopen2(file_handle, name.c_str(), H5P_DEFAULT), H5Dclose);
   MESHNN_CHECK(d.valid(), "no dataset '{}' in '{}' to write to", name, file);
   const StoredType stored = written_type(d.get());
-  MESHNN_CHECK((stored == StoredType::INT32) == want_int, "write_rows: {} values given for dataset '{}' of '{}', stored as {}",
-               want_int ? "int32" : "float", name, file, to_string(stored));
+  MESHNN_CHECK(given == Given::STORED_BYTES || (stored == StoredType::INT32) == (given == Given::INT32S),
+               "write_rows: {} values given for dataset '{}' of '{}', stored as {}",
+               given == Given::INT32S ? "int32" : "float", name, file, to_string(stored));
+  if (given == Given::STORED_BYTES) {
+    Handle type(H5Dget_type(d.get()), H5Tclose);
+    const size_t element = H5Tget_size(type.get());
+    MESHNN_CHECK(count % element == 0, "write_stored_rows: {} bytes are not whole {}-byte elements of dataset '{}'",
+                 count, element, name);
+    count /= element;
+  }
   Handle file_space(H5Dget_space(d.get()), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(file_space.get());
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
@@ -105,7 +139,7 @@ void write_row_block(hid_t file_handle, const std::string& file, const std::stri
   box[0] = rows;
   H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, box.data(), nullptr);
   Handle mem_space(H5Screate_simple(rank, box.data(), nullptr), H5Sclose);
-  const auto [memory_type, buffer] = prepare(stored);
+  const auto [memory_type, buffer] = prepare(stored, d.get());
   const herr_t rc = H5Dwrite(d.get(), memory_type, mem_space.get(), file_space.get(), H5P_DEFAULT, buffer);
   MESHNN_CHECK(rc >= 0, "writing dataset '{}' of '{}' failed (disk full?)", name, file);
 }
@@ -114,8 +148,8 @@ void write_row_block(hid_t file_handle, const std::string& file, const std::stri
 
 void Hdf5Writer::write_rows(const std::string& name, int64_t row_begin, std::span<const float> values) {
   std::vector<uint16_t> bits;
-  write_row_block(state_->handle.get(), state_->file, name, row_begin, values.size(), false,
-                  [&](StoredType stored) -> std::pair<hid_t, const void*> {
+  write_row_block(state_->handle.get(), state_->file, name, row_begin, values.size(), Given::FLOATS,
+                  [&](StoredType stored, hid_t) -> std::pair<hid_t, const void*> {
                     if (stored != StoredType::BFLOAT16) return {H5T_NATIVE_FLOAT, values.data()};
                     bits.resize(values.size());
                     float_to_bfloat16(values, bits);
@@ -124,8 +158,40 @@ void Hdf5Writer::write_rows(const std::string& name, int64_t row_begin, std::spa
 }
 
 void Hdf5Writer::write_rows(const std::string& name, int64_t row_begin, std::span<const int32_t> values) {
-  write_row_block(state_->handle.get(), state_->file, name, row_begin, values.size(), true,
-                  [&](StoredType) -> std::pair<hid_t, const void*> { return {H5T_NATIVE_INT32, values.data()}; });
+  write_row_block(state_->handle.get(), state_->file, name, row_begin, values.size(), Given::INT32S,
+                  [&](StoredType, hid_t) -> std::pair<hid_t, const void*> { return {H5T_NATIVE_INT32, values.data()}; });
+}
+
+void Hdf5Writer::write_stored_rows(const std::string& name, int64_t row_begin, std::span<const std::byte> bytes) {
+  // The memory type is the dataset's own file type, so HDF5 copies the bytes without converting.
+  Handle type;
+  write_row_block(state_->handle.get(), state_->file, name, row_begin, bytes.size(), Given::STORED_BYTES,
+                  [&](StoredType, hid_t dataset) -> std::pair<hid_t, const void*> {
+                    type = Handle(H5Dget_type(dataset), H5Tclose);
+                    return {type.get(), bytes.data()};
+                  });
+}
+
+void Hdf5Writer::write_bytes(const std::string& name, std::span<const std::byte> bytes) {
+  const hsize_t size = bytes.size();
+  Handle space(H5Screate_simple(1, &size, nullptr), H5Sclose);
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Handle d(H5Dcreate2(state_->handle.get(), name.c_str(), H5T_STD_U8LE, space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+           H5Dclose);
+  MESHNN_CHECK(d.valid(), "cannot create dataset '{}' in '{}'", name, state_->file);
+  MESHNN_CHECK(size == 0 || H5Dwrite(d.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) >= 0,
+               "writing dataset '{}' of '{}' failed (disk full?)", name, state_->file);
+}
+
+void Hdf5Writer::set_int_array_attribute(const std::string& name, std::span<const int64_t> values) {
+  const hid_t root = state_->handle.get();
+  if (H5Aexists(root, name.c_str()) > 0) H5Adelete(root, name.c_str());
+  const hsize_t size = values.size();
+  Handle space(H5Screate_simple(1, &size, nullptr), H5Sclose);
+  Handle a(H5Acreate2(root, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  MESHNN_CHECK(a.valid() && H5Awrite(a.get(), H5T_NATIVE_INT64, values.data()) >= 0,
+               "cannot write attribute '{}' to '{}'", name, state_->file);
 }
 
 void Hdf5Writer::set_attribute(const std::string& name, const AttributeValue& value) {

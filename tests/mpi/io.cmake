@@ -3,3 +3,30 @@ meshnn_add_mpi_test_binary(meshnn_mpi_io_tests ${CMAKE_CURRENT_LIST_DIR}/test_hd
 foreach(ranks 1 2 4)
   meshnn_add_mpi_test(meshnn_mpi_io_tests RANKS ${ranks} TIMEOUT 240)
 endforeach()
+
+# Files written by h5py, the way people write weights (tests/io/h5py_files.py generates them at
+# test time with Debian's python3-h5py; /usr/bin/python3 because that is the interpreter Debian's
+# python3-* packages install into).
+find_program(MESHNN_SYSTEM_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT MESHNN_SYSTEM_PYTHON)
+  find_package(Python3 COMPONENTS Interpreter REQUIRED)
+  set(MESHNN_SYSTEM_PYTHON ${Python3_EXECUTABLE})
+endif()
+add_test(NAME meshnn_h5py_files_setup
+         COMMAND ${MESHNN_SYSTEM_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/../io/h5py_files.py ${CMAKE_BINARY_DIR}/h5py_files)
+set_tests_properties(meshnn_h5py_files_setup PROPERTIES FIXTURES_SETUP h5py_files LABELS mpi TIMEOUT 120)
+meshnn_add_mpi_test_binary(meshnn_mpi_h5py_tests ${CMAKE_CURRENT_LIST_DIR}/test_h5py_files.cpp)
+foreach(ranks 1 2)
+  meshnn_add_mpi_test(meshnn_mpi_h5py_tests RANKS ${ranks} TIMEOUT 240)
+  set_tests_properties(meshnn_mpi_h5py_tests.np${ranks} PROPERTIES FIXTURES_REQUIRED h5py_files
+                       ENVIRONMENT "${MESHNN_MPI_TEST_ENV};MESHNN_H5PY_DIR=${CMAKE_BINARY_DIR}/h5py_files")
+endforeach()
+
+# meshnn-convert end to end: Hugging Face directories built by the test (its own safetensors
+# writer), checked bit for bit with h5py, hostile input, and the jobs' results on converted files
+# against the same weights written directly, on 1 and 2 ranks.
+add_test(NAME meshnn_convert
+         COMMAND ${MESHNN_SYSTEM_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/../io/test_convert.py ${CMAKE_BINARY_DIR}
+                 ${CMAKE_BINARY_DIR}/convert_work ${MPIEXEC_EXECUTABLE} ${MESHNN_MPIEXEC_FLAGS})
+set_tests_properties(meshnn_convert PROPERTIES TIMEOUT 600 LABELS system PROCESSORS 2
+                     ENVIRONMENT "${MESHNN_MPI_TEST_ENV}")

@@ -91,9 +91,10 @@ class Hdf5Writer {
   Hdf5Writer(const Hdf5Writer&) = delete;
   Hdf5Writer& operator=(const Hdf5Writer&) = delete;
 
-  // A dataset of `shape` (rank >= 1) stored as FLOAT32, BFLOAT16 (uint16 + attribute
-  // dtype="bfloat16") or INT32 (native int32: token ids); chunked (row blocks) and optionally
-  // deflate-compressed (level 1-9, 0 = off). Other types throw meshnn::Error.
+  // A dataset of `shape` (rank >= 1) stored as FLOAT32, FLOAT16 (IEEE half), BFLOAT16 (uint16 +
+  // attribute dtype="bfloat16") or INT32 (native int32: token ids); chunked (row blocks) and
+  // optionally deflate-compressed (level 1-9, 0 = off). Other types throw meshnn::Error. A name
+  // with '/' creates the groups before it. FLOAT16 datasets are filled with write_stored_rows.
   void create_dataset(const std::string& name, const std::vector<int64_t>& shape, StoredType type,
                       bool chunked = false, int deflate_level = 0);
   // Rows [row_begin, row_begin + values.size() / row_size) along the first dim, row-major; the row
@@ -102,6 +103,13 @@ class Hdf5Writer {
   // rows inside the dataset, throws meshnn::Error.
   void write_rows(const std::string& name, int64_t row_begin, std::span<const float> values);
   void write_rows(const std::string& name, int64_t row_begin, std::span<const int32_t> values);
+  // Whole rows given as bytes already in the dataset's stored format (little-endian float32,
+  // float16, bfloat16 bits or int32), written without conversion: a converter's fast path.
+  void write_stored_rows(const std::string& name, int64_t row_begin, std::span<const std::byte> bytes);
+  // A 1-D uint8 dataset holding `bytes` (a file carried inside the HDF5 file); '/' makes groups.
+  void write_bytes(const std::string& name, std::span<const std::byte> bytes);
+  // A 1-D int64 attribute on the root group (e.g. a list of token ids).
+  void set_int_array_attribute(const std::string& name, std::span<const int64_t> values);
   void set_attribute(const std::string& name, const AttributeValue& value);  // on the root group
   void commit();
 

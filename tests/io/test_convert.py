@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+"""meshnn-convert end to end, on Hugging Face model directories this test builds itself
+(tests/io/hf_model_dir.py: its own safetensors writer, not the safetensors library).
+
+    test_convert.py BUILD_DIR WORK_DIR MPIEXEC [MPIEXEC_FLAGS...]
+
+1. Llama (unsharded BF16; sharded, mixed F32/F16/BF16 with tied embeddings, a list of eos ids and
+   rope_scaling; Mistral) and Falcon (RWForCausalLM in the RefinedWeb dialect, sharded;
+   FalconForCausalLM) convert, and every dataset equals its source bit for bit (as stored, and
+   converted to float32 and bfloat16), every attribute and every tokenizer file is there.
+2. Hostile input: each case exits nonzero with the expected message and leaves no output file
+   (nor a temporary one). A converted file of mixed dtypes loads bit-exactly into every placement
+   (tests/mpi/test_h5py_files.cpp, ConvertedFile), on 1 and 2 ranks.
+3. The jobs give the same results on a converted file as on the same weights written directly
+   with h5py in meshnn's layout: meshnn-llm's tokens and logits, meshnn-mlp's output, on 1 and 2
+   ranks; a file with one weight changed gives different logits (the comparison can fail).
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_model_dir as hf  # noqa: E402
+
+BUILD, WORK, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3:]
+CONVERT = os.path.join(BUILD, "apps", "meshnn-convert")
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def convert(model_dir, out, *extra):
+    r = run([CONVERT, *extra, model_dir, out])
+    if r.returncode != 0:
+        print(r.stdout + r.stderr)
+    return r
+
+
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+    "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "vocab_size": 128, "max_position_embeddings": 256,
+    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
+    "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "torch_dtype": "bfloat16",
+}
+LLAMA_ATTRS = {
+    "model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128,
+    "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+    "tie_word_embeddings": 0, "bos_token_id": 1, "eos_token_id": 2,
+}
+
+
+def expected_array(dtype, array, target):
+    """What a tensor stored as `dtype` becomes when written as `target`."""
+    if target is None or target == dtype:
+        return array
+    as_f32 = hf.bfloat16_to_float32(array) if dtype == "BF16" else array.astype(np.float32)
+    return as_f32 if target == "F32" else hf.to_bfloat16_bits(as_f32)
+
+
+def attr_value(v):
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return v.item() if hasattr(v, "item") else v
+
+
+def check_converted(label, out, kept, attrs, target=None, model_dir=None):
+    """Every dataset bit for bit, the attributes, the tokenizer files."""
+    with h5py.File(out, "r") as f:
+        datasets = {k for k in f.keys() if isinstance(f[k], h5py.Dataset)}
+        check(datasets == set(kept), f"{label}: the datasets are exactly the checkpoint's tensors "
+                                     f"(extra {sorted(datasets - set(kept))[:3]}, missing {sorted(set(kept) - datasets)[:3]})")
+        bad = []
+        for name, (dtype, array) in kept.items():
+            if name not in f:
+                continue
+            ds, want = f[name], expected_array(dtype, array, target)
+            kind = target or dtype
+            type_ok = {"F32": ds.dtype == np.float32, "F16": ds.dtype == np.float16,
+                       "BF16": ds.dtype == np.uint16 and attr_value(ds.attrs.get("dtype", b"")) == "bfloat16"}[kind]
+            got = ds[...]
+            if not (type_ok and got.shape == want.shape and np.array_equal(got.view(np.uint8), want.view(np.uint8))):
+                bad.append(name)
+        check(not bad, f"{label}: every dataset equals its source bit for bit as {target or 'stored'} ({bad[:3]})")
+        wrong = {k: (attr_value(f.attrs[k]) if k in f.attrs else None, v) for k, v in attrs.items()
+                 if k not in f.attrs or attr_value(f.attrs[k]) != v}
+        check(not wrong, f"{label}: root attributes {sorted(attrs)} ({wrong})")
+        if model_dir is not None:
+            names = [n for n in ("tokenizer.model", "tokenizer.json", "tokenizer_config.json", "generation_config.json")
+                     if os.path.exists(os.path.join(model_dir, n))]
+            same = all(f"tokenizer/{n}" in f and f[f"tokenizer/{n}"].dtype == np.uint8 and
+                       f[f"tokenizer/{n}"][...].tobytes() == open(os.path.join(model_dir, n), "rb").read()
+                       for n in names)
+            check(bool(names) and same, f"{label}: tokenizer/ holds {names} byte for byte")
+
+
+def write_direct(path, kept, attrs):
+    """The same weights in meshnn's layout, written with h5py's defaults (vlen UTF-8 strings)."""
+    with h5py.File(path, "w") as f:
+        for name, (dtype, array) in kept.items():
+            ds = f.create_dataset(name, data=array)
+            if dtype == "BF16":
+                ds.attrs["dtype"] = "bfloat16"
+        for k, v in attrs.items():
+            f.attrs[k] = v
+
+
+# --- 1. conversions --------------------------------------------------------------------------------
+def test_conversions():
+    models = {}
+    d = os.path.join(WORK, "llama")
+    kept = hf.write_model_dir(d, LLAMA, hf.llama_shapes(LLAMA), lambda n: "BF16", seed=1)
+    r = convert(d, os.path.join(WORK, "llama.h5"))
+    check(r.returncode == 0 and "LlamaForCausalLM" in r.stdout, "llama (unsharded BF16) converts")
+    check_converted("llama", os.path.join(WORK, "llama.h5"), kept, LLAMA_ATTRS, model_dir=d)
+    models["llama"] = (d, kept)
+
+    # Sharded, unaligned data, mixed dtypes, tied embeddings, Llama 3's list of eos ids (and bos
+    # only in generation_config.json), rope_scaling.
+    cfg = dict(LLAMA, tie_word_embeddings=True, eos_token_id=[2, 3], rope_theta=500000.0,
+               rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                             "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
+    del cfg["bos_token_id"]
+    dtype_of = lambda n: "F32" if n.endswith("norm.weight") else "F16" if "self_attn" in n else "BF16"
+    d = os.path.join(WORK, "llama_sharded")
+    kept = hf.write_model_dir(d, cfg, hf.llama_shapes(cfg), dtype_of, shards=3, seed=2, align=1)
+    attrs = dict(LLAMA_ATTRS, tie_word_embeddings=1, rope_theta=500000.0, eos_token_ids=[2, 3])
+    # 1000-byte blocks: 1 to 7 rows at a time, ragged at the end, so the blocked path is exercised.
+    for target, flag in ((None, []), ("F32", ["--dtype", "float32"]), ("BF16", ["--dtype", "bfloat16"]),
+                         (None, ["--block-size", "1000"]), ("F32", ["--dtype", "float32", "--block-size", "1000"]),
+                         ("BF16", ["--block-size", "1000", "--dtype", "bfloat16"])):
+        out = os.path.join(WORK, f"llama_sharded_{target or 'keep'}{'_blocks' if '--block-size' in flag else ''}.h5")
+        r = convert(d, out, *flag)
+        check(r.returncode == 0, f"llama sharded converts ({target or 'dtypes kept'}{', small blocks' if '--block-size' in flag else ''})")
+        check("note: config.json has rope_scaling" in r.stderr, "the user is told rope_scaling is not applied")
+        check_converted(f"llama sharded {target or 'keep'} {flag}", out, kept, attrs, target, model_dir=d)
+    with h5py.File(os.path.join(WORK, "llama_sharded_keep.h5"), "r") as f:
+        check(json.loads(attr_value(f.attrs["rope_scaling"])) == cfg["rope_scaling"], "rope_scaling kept as its JSON")
+    models["llama_sharded"] = (d, kept)
+
+    # Mistral, with extra tensors of special values: every float16 and bfloat16 bit pattern
+    # (subnormals, inf, NaN) and float32 values where rounding to bfloat16 ties, carries or
+    # overflows, each converted both ways.
+    d = os.path.join(WORK, "mistral")
+    cfg = dict(LLAMA, architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=4096)
+    every = np.arange(65536, dtype=np.uint32).astype(np.uint16)
+    edges = np.array([0x3F808000, 0x3F818000, 0x3F808001, 0x3F80FFFF, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000,
+                      0xFF800000, 0x7FC00001, 0xFFFFFFFF, 0x00000001, 0x807FFFFF, 0x00000000, 0x80000000],
+                     dtype=np.uint32).view(np.float32)
+    extra = {"extra.f16_every": ("F16", every.view(np.float16).reshape(256, 256)),
+             "extra.bf16_every": ("BF16", every.reshape(256, 256)), "extra.f32_edges": ("F32", edges)}
+    kept = hf.write_model_dir(d, cfg, hf.llama_shapes(cfg), lambda n: "F32", seed=3, tokenizer=False, extra=extra)
+    for target, flag in ((None, []), ("F32", ["--dtype", "float32"]), ("BF16", ["--dtype", "bfloat16"])):
+        out = os.path.join(WORK, f"mistral_{target or 'keep'}.h5")
+        r = convert(d, out, *flag)
+        check(r.returncode == 0, f"mistral converts ({target or 'dtypes kept'})")
+        check_converted(f"mistral {target or 'keep'}", out, kept,
+                        dict(LLAMA_ATTRS, model_type="mistral", sliding_window=4096), target)
+
+    # Falcon in the original RefinedWeb dialect (n_layer, n_head), sharded, float32.
+    d = os.path.join(WORK, "falcon_rw")
+    cfg = {"architectures": ["RWForCausalLM"], "model_type": "RefinedWebModel", "hidden_size": 64, "n_head": 4,
+           "n_layer": 2, "vocab_size": 128, "multi_query": True, "parallel_attn": True, "bias": False,
+           "layer_norm_epsilon": 1e-5, "bos_token_id": 11, "eos_token_id": 11}
+    kept = hf.write_model_dir(d, cfg, hf.falcon_shapes(cfg), lambda n: "F32", shards=2, seed=4)
+    r = convert(d, os.path.join(WORK, "falcon_rw.h5"))
+    check(r.returncode == 0, "falcon (RWForCausalLM, sharded) converts")
+    falcon_attrs = {"model_type": "falcon", "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2,
+                    "num_attention_heads": 4, "num_key_value_heads": 1, "vocab_size": 128, "eos_token_id": 11}
+    check_converted("falcon rw", os.path.join(WORK, "falcon_rw.h5"), kept, falcon_attrs, model_dir=d)
+
+    d = os.path.join(WORK, "falcon")
+    cfg = {"architectures": ["FalconForCausalLM"], "model_type": "falcon", "hidden_size": 64,
+           "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 128, "ffn_hidden_size": 96,
+           "multi_query": True, "new_decoder_architecture": False, "bos_token_id": 11, "eos_token_id": 11}
+    kept = hf.write_model_dir(d, cfg, hf.falcon_shapes(cfg), lambda n: "BF16", seed=5)
+    r = convert(d, os.path.join(WORK, "falcon.h5"))
+    check(r.returncode == 0, "falcon (FalconForCausalLM, BF16) converts")
+    check_converted("falcon", os.path.join(WORK, "falcon.h5"), kept, dict(falcon_attrs, intermediate_size=96),
+                    model_dir=d)
+    models["falcon"] = (d, kept)
+    return models
+
+
+# --- 2. hostile input ------------------------------------------------------------------------------
+def read_st(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+def write_st(path, header, data):
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def edit_header(file, fn):
+    def mutate(d):
+        header, data = read_st(os.path.join(d, file))
+        fn(header)
+        write_st(os.path.join(d, file), header, data)
+    return mutate
+
+
+def edit_json(file, fn):
+    def mutate(d):
+        with open(os.path.join(d, file)) as f:
+            j = json.load(f)
+        fn(j)
+        with open(os.path.join(d, file), "w") as f:
+            json.dump(j, f)
+    return mutate
+
+
+def edit_bytes(file, fn):
+    def mutate(d):
+        with open(os.path.join(d, file), "rb") as f:
+            raw = f.read()
+        with open(os.path.join(d, file), "wb") as f:
+            f.write(fn(raw))
+    return mutate
+
+
+def overlap(h):
+    a, b = h["model.layers.0.input_layernorm.weight"], h["model.layers.1.input_layernorm.weight"]
+    size = b["data_offsets"][1] - b["data_offsets"][0]
+    b["data_offsets"] = [a["data_offsets"][0] + 2, a["data_offsets"][0] + 2 + size]
+
+
+def shift_last(h):
+    last = max((v for k, v in h.items() if k != "__metadata__"), key=lambda v: v["data_offsets"][1])
+    last["data_offsets"] = [o + 2 for o in last["data_offsets"]]
+
+
+def set_entry(name, **fields):
+    return lambda h: h[name].update(fields)
+
+
+def invalid_json(raw):
+    n = struct.unpack("<Q", raw[:8])[0]
+    return raw[:8] + b'{"a": [1, 2' + b" " * (n - 11) + raw[8 + n:]
+
+
+def test_hostile(models):
+    st = "model.safetensors"
+    norm = "model.layers.0.input_layernorm.weight"  # BF16 [64]: 128 bytes
+    cases = [
+        ("header_beyond_file", "llama", edit_bytes(st, lambda r: struct.pack("<Q", len(r)) + r[8:]),
+         "is beyond the file"),
+        ("too_short", "llama", edit_bytes(st, lambda r: r[:5]), "too short"),
+        ("invalid_json", "llama", edit_bytes(st, invalid_json), "not valid JSON"),
+        ("offsets_outside", "llama", edit_header(st, shift_last), "outside the data section"),
+        ("truncated", "llama", edit_bytes(st, lambda r: r[:-100]), "outside the data section"),
+        ("offsets_overlap", "llama", edit_header(st, overlap), "overlap"),
+        ("shape_vs_bytes", "llama", edit_header(st, set_entry(norm, shape=[65])), "data_offsets span"),
+        ("dtype_vs_bytes", "llama", edit_header(st, set_entry(norm, dtype="F32")), "data_offsets span"),
+        ("unknown_dtype", "llama", edit_header(st, set_entry(norm, dtype="Q4")), "unknown dtype 'Q4'"),
+        ("integer_tensor", "llama", edit_header(st, set_entry(norm, dtype="I64", shape=[16])),
+         "converts F32, F16 and BF16"),
+        ("config_vs_shapes", "llama", edit_json("config.json", lambda c: c.update(intermediate_size=100)),
+         "implies [64, 100]"),
+        ("config_more_layers", "llama", edit_json("config.json", lambda c: c.update(num_hidden_layers=3)),
+         "'model.layers.2.input_layernorm.weight' is missing from the checkpoint"),
+        ("architecture", "llama", edit_json("config.json", lambda c: c.update(architectures=["GPT2LMHeadModel"])),
+         "architecture 'GPT2LMHeadModel' is not supported"),
+        ("eos_outside_vocab", "llama", edit_json("config.json", lambda c: c.update(eos_token_id=500)),
+         "outside the vocabulary"),
+        ("config_not_json", "llama", edit_bytes("config.json", lambda r: b"{"), "not valid JSON"),
+        ("no_config", "llama", lambda d: os.remove(os.path.join(d, "config.json")), "has no config.json"),
+        ("no_weights", "llama", lambda d: os.remove(os.path.join(d, st)), "neither model.safetensors"),
+        ("index_lists_missing_tensor", "llama_sharded",
+         edit_json("model.safetensors.index.json",
+                   lambda j: j["weight_map"].update({"model.layers.9.mlp.up_proj.weight": "model-00001-of-00003.safetensors"})),
+         "'model.layers.9.mlp.up_proj.weight' is listed in model.safetensors.index.json"),
+        ("index_missing_shard", "llama_sharded", lambda d: os.remove(os.path.join(d, "model-00002-of-00003.safetensors")),
+         "model-00002-of-00003.safetensors"),
+        ("index_path_escape", "llama_sharded",
+         edit_json("model.safetensors.index.json",
+                   lambda j: j["weight_map"].update({"model.norm.weight": "../llama/model.safetensors"})),
+         "not a file name in the model directory"),
+    ]
+    hostile = os.path.join(WORK, "hostile")
+    os.makedirs(hostile, exist_ok=True)
+    for name, base, mutate, fragment in cases:
+        d = os.path.join(hostile, name)
+        shutil.copytree(models[base][0], d)
+        mutate(d)
+        out = os.path.join(hostile, name + ".h5")
+        r = run([CONVERT, d, out])
+        leftovers = [f for f in os.listdir(hostile) if f.startswith(name + ".h5")]
+        check(r.returncode == 1 and fragment in r.stderr and not leftovers,
+              f"hostile {name}: exit {r.returncode}, message has '{fragment}', no output file "
+              f"({r.stderr.strip()[:200]}; left: {leftovers})")
+    r = run([CONVERT, models["llama"][0]])
+    check(r.returncode == 2 and "expected MODEL_DIR and OUTPUT.h5" in r.stderr, "one positional argument: usage error")
+    r = run([CONVERT, "--dtype", "float8", models["llama"][0], os.path.join(hostile, "x.h5")])
+    check(r.returncode == 2 and "dtype" in r.stderr and not os.path.exists(os.path.join(hostile, "x.h5")),
+          "--dtype float8: usage error")
+
+
+# --- 3. the jobs on a converted file and on the same weights written directly ----------------------
+def mpirun(ranks, args):
+    return run([*MPIEXEC, "-n", str(ranks), *args])
+
+
+def llm_outputs(weights, ranks, tag):
+    out = os.path.join(WORK, f"llm_{tag}_np{ranks}.h5")
+    r = mpirun(ranks, [os.path.join(BUILD, "apps", "meshnn-llm"), "--weights", weights, "--prompt-len", "8",
+                       "--batch", "2", "--max-new-tokens", "4", "--ignore-eos", "--save-logits",
+                       "--weight-dtype", "bfloat16", "--output", out])
+    if r.returncode != 0:
+        print(r.stdout[-2000:] + r.stderr[-2000:])
+        return None
+    with h5py.File(out, "r") as f:
+        return f["tokens"][...], f["logits"][...]
+
+
+def same_outputs(a, b):
+    return a is not None and b is not None and all(np.array_equal(x.view(np.uint8), y.view(np.uint8))
+                                                   for x, y in zip(a, b))
+
+
+def test_placements():
+    """The converted mixed-dtype file loads into every placement on 1 and 2 ranks."""
+    names = ["model.layers.0.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight",
+             "model.layers.0.mlp.down_proj.weight", "model.embed_tokens.weight", "model.norm.weight"]
+    env = dict(os.environ, MESHNN_CONVERTED_FILE=os.path.join(WORK, "llama_sharded_keep.h5"),
+               MESHNN_CONVERTED_DATASETS=",".join(names))
+    for ranks in (1, 2):
+        r = subprocess.run([*MPIEXEC, "-n", str(ranks), os.path.join(BUILD, "tests", "meshnn_mpi_h5py_tests"),
+                            "--gtest_filter=ConvertedFile.*", "--gtest_color=no"],
+                           capture_output=True, text=True, timeout=600, env=env)
+        ok = r.returncode == 0 and "[  PASSED  ] 1 test" in r.stdout
+        if not ok:
+            print(r.stdout[-3000:] + r.stderr[-2000:])
+        check(ok, f"converted F16/BF16/F32 datasets load bit-exactly into every placement on {ranks} rank(s)")
+
+
+def test_jobs(models):
+    d, kept = models["llama"]
+    direct = os.path.join(WORK, "llama_direct.h5")
+    write_direct(direct, kept, LLAMA_ATTRS)
+    for ranks in (1, 2):
+        converted = llm_outputs(os.path.join(WORK, "llama.h5"), ranks, "converted")
+        reference = llm_outputs(direct, ranks, "direct")
+        check(same_outputs(converted, reference) and np.isfinite(reference[1]).all(),
+              f"meshnn-llm on {ranks} rank(s): converted file gives the same tokens and logits as the direct one")
+    # The comparison can fail: one weight changed changes the logits.
+    changed = dict(kept)
+    dtype, array = changed["model.layers.1.mlp.down_proj.weight"]
+    changed["model.layers.1.mlp.down_proj.weight"] = (dtype, hf.to_bfloat16_bits(hf.bfloat16_to_float32(array) * 1.5))
+    write_direct(os.path.join(WORK, "llama_changed.h5"), changed, LLAMA_ATTRS)
+    changed_out, direct_out = llm_outputs(os.path.join(WORK, "llama_changed.h5"), 1, "changed"), llm_outputs(direct, 1, "direct")
+    check(changed_out is not None and direct_out is not None and not same_outputs(changed_out, direct_out),
+          "a changed weight gives different logits")
+
+    # The sharded model converted to bfloat16 against the same rounded weights written directly.
+    d, kept = models["llama_sharded"]
+    rounded = {n: ("BF16", expected_array(t, a, "BF16")) for n, (t, a) in kept.items()}
+    direct = os.path.join(WORK, "llama_sharded_direct.h5")
+    write_direct(direct, rounded, dict(LLAMA_ATTRS, tie_word_embeddings=1, rope_theta=500000.0))
+    for ranks in (1, 2):
+        check(same_outputs(llm_outputs(os.path.join(WORK, "llama_sharded_BF16.h5"), ranks, "sharded"),
+                           llm_outputs(direct, ranks, "sharded_direct")),
+              f"meshnn-llm on {ranks} rank(s): sharded checkpoint converted to bfloat16 = direct file")
+
+    # Falcon: the MLP job reads transformer.h.1.mlp.* of the converted checkpoint.
+    d, kept = models["falcon"]
+    direct = os.path.join(WORK, "falcon_direct.h5")
+    write_direct(direct, kept, {"model_type": "falcon", "hidden_size": 64, "intermediate_size": 96})
+    with h5py.File(os.path.join(WORK, "falcon_input.h5"), "w") as f:
+        f["input"] = np.random.default_rng(7).standard_normal((1, 16, 64)).astype(np.float32)
+    for ranks in (1, 2):
+        outs = []
+        for tag, weights in (("converted", os.path.join(WORK, "falcon.h5")), ("direct", direct)):
+            out = os.path.join(WORK, f"mlp_{tag}_np{ranks}.h5")
+            r = mpirun(ranks, [os.path.join(BUILD, "apps", "meshnn-mlp"), "--weights", weights, "--layer", "1",
+                               "--input", os.path.join(WORK, "falcon_input.h5"), "--output", out,
+                               "--warmup", "0", "--iterations", "1"])
+            if r.returncode != 0:
+                print(r.stdout[-2000:] + r.stderr[-2000:])
+                outs.append(None)
+                continue
+            with h5py.File(out, "r") as f:
+                outs.append((f["output"][...],))
+        check(same_outputs(outs[0], outs[1]), f"meshnn-mlp on {ranks} rank(s): converted Falcon = direct file")
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    models = test_conversions()
+    test_hostile(models)
+    test_placements()
+    test_jobs(models)
+    print(f"{len(failures)} failure(s)")
+    for f in failures:
+        print("  " + f)
+    if not failures:
+        shutil.rmtree(WORK, ignore_errors=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
