@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "meshnn/io/hdf5_io.hpp"
-#include "meshnn/tensor/distribute.hpp"
+#include "meshnn/distributed/distribute.hpp"
 #include "support/test_helpers.hpp"
 
 namespace meshnn {
