@@ -15,6 +15,7 @@
 #include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/block_float.hpp"
 #include "meshnn/tensor/concat.hpp"
+#include "meshnn/tensor/storage_codec.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 
 namespace meshnn {
@@ -223,33 +224,18 @@ int64_t storage_elements(const Tensor& t) {
   return t.volume();
 }
 
-// Storage -> compute values (same element order; block floats in face order).
-void decode_storage(const Tensor& t, void* out) {
+// Storage -> compute values (same element order; block floats in face order). Integers are
+// their own compute type.
+void storage_to_compute(const Tensor& t, void* out) {
   const int64_t n = storage_elements(t);
-  switch (t.dtype()) {
-    case DataType::BFLOAT16:
-      bfloat16_to_float(std::span(t.data<uint16_t>(), n), std::span(static_cast<float*>(out), n));
-      break;
-    case DataType::BFLOAT8_B:
-    case DataType::BFLOAT4_B:
-      unpack_block_float_tiles(t.data<std::byte>(), static_cast<float*>(out), t.num_tiles(), t.dtype());
-      break;
-    default: std::memcpy(out, t.data<std::byte>(), static_cast<size_t>(n) * 4); break;
-  }
+  if (is_integer(t.dtype())) std::memcpy(out, t.data<std::byte>(), static_cast<size_t>(n) * 4);
+  else decode_storage(t.data<std::byte>(), t.dtype(), n, static_cast<float*>(out));
 }
 // Compute values -> storage, quantising once.
-void encode_storage(const void* values, Tensor& t) {
+void compute_to_storage(const void* values, Tensor& t) {
   const int64_t n = storage_elements(t);
-  switch (t.dtype()) {
-    case DataType::BFLOAT16:
-      float_to_bfloat16(std::span(static_cast<const float*>(values), n), std::span(t.data<uint16_t>(), n));
-      break;
-    case DataType::BFLOAT8_B:
-    case DataType::BFLOAT4_B:
-      pack_block_float_tiles(static_cast<const float*>(values), t.data<std::byte>(), t.num_tiles(), t.dtype());
-      break;
-    default: std::memcpy(t.data<std::byte>(), values, static_cast<size_t>(n) * 4); break;
-  }
+  if (is_integer(t.dtype())) std::memcpy(t.data<std::byte>(), values, static_cast<size_t>(n) * 4);
+  else encode_storage(static_cast<const float*>(values), t.dtype(), n, t.data<std::byte>());
 }
 
 // ---- checked mode ----
@@ -398,7 +384,7 @@ void reduce_scatter_into(const MeshTensor& input, MeshTensor& output, int dim, R
         const std::byte* values = src;
         if (!native(in.dtype())) {
           std::byte* decoded = scratch.acquire(static_cast<size_t>(storage_elements(in)) * 4);
-          decode_storage(in, decoded);
+          storage_to_compute(in, decoded);
           values = decoded;
         }
         if (runs->outer == 1) {
@@ -417,7 +403,7 @@ void reduce_scatter_into(const MeshTensor& input, MeshTensor& output, int dim, R
       } else {
         std::byte* result = scratch.acquire(static_cast<size_t>(per_slice) * 4);
         ccl::reduce_scatter_values(ctx, src, result, per_slice, red);
-        encode_storage(result, out);
+        compute_to_storage(result, out);
       }
       return;
     }
@@ -487,9 +473,9 @@ void all_reduce_into(const MeshTensor& input, MeshTensor& output, ReduceOp op, s
     ccl::ScratchScope scratch;
     std::byte* values = scratch.acquire(static_cast<size_t>(count) * 4);
     std::byte* result = scratch.acquire(static_cast<size_t>(count) * 4);
-    decode_storage(in, values);
+    storage_to_compute(in, values);
     ccl::all_reduce_values(ctx, values, result, count, red);
-    encode_storage(result, out);
+    compute_to_storage(result, out);
   });
 }
 

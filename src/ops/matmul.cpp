@@ -16,7 +16,7 @@
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/core/process_context.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
-#include "meshnn/tensor/block_float.hpp"
+#include "meshnn/tensor/storage_codec.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 
 namespace meshnn {
@@ -213,19 +213,7 @@ void epilogue(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_e
         }
         const int64_t tile_index = (out_batch * p.out_mt + mt) * out_nt + nt;
         std::byte* dst = p.out->data<std::byte>() + static_cast<size_t>(tile_index) * tile_bytes(dtype);
-        switch (dtype) {
-          case DataType::FLOAT32:
-            std::memcpy(dst, faces, sizeof faces);
-            break;
-          case DataType::BFLOAT16: {
-            uint16_t* d = reinterpret_cast<uint16_t*>(dst);
-            for (int i = 0; i < 1024; ++i) d[i] = float_to_bfloat16(faces[i]);
-            break;
-          }
-          default:
-            pack_block_float_tile(faces, dst, dtype);
-            break;
-        }
+        encode_storage(faces, dtype, kTileVolume, dst);
       }
   }
 }

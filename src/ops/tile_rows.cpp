@@ -7,7 +7,7 @@
 
 #include "meshnn/core/process_context.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
-#include "meshnn/tensor/block_float.hpp"
+#include "meshnn/tensor/storage_codec.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 #include "op_utils.hpp"
 
@@ -22,35 +22,9 @@ void run_parallel(int64_t count, FunctionRef<void(int64_t, int64_t, int)> fn) {
     fn(0, count, 0);
 }
 
-void tile_to_faces(const std::byte* tile, DataType dtype, float* faces) {
-  switch (dtype) {
-    case DataType::FLOAT32:
-      std::memcpy(faces, tile, 4096);
-      break;
-    case DataType::BFLOAT16: {
-      const uint16_t* s = reinterpret_cast<const uint16_t*>(tile);
-      for (int i = 0; i < 1024; ++i) faces[i] = bfloat16_to_float(s[i]);
-      break;
-    }
-    default:
-      unpack_block_float_tile(tile, faces, dtype);
-  }
-}
+void tile_to_faces(const std::byte* tile, DataType dtype, float* faces) { decode_storage(tile, dtype, kTileVolume, faces); }
 
-void faces_to_tile(const float* faces, DataType dtype, std::byte* tile) {
-  switch (dtype) {
-    case DataType::FLOAT32:
-      std::memcpy(tile, faces, 4096);
-      break;
-    case DataType::BFLOAT16: {
-      uint16_t* d = reinterpret_cast<uint16_t*>(tile);
-      for (int i = 0; i < 1024; ++i) d[i] = float_to_bfloat16(faces[i]);
-      break;
-    }
-    default:
-      pack_block_float_tile(faces, tile, dtype);
-  }
-}
+void faces_to_tile(const float* faces, DataType dtype, std::byte* tile) { encode_storage(faces, dtype, kTileVolume, tile); }
 
 void write_rows(Tensor& t, int64_t matrix, int64_t row0, int64_t rows, const float* values) {
   const int64_t h = t.shape()[-2], w = t.shape()[-1];
