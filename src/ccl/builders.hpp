@@ -29,8 +29,11 @@ using ReadyFn = std::function<Deps(size_t offset, size_t bytes)>;
 Deps ops_overlapping(std::span<const RangeOp> ops, size_t offset, size_t bytes);
 
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
-// Lanes: 16 per phase (reduce_scatter = 0, all_gather = 1), one per (link channel, direction).
-inline int lane_of(int chunk, int dir, int num_links, int phase) { return phase * 16 + (chunk % num_links) * 2 + dir; }
+// The lane of a chunk: kLanesPerPhase per phase (reduce_scatter = 0, all_gather = 1), one per
+// (link channel, direction); see collectives.hpp.
+inline int lane_of(int chunk, int dir, int num_links, int phase) {
+  return phase * kLanesPerPhase + (chunk % num_links) * 2 + dir;
+}
 template <class T>
 inline T chunk_count(T total, T chunk) { return total == 0 ? 0 : (total + chunk - 1) / chunk; }
 

@@ -256,7 +256,7 @@ void check_arguments_agree(ccl::Transport& transport, int tag_base, const std::s
   std::memcpy(mine.data(), what.data(), std::min(what.size(), kBytes - 1));
   CclOptions o;
   o.algorithm = Algorithm::Direct;
-  ccl::CallContext ctx{transport, tag_base + 32, Topology::Ring, 1, o, op + " (checked-mode argument exchange)"};
+  ccl::CallContext ctx{transport, tag_base, Topology::Ring, 1, o, op + " (checked-mode argument exchange)"};
   ccl::all_gather_bytes(ctx, mine.data(), kBytes, all.data());
   std::map<std::string, std::vector<int>> groups;
   for (int k = 0; k < transport.size(); ++k) groups[std::string(all.data() + k * kBytes)].push_back(k);
@@ -286,9 +286,11 @@ void run_collective(const MeshTensor& in, const Group& g, std::string_view op, i
     const int id = member_id(mesh, g, k);
     return fmt::format("device {} {}", id, mesh.coordinate_of(id).to_string());
   });
-  const int tag_base = ccl::tag_base_for(mesh.next_operation_id(), transport);
+  // The argument exchange is an operation of its own (its own tags), then the collective.
   if (checked_mode(options))
-    check_arguments_agree(transport, tag_base, describe_args(in, op, dim, rop, g, topo, num_links, options), std::string(op));
+    check_arguments_agree(transport, ccl::tag_base_for(mesh.next_operation_id(), transport),
+                          describe_args(in, op, dim, rop, g, topo, num_links, options), std::string(op));
+  const int tag_base = ccl::tag_base_for(mesh.next_operation_id(), transport);
   ccl::CallContext ctx{transport, tag_base, topo, num_links, options, std::string(op)};
   body(ctx);
 }

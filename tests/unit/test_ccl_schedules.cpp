@@ -247,6 +247,32 @@ TEST(CclAllReduce, EveryScheduleEveryGroupSizeExactIntegers) {
   }
 }
 
+// Every link count up to kMaxLinks: each (phase, link, direction) has a lane of its own, so the
+// reduce_scatter and all_gather phases of one all_reduce never share a tag, however many chunks.
+TEST(CclAllReduce, EveryLinkCountUpToTheMaximumKeepsItsLanesApart) {
+  for (const Variant& v : kVariants) {
+    for (int n : {2, 3, 4}) {
+      for (int links = 1; links <= kMaxLinks; ++links) {
+        const int64_t count = 64 * 40;  // 40 chunks of 256 bytes per member slice or more
+        std::atomic<int> bad{0};
+        InProcessFabric::run(n, [&](Transport& t) {
+          const int p = t.position();
+          std::vector<float> in(count), out(count, -999.f);
+          for (int64_t i = 0; i < count; ++i) in[i] = int_value(p, i);
+          CallContext ctx{t, 0, v.topology, links, options_for(v, 256), ""};
+          all_reduce_values(ctx, in.data(), out.data(), count, Reduction{ReduceOp::SUM, ElementType::F32, false, n});
+          for (int64_t e = 0; e < count; ++e) {
+            float want = 0;
+            for (int m = 0; m < n; ++m) want += int_value(m, e);
+            if (out[e] != want) ++bad;
+          }
+        });
+        EXPECT_EQ(bad.load(), 0) << v.name << " n=" << n << " links=" << links;
+      }
+    }
+  }
+}
+
 TEST(CclAllReduce, IdenticalOnEveryMemberAndDeterministic) {
   for (const Variant& v : kVariants) {
     for (int n : {2, 3, 4, 6, 8, 16}) {

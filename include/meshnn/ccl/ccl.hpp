@@ -21,7 +21,7 @@
 // on every member and from run to run. MEAN = SUM, then one division by N.
 //
 // Failure modes: every argument problem (bad dim or axis, a group of one device, a non-divisible
-// reduce_scatter, a placement the op cannot take, num_links out of 1..8) is a meshnn::Error thrown
+// reduce_scatter, a placement the op cannot take, num_links out of 1..16) is a meshnn::Error thrown
 // before any communication, with the same message on every rank; the mesh stays usable. In checked
 // mode (CclOptions::checked or MESHNN_CCL_CHECKED=1) the group first compares its members'
 // arguments and every member throws the same error if they differ. A collective that stops making

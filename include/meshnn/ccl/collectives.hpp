@@ -72,10 +72,13 @@ struct Schedule {
 Schedule choose_schedule(Collective c, int group_size, size_t bytes, Topology topology, const CclOptions& options);
 
 // Tags: each collective gets kLanesPerOp consecutive tags, taken round-robin from the transport's
-// tag space by operation id (MeshDevice::next_operation_id()).
-inline constexpr int kLanesPerOp = 64;
+// tag space by operation id (MeshDevice::next_operation_id()). Lane = tag offset: kLanesPerPhase
+// for each of the two phases (reduce_scatter 0, all_gather 1), one per (link channel, direction),
+// so no two (phase, link, direction) share a tag at any link count. (The checked mode's argument
+// exchange is an operation of its own, with its own tags.)
 inline constexpr int kMaxLinks = 16;
-inline constexpr int kControlLane = kLanesPerOp - 1;
+inline constexpr int kLanesPerPhase = 2 * kMaxLinks;
+inline constexpr int kLanesPerOp = 2 * kLanesPerPhase;
 int tag_base_for(uint64_t operation_id, const Transport& transport);
 
 // Everything a collective call needs besides its buffers.
