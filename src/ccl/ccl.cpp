@@ -4,276 +4,33 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <map>
 
+#include "checked_mode.hpp"
 #include "meshnn/ccl/plan.hpp"
+#include "meshnn/ccl/specs.hpp"
+#include "storage_views.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/memory.hpp"
-#include "meshnn/tensor/bfloat16.hpp"
-#include "meshnn/tensor/block_float.hpp"
 #include "meshnn/tensor/concat.hpp"
-#include "meshnn/tensor/storage_codec.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 
 namespace meshnn {
 namespace {
 
 using ccl::Collective;
-
-int mesh_axis_size(MeshShape s, int axis) { return axis == 0 ? s.rows : s.cols; }
-
-// One or both mesh axes (no heap: resolved on every call).
-struct AxisList {
-  int v[2] = {0, 1};
-  int n = 0;
-  const int* begin() const { return v; }
-  const int* end() const { return v + n; }
-  size_t size() const { return static_cast<size_t>(n); }
-  int operator[](size_t i) const { return v[i]; }
-};
-
-// The devices a collective runs over, and which mesh axes its placement change applies to.
-struct Group {
-  MPI_Comm comm = MPI_COMM_NULL;
-  int size = 1, position = 0;
-  AxisList axes;  // mesh axes whose placement the op rewrites
-  std::optional<int> cluster_axis;
-};
-
-// Device id of group position k (for messages only).
-int member_id(const MeshDevice& mesh, const Group& g, int k) {
-  if (!g.cluster_axis) return k;
-  const MeshCoordinate me = mesh.coordinate();
-  return *g.cluster_axis == 0 ? mesh.device_id_of({k, me.col}) : mesh.device_id_of({me.row, k});
-}
-
-Group resolve_group(const MeshDevice& mesh, std::optional<int> cluster_axis, std::string_view op) {
-  Group g;
-  g.cluster_axis = cluster_axis;
-  const MeshShape shape = mesh.shape();
-  if (cluster_axis) {
-    const int a = *cluster_axis;
-    MESHNN_CHECK(a == 0 || a == 1, "{}: cluster_axis must be 0 or 1 (or none for the whole mesh), got {}", op, a);
-    MESHNN_CHECK(mesh_axis_size(shape, a) > 1,
-                 "{}: cluster_axis {} of a {} mesh groups a single device; use cluster_axis {} or none", op, a,
-                 shape.to_string(), 1 - a);
-    g.comm = mesh.axis_comm(a);
-    g.size = mesh.axis_size(a);
-    g.position = mesh.axis_position(a);
-    g.axes.v[0] = a;
-    g.axes.n = 1;
-  } else {
-    g.comm = mesh.comm();
-    g.size = mesh.num_devices();
-    g.position = mesh.device_id();
-    g.axes.n = 2;
-  }
-  MESHNN_CHECK(g.size > 1, "{} needs more than one device, got {} (a {} mesh)", op, g.size, shape.to_string());
-  return g;
-}
-
-int normalize(const Shape& shape, int dim, std::string_view op) {
-  MESHNN_CHECK(dim >= -shape.rank() && dim < shape.rank(), "{}: dim {} is out of range for a rank-{} tensor of shape {}",
-               op, dim, shape.rank(), shape);
-  return dim < 0 ? dim + shape.rank() : dim;
-}
-
-bool nontrivial(const MeshTensor& t, int axis) { return mesh_axis_size(t.mesh_device().shape(), axis) > 1; }
-
-struct OutputSpec {
-  Shape global, local;
-  Placements placements;
-};
-
-// A dim sharded on both axes means a row-major split over all devices: only consistent if axis 0
-// is the outer split, so adding axis 0 under an existing axis-1 split of the same dim is not.
-void check_nested_shard(const MeshTensor& t, const Group& g, int d, std::string_view op, std::string_view what) {
-  if (g.axes.size() != 1) return;
-  const int a = g.axes[0], other = 1 - a;
-  const auto* s = std::get_if<Shard>(&t.placement(other));
-  MESHNN_CHECK(!(a == 0 && s && s->dim == d && nontrivial(t, other)),
-               "{}: {} dim {} on cluster_axis 0 while cluster_axis 1 shards the same dim ({}) leaves a non-row-major "
-               "split; use cluster_axis 1 or none",
-               op, what, d, to_string(t.placements()));
-}
-
-OutputSpec gather_spec(const MeshTensor& t, const Group& g, int d) {
-  constexpr std::string_view op = "all_gather";
-  bool any_shard = false, any_replicate = false;
-  for (int a : g.axes) {
-    if (!nontrivial(t, a)) continue;
-    const Placement& pl = t.placement(a);
-    if (const auto* s = std::get_if<Shard>(&pl)) {
-      MESHNN_CHECK(s->dim == d, "all_gather: dim {} but the tensor is sharded on dim {} along mesh axis {} ({})", d,
-                   s->dim, a, to_string(t.placements()));
-      any_shard = true;
-    } else if (is_partial(pl)) {
-      throw Error(fmt::format("all_gather: the tensor is {} along mesh axis {}: reduce it first (reduce_scatter or "
-                              "all_reduce)", to_string(pl), a));
-    } else {
-      any_replicate = true;
-    }
-  }
-  MESHNN_CHECK(!(any_shard && any_replicate), "all_gather over the whole mesh needs the same placement on both axes, got {}",
-               to_string(t.placements()));
-  if (any_shard) check_nested_shard(t, g, d, op, "gathering");
-  MESHNN_CHECK(!t.is_padded(), "all_gather: the tensor's shards carry padding (shape {}, shard {}); not supported",
-               t.shape(), t.shard_shape());
-  OutputSpec s{t.shape(), t.local().shape(), t.placements()};
-  s.local[d] = s.local[d] * g.size;
-  if (!any_shard) s.global[d] = s.global[d] * g.size;  // replicated input: N copies side by side
-  for (int a : g.axes) s.placements[a] = Replicate{};
-  return s;
-}
-
-void check_reducible(const MeshTensor& t, const Group& g, ReduceOp op, std::string_view name) {
-  for (int a : g.axes) {
-    if (!nontrivial(t, a)) continue;
-    const Placement& pl = t.placement(a);
-    if (const auto* p = std::get_if<Partial>(&pl)) {
-      MESHNN_CHECK(p->op == op, "{}: the tensor is {} along mesh axis {} but the reduction is {}", name, to_string(pl), a,
-                   to_string(op));
-    } else {
-      MESHNN_CHECK(is_replicate(pl), "{}: the tensor is {} along mesh axis {}: reducing different shards is "
-                   "meaningless (all_gather it instead)", name, to_string(pl), a);
-    }
-  }
-}
-
-OutputSpec reduce_scatter_spec(const MeshTensor& t, const Group& g, int d, ReduceOp op) {
-  check_reducible(t, g, op, "reduce_scatter");
-  check_nested_shard(t, g, d, "reduce_scatter", "scattering");
-  const int64_t size = t.local().shape()[d];
-  MESHNN_CHECK(size % g.size == 0, "reduce_scatter: dim {} of size {} (shard shape {}) does not divide over {} devices",
-               d, size, t.shard_shape(), g.size);
-  OutputSpec s{t.shape(), t.local().shape(), t.placements()};
-  s.local[d] = size / g.size;
-  for (int a : g.axes) s.placements[a] = Shard{d};
-  return s;
-}
-
-OutputSpec all_reduce_spec(const MeshTensor& t, const Group& g, ReduceOp op) {
-  check_reducible(t, g, op, "all_reduce");
-  OutputSpec s{t.shape(), t.local().shape(), t.placements()};
-  for (int a : g.axes) s.placements[a] = Replicate{};
-  return s;
-}
-
-void check_common(const MeshTensor& t, int num_links, std::string_view op) {
-  MESHNN_CHECK(t.mesh() != nullptr && t.mesh_device().is_open(), "{}: the tensor's mesh is not open", op);
-  MESHNN_CHECK(num_links >= 1 && num_links <= ccl::kMaxLinks, "{}: num_links must be 1..{}, got {}", op, ccl::kMaxLinks,
-               num_links);
-}
-
-void check_output(const MeshTensor& out, const OutputSpec& s, const MeshTensor& in, std::string_view op) {
-  MESHNN_CHECK(out.mesh() == in.mesh() && out.shape() == s.global && out.local().shape() == s.local &&
-                   out.placements() == s.placements && out.dtype() == in.dtype() && out.layout() == in.layout(),
-               "{}: output tensor {} {} {} {} does not match the expected {} {} {} {}", op, out.shape(),
-               to_string(out.placements()), to_string(out.dtype()), to_string(out.layout()), s.global,
-               to_string(s.placements), to_string(in.dtype()), to_string(in.layout()));
-}
-
-// ---- storage views ----
-
-// How the n parts of `shape` along d sit in storage, in storage elements (TILE: padded, 1024 per
-// tile): `outer` repetitions of [part 0 run][part 1 run]...; nullopt when a part boundary cuts tiles.
-struct Runs {
-  int64_t outer, run;
-};
-std::optional<Runs> slice_runs(const Shape& shape, Layout layout, int d, int n) {
-  const int r = shape.rank();
-  if (layout == Layout::ROW_MAJOR) return Runs{shape.outer_volume(d), shape[d] / n * shape.inner_volume(d)};
-  if (r == 1) {
-    const int64_t part = shape[0] / n;
-    if (part % kTileWidth) return std::nullopt;
-    return Runs{1, part * kTileHeight};
-  }
-  const int64_t hp = round_up_to_tile(shape[r - 2]), wp = round_up_to_tile(shape[r - 1]);
-  int64_t batch = 1;
-  for (int k = 0; k < r - 2; ++k) batch *= shape[k];
-  if (d < r - 2) {
-    int64_t outer = 1, inner = 1;
-    for (int k = 0; k < d; ++k) outer *= shape[k];
-    for (int k = d + 1; k < r - 2; ++k) inner *= shape[k];
-    return Runs{outer, shape[d] / n * inner * hp * wp};
-  }
-  const int64_t part = shape[d] / n;
-  if (part % kTileWidth) return std::nullopt;
-  if (d == r - 2) return Runs{batch, part * wp};
-  return Runs{batch * (hp / kTileHeight), part * kTileHeight};
-}
-
-size_t storage_bytes_of(int64_t elements, DataType dtype) {
-  if (is_block_float(dtype)) return static_cast<size_t>(elements / kTileVolume) * tile_bytes(dtype);
-  return static_cast<size_t>(elements) * element_bytes(dtype);
-}
-
-ccl::ElementType compute_type(DataType dtype) {
-  return dtype == DataType::INT32 ? ccl::ElementType::I32
-         : dtype == DataType::UINT32 ? ccl::ElementType::U32
-                                     : ccl::ElementType::F32;
-}
-// Storage already in the compute type (no conversion pass).
-bool native(DataType dtype) { return dtype == DataType::FLOAT32 || is_integer(dtype); }
-
-int64_t storage_elements(const Tensor& t) {
-  if (t.layout() == Layout::TILE) return t.num_tiles() * kTileVolume;
-  return t.volume();
-}
-
-// Storage -> compute values (same element order; block floats in face order). Integers are
-// their own compute type.
-void storage_to_compute(const Tensor& t, void* out) {
-  const int64_t n = storage_elements(t);
-  if (is_integer(t.dtype())) std::memcpy(out, t.data<std::byte>(), static_cast<size_t>(n) * 4);
-  else decode_storage(t.data<std::byte>(), t.dtype(), n, static_cast<float*>(out));
-}
-// Compute values -> storage, quantising once.
-void compute_to_storage(const void* values, Tensor& t) {
-  const int64_t n = storage_elements(t);
-  if (is_integer(t.dtype())) std::memcpy(t.data<std::byte>(), values, static_cast<size_t>(n) * 4);
-  else encode_storage(static_cast<const float*>(values), t.dtype(), n, t.data<std::byte>());
-}
-
-// ---- checked mode ----
-
-bool checked_mode(const CclOptions& o) {
-  // The environment is read once per process (getenv scans the whole, launcher-sized, environment).
-  static const bool from_env = [] {
-    const char* v = std::getenv("MESHNN_CCL_CHECKED");
-    return v && std::string_view(v) == "1";
-  }();
-  return o.checked || from_env;
-}
-
-// Every member learns every member's argument description; all throw the same error on mismatch.
-void check_arguments_agree(ccl::Transport& transport, int tag_base, const std::string& what, const std::string& op) {
-  constexpr size_t kBytes = 512;
-  std::vector<char> mine(kBytes, 0), all(kBytes * transport.size());
-  std::memcpy(mine.data(), what.data(), std::min(what.size(), kBytes - 1));
-  CclOptions o;
-  o.algorithm = Algorithm::Direct;
-  ccl::CallContext ctx{transport, tag_base, Topology::Ring, 1, o, op + " (checked-mode argument exchange)"};
-  ccl::all_gather_bytes(ctx, mine.data(), kBytes, all.data());
-  std::map<std::string, std::vector<int>> groups;
-  for (int k = 0; k < transport.size(); ++k) groups[std::string(all.data() + k * kBytes)].push_back(k);
-  if (groups.size() == 1) return;
-  std::string message = fmt::format("{}: arguments differ across the group (checked mode):", op);
-  for (const auto& [desc, members] : groups) message += fmt::format(" members {} have [{}];", fmt::join(members, ","), desc);
-  throw Error(message);
-}
-
-std::string describe_args(const MeshTensor& t, std::string_view op, int dim, ReduceOp rop, const Group& g, Topology topo,
-                          int links, const CclOptions& o) {
-  return fmt::format("{} shape={} shard={} dtype={} layout={} placements={} dim={} op={} axis={} topology={} links={} "
-                     "algorithm={} chunk={} wire={}",
-                     op, t.shape(), t.shard_shape(), to_string(t.dtype()), to_string(t.layout()),
-                     to_string(t.placements()), dim, to_string(rop), g.cluster_axis ? std::to_string(*g.cluster_axis) : "none",
-                     to_string(topo), links, ccl::to_string(o.algorithm), o.chunk_bytes, o.partials_in_input_dtype);
-}
+using ccl::Group;
+using ccl::OutputSpec;
+using namespace ccl::detail;
+using ccl::all_reduce_spec;
+using ccl::check_common;
+using ccl::check_output;
+using ccl::gather_spec;
+using ccl::member_id;
+using ccl::normalize;
+using ccl::reduce_scatter_spec;
+using ccl::resolve_group;
 
 // Shared by the three: transport + tags + checked mode, then `body`.
 template <class Body>

@@ -1,0 +1,65 @@
+#include "storage_views.hpp"
+
+#include <cstring>
+
+#include "meshnn/tensor/block_float.hpp"
+#include "meshnn/tensor/storage_codec.hpp"
+#include "meshnn/tensor/tile_layout.hpp"
+
+namespace meshnn::ccl::detail {
+
+std::optional<Runs> slice_runs(const Shape& shape, Layout layout, int d, int n) {
+  const int r = shape.rank();
+  if (layout == Layout::ROW_MAJOR) return Runs{shape.outer_volume(d), shape[d] / n * shape.inner_volume(d)};
+  if (r == 1) {
+    const int64_t part = shape[0] / n;
+    if (part % kTileWidth) return std::nullopt;
+    return Runs{1, part * kTileHeight};
+  }
+  const int64_t hp = round_up_to_tile(shape[r - 2]), wp = round_up_to_tile(shape[r - 1]);
+  int64_t batch = 1;
+  for (int k = 0; k < r - 2; ++k) batch *= shape[k];
+  if (d < r - 2) {
+    int64_t outer = 1, inner = 1;
+    for (int k = 0; k < d; ++k) outer *= shape[k];
+    for (int k = d + 1; k < r - 2; ++k) inner *= shape[k];
+    return Runs{outer, shape[d] / n * inner * hp * wp};
+  }
+  const int64_t part = shape[d] / n;
+  if (part % kTileWidth) return std::nullopt;
+  if (d == r - 2) return Runs{batch, part * wp};
+  return Runs{batch * (hp / kTileHeight), part * kTileHeight};
+}
+
+size_t storage_bytes_of(int64_t elements, DataType dtype) {
+  if (is_block_float(dtype)) return static_cast<size_t>(elements / kTileVolume) * tile_bytes(dtype);
+  return static_cast<size_t>(elements) * element_bytes(dtype);
+}
+
+ElementType compute_type(DataType dtype) {
+  return dtype == DataType::INT32 ? ElementType::I32
+         : dtype == DataType::UINT32 ? ElementType::U32
+                                     : ElementType::F32;
+}
+bool native(DataType dtype) { return dtype == DataType::FLOAT32 || is_integer(dtype); }
+
+int64_t storage_elements(const Tensor& t) {
+  if (t.layout() == Layout::TILE) return t.num_tiles() * kTileVolume;
+  return t.volume();
+}
+
+// Storage -> compute values (same element order; block floats in face order). Integers are
+// their own compute type.
+void storage_to_compute(const Tensor& t, void* out) {
+  const int64_t n = storage_elements(t);
+  if (is_integer(t.dtype())) std::memcpy(out, t.data<std::byte>(), static_cast<size_t>(n) * 4);
+  else decode_storage(t.data<std::byte>(), t.dtype(), n, static_cast<float*>(out));
+}
+// Compute values -> storage, quantising once.
+void compute_to_storage(const void* values, Tensor& t) {
+  const int64_t n = storage_elements(t);
+  if (is_integer(t.dtype())) std::memcpy(t.data<std::byte>(), values, static_cast<size_t>(n) * 4);
+  else encode_storage(static_cast<const float*>(values), t.dtype(), n, t.data<std::byte>());
+}
+
+}  // namespace meshnn::ccl::detail

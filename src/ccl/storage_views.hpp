@@ -1,0 +1,28 @@
+// A tensor's storage as a collective sees it (internal to src/ccl): its elements in storage order
+// (TILE padding included, block floats in face order), how the parts of one dim sit in it, and
+// the conversion to and from the compute type a schedule reduces in.
+#pragma once
+
+#include <optional>
+
+#include "meshnn/ccl/reduce.hpp"
+#include "meshnn/tensor/tensor.hpp"
+
+namespace meshnn::ccl::detail {
+
+// How the n parts of `shape` along d sit in storage, in storage elements (TILE: padded, 1024 per
+// tile): `outer` repetitions of [part 0 run][part 1 run]...; nullopt when a part boundary cuts tiles.
+struct Runs {
+  int64_t outer, run;
+};
+std::optional<Runs> slice_runs(const Shape& shape, Layout layout, int d, int n);
+size_t storage_bytes_of(int64_t elements, DataType dtype);
+ElementType compute_type(DataType dtype);
+// Storage already in the compute type (no conversion pass).
+bool native(DataType dtype);
+int64_t storage_elements(const Tensor& t);
+// Storage -> compute values (same element order); compute values -> storage, quantising once.
+void storage_to_compute(const Tensor& t, void* out);
+void compute_to_storage(const void* values, Tensor& t);
+
+}  // namespace meshnn::ccl::detail
