@@ -7,7 +7,8 @@ Limits, measured first:
     activations, each weight format): on 1 core, and with both cores busy at once, each on half of
     every matmul (--ceiling), as 2 tensor-parallel ranks run. Weights small enough for the caches
     are timed from them, as the issue's kernel limit asks.
-Then meshnn-llm runs (generated model of --preset, prompts of --prompt-len):
+Then meshnn-llm runs (generated model of --preset, prompts of --prompt-len); limits and runs are
+repeated --rounds times (default 3), each round against its own limits:
   - decode, one user: 1 rank on 1 core and 2 ranks in tp on 2 cores, per weight format. Against
     min(bandwidth limit, kernel limit): bandwidth limit = matmul weight bytes per token per rank /
     (bandwidth of that many cores / ranks); kernel limit = the kernels' time for the rank's shapes.
@@ -92,6 +93,8 @@ def main():
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--users", type=int, default=32, help="decode batch of the many-user run (0: skip)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="limits measured, then the decode and prefill runs, this many times (the median is shown)")
     p.add_argument("--batching", action="store_true", help="also the continuous-batching comparison")
     p.add_argument("--only-batching", action="store_true", help="only the continuous-batching comparison")
     args = p.parse_args()
@@ -111,17 +114,17 @@ def main():
     print(f"\nwrote {os.path.join(args.results, 'llm_bench.json')}")
 
 
-def measure_decode_and_prefill(args, kb, dtypes, record):
-    bw_json = os.path.join(args.results, "bandwidth.json")
+def measure_limits(args, kb, dtypes, suffix):
+    """Read bandwidth (GB/s by core count) and the kernels' seconds per token per rank, (ranks, dtype)."""
+    bw_json = os.path.join(args.results, f"bandwidth{suffix}.json")
     run([kb, "--bandwidth", "--threads", "1,2", "--json", bw_json])
     bandwidth = {r["threads"]: r["read_GBps"] for r in load(bw_json)}
-
     # The kernels' own rate on the shapes of one rank's work: 1 rank runs the whole model's shapes on
     # one core; 2 ranks each run half of every matmul, both cores busy at once, which is what the
     # bench's --ceiling times (independent 1-thread matmuls on every core, each on half of N).
-    kernel_time = {}  # (ranks, dtype) -> seconds per token per rank
+    kernel_time = {}
     shapes = shard_shapes(args.preset, args.layers, 1)
-    k_json = os.path.join(args.results, "kernels.json")
+    k_json = os.path.join(args.results, f"kernels{suffix}.json")
     run([kb, "--threads", "1,2", "--ceiling", "--act", "bfloat16", "--dtypes", ",".join(dtypes),
          "--openblas-threads", "1", "--min-time", "0.3", "--shapes", ",".join(f"1x{k}x{n}" for k, n, _ in shapes),
          "--json", k_json])
@@ -129,38 +132,58 @@ def measure_decode_and_prefill(args, kb, dtypes, record):
     for d in dtypes:
         kernel_time[(1, d)] = sum(c * 2 * k * n / (rates[(k, n, d, 1)]["gflops"] * 1e9) for k, n, c in shapes)
         kernel_time[(2, d)] = sum(c * 2 * k * n / (rates[(k, n, d, 2)]["ceiling_gflops"] * 1e9) for k, n, c in shapes)
+    return bandwidth, kernel_time
 
-    record.update({"bandwidth_GBps": bandwidth, "decode": [], "prefill": {}})
-    rows = []
-    for d in dtypes:
-        for ranks in (1, 2):
-            r = llm(args, ranks, d, f"decode_{d}_{ranks}", ["--batch", "1", "--prompt-len", str(args.prompt_len),
-                                                            "--max-new-tokens", str(args.new_tokens)])
-            per_rank_bw = bandwidth[ranks] / ranks
-            t_bw = r["matmul_weight_bytes"] / (per_rank_bw * 1e9)
-            t_kernel = kernel_time[(ranks, d)]
-            limit = 1 / max(t_bw, t_kernel)
-            measured = 1e3 / r["decode_ms_per_step"]
-            rows.append((d, ranks, measured, 1 / t_bw, 1 / t_kernel, "bandwidth" if t_bw >= t_kernel else "kernel",
-                         measured / limit, r["decode_matmul_ms_per_step"] / r["decode_ms_per_step"],
-                         r["peak_mib"] / (r["weights_mib"] + r["kv_mib"])))
-            record["decode"].append({"dtype": d, "ranks": ranks, "run": r, "bandwidth_limit_tps": 1 / t_bw,
-                                     "kernel_limit_tps": 1 / t_kernel, "ratio": measured / limit})
-            record["prefill"][f"{d}_{ranks}"] = r
-    print(f"\nread bandwidth: {bandwidth[1]:.2f} GB/s with 1 core, {bandwidth[2]:.2f} GB/s with 2 cores at once")
+
+def measure_decode_and_prefill(args, kb, dtypes, record):
+    # Rounds: each measures the limits and then runs the jobs against them, so that every ratio
+    # compares figures taken minutes apart on a machine whose speed drifts; the table shows the
+    # median ratio of the rounds and their range.
+    record.update({"rounds": [], "decode": [], "prefill": {}})
+    ratios = {}  # (dtype, ranks) -> [ratio per round]
+    rows = {}
+    for i in range(args.rounds):
+        suffix = f"_r{i}" if args.rounds > 1 else ""
+        bandwidth, kernel_time = measure_limits(args, kb, dtypes, suffix)
+        record["rounds"].append({"bandwidth_GBps": bandwidth})
+        print(f"\nround {i + 1}: read bandwidth {bandwidth[1]:.2f} GB/s with 1 core, {bandwidth[2]:.2f} GB/s with 2")
+        for d in dtypes:
+            for ranks in (1, 2):
+                r = llm(args, ranks, d, f"decode_{d}_{ranks}{suffix}",
+                        ["--batch", "1", "--prompt-len", str(args.prompt_len), "--max-new-tokens", str(args.new_tokens)])
+                per_rank_bw = bandwidth[ranks] / ranks
+                t_bw = r["matmul_weight_bytes"] / (per_rank_bw * 1e9)
+                t_kernel = kernel_time[(ranks, d)]
+                limit = 1 / max(t_bw, t_kernel)
+                measured = 1e3 / r["decode_ms_per_step"]
+                ratio = measured / limit
+                ratios.setdefault((d, ranks), []).append(ratio)
+                row = (d, ranks, measured, 1 / t_bw, 1 / t_kernel, "bandwidth" if t_bw >= t_kernel else "kernel",
+                       ratio, r["decode_matmul_ms_per_step"] / r["decode_ms_per_step"],
+                       r["peak_mib"] / (r["weights_mib"] + r["kv_mib"]))
+                print(f"  {d}, {ranks} rank(s): {measured:.2f} tokens/s, {ratio:.2f} of the {row[5]} limit")
+                # The table shows the round whose ratio is the median's.
+                rows.setdefault((d, ranks), []).append(row)
+                record["decode"].append({"round": i, "dtype": d, "ranks": ranks, "run": r, "bandwidth_limit_tps": 1 / t_bw,
+                                         "kernel_limit_tps": 1 / t_kernel, "ratio": ratio})
+                record["prefill"][f"{d}_{ranks}{suffix}"] = r
     print("\n| weights | ranks | decode tok/s | bandwidth limit | kernel limit | binds | of limit (target 0.90) "
-          "| matmul share of step | peak / (weights + KV) (target <= 1.15) |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for d, ranks, m, bw, kl, binds, ratio, share, mem in rows:
-        print(f"| {d} | {ranks} | {m:.2f} | {bw:.2f} | {kl:.2f} | {binds} | {ratio:.2f} | {share:.2f} | {mem:.2f} |")
+          "| range over rounds | matmul share of step | peak / (weights + KV) (target <= 1.15) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for key, round_rows in rows.items():
+        d, ranks, m, bw, kl, binds, ratio, share, mem = sorted(round_rows, key=lambda row: row[6])[len(round_rows) // 2]
+        rs = ratios[key]
+        print(f"| {d} | {ranks} | {m:.2f} | {bw:.2f} | {kl:.2f} | {binds} | {ratio:.2f} | {min(rs):.2f}-{max(rs):.2f} "
+              f"| {share:.2f} | {mem:.2f} |")
 
-    print("\n| weights | prefill s, 1 rank | prefill s, 2 ranks | 2 ranks vs 1 (target 1.8) | matmul share, 2 ranks (target 0.80) |")
-    print("|---|---|---|---|---|")
-    for d in dtypes:
-        one, two = record["prefill"][f"{d}_1"], record["prefill"][f"{d}_2"]
-        print(f"| {d} | {one['prefill_s']:.3f} | {two['prefill_s']:.3f} | {one['prefill_s'] / two['prefill_s']:.2f} "
-              f"| {two['prefill_matmul_s'] / two['prefill_s']:.2f} |")
-
+    print("\n| weights | round | prefill s, 1 rank | prefill s, 2 ranks | 2 ranks vs 1 (target 1.8) | matmul share, 2 ranks (target 0.80) |")
+    print("|---|---|---|---|---|---|")
+    for i in range(args.rounds):
+        suffix = f"_r{i}" if args.rounds > 1 else ""
+        for d in dtypes:
+            one, two = record["prefill"][f"{d}_1{suffix}"], record["prefill"][f"{d}_2{suffix}"]
+            print(f"| {d} | {i + 1} | {one['prefill_s']:.3f} | {two['prefill_s']:.3f} | {one['prefill_s'] / two['prefill_s']:.2f} "
+                  f"| {two['prefill_matmul_s'] / two['prefill_s']:.2f} |")
 
 
 def measure_users(args, d, record):
