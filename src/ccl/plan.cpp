@@ -27,23 +27,6 @@ std::function<void(const std::string&)>& stuck_handler() {
   return h;
 }
 
-// Per-thread arena: blocks kept across collectives, handed out in acquisition order.
-struct Arena {
-  struct Block {
-    std::byte* data = nullptr;
-    size_t size = 0;
-  };
-  std::vector<Block> blocks;
-  size_t next = 0;
-  ~Arena() {
-    for (auto& b : blocks) release_buffer(b.data);
-  }
-};
-Arena& arena() {
-  thread_local Arena a;
-  return a;
-}
-
 }  // namespace
 
 double watchdog_seconds_from_env() {
@@ -60,24 +43,6 @@ void set_stuck_handler(std::function<void(const std::string&)> handler) {
   stuck_handler() = std::move(handler);
 }
 
-ScratchScope::ScratchScope() : saved_(arena().next) {}
-ScratchScope::~ScratchScope() { arena().next = saved_; }
-
-std::byte* ScratchScope::acquire(size_t bytes) {
-  Arena& a = arena();
-  bytes = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-  if (a.next == a.blocks.size()) a.blocks.push_back({});
-  Arena::Block& b = a.blocks[a.next];
-  // Blocks at or after `next` are free, so a too-small one can be replaced.
-  if (b.size < bytes) {
-    release_buffer(b.data);
-    b.data = allocate_buffer(bytes);
-    MESHNN_FATAL_IF(!b.data, "ccl: cannot allocate {} bytes of staging memory", bytes);
-    b.size = bytes;
-  }
-  ++a.next;
-  return b.data;
-}
 
 namespace {
 std::atomic<uint64_t> g_plans_built{0};

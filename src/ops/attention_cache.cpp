@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "meshnn/core/scratch.hpp"
 #include "meshnn/ops/attention.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 #include "op_utils.hpp"
@@ -82,16 +83,18 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
   const int64_t head_shares = std::min<int64_t>(group, std::max<int64_t>(1, (threads + base_items - 1) / base_items));
   const int64_t dp = round_up_to_tile(d);
   ops_detail::run_parallel(base_items * head_shares, [&](int64_t item_begin, int64_t item_end, int) {
-    float* keys = thread_scratch(2, static_cast<size_t>(32 * dp));
-    float* values = thread_scratch(3, static_cast<size_t>(32 * dp));
+    ScratchScope scratch;
+    float* keys = scratch.acquire_as<float>(static_cast<size_t>(32 * dp));
+    float* values = scratch.acquire_as<float>(static_cast<size_t>(32 * dp));
     for (int64_t item = item_begin; item < item_end; ++item) {
       const Segment& seg = segments[static_cast<size_t>(item / (hkv * head_shares))];
       const int64_t kvh = item / head_shares % hkv, share = item % head_shares;
       const int64_t h_begin = kvh * group + share * group / head_shares;
       const int64_t h_end = kvh * group + (share + 1) * group / head_shares;
       const int64_t queries = (seg.end - seg.begin) * (h_end - h_begin);
-      float* acc = thread_scratch(4, static_cast<size_t>(queries * d));
-      float* running_max = thread_scratch(5, static_cast<size_t>(2 * queries));
+      ScratchScope item_scratch;  // each item reuses the same blocks
+      float* acc = item_scratch.acquire_as<float>(static_cast<size_t>(queries * d));
+      float* running_max = item_scratch.acquire_as<float>(static_cast<size_t>(2 * queries));
       float* running_sum = running_max + queries;
       std::fill_n(acc, queries * d, 0.0f);
       std::fill_n(running_max, queries, -std::numeric_limits<float>::infinity());
@@ -189,7 +192,10 @@ void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, 
     return;
   }
 
-  float* rows = ops_detail::thread_scratch(0, static_cast<size_t>(m * w));
+  ScratchScope scratch;
+  float* rows = scratch.acquire_as<float>(static_cast<size_t>(m * w));
+  // A run of rows is at most all m of them.
+  float* run_values = scratch.acquire_as<float>(static_cast<size_t>(m * d));
   if (ops_detail::has_row_access(qkv)) {
     for (int64_t i = 0; i < m; ++i) ops_detail::read_row(qkv, i, rows + i * w);
   } else {
@@ -211,7 +217,6 @@ void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, 
     int64_t end = begin + 1;
     while (end < m && slots[end] == slots[begin] && positions[end] == positions[end - 1] + 1) ++end;
     const int64_t len = end - begin;
-    float* run_values = ops_detail::thread_scratch(1, static_cast<size_t>(len * d));
     for (auto [cache, column] : {std::pair<Tensor*, int64_t>{&k_cache, columns.k_column}, {&v_cache, columns.v_column}})
       for (int64_t h = 0; h < hkv; ++h) {
         for (int64_t r = 0; r < len; ++r)
@@ -222,7 +227,7 @@ void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, 
   }
 
   const float sc = scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
-  float* out = ops_detail::thread_scratch(6, static_cast<size_t>(m * hq * d));
+  float* out = scratch.acquire_as<float>(static_cast<size_t>(m * hq * d));
   ops_detail::attend_over_cache(rows + columns.q_column, w, k_cache, v_cache, slots, positions, hq, sc, out);
   ops_detail::write_logical_rows(output, Shape{1, 1, m, hq * d}, out_dtype, out);
 }

@@ -16,7 +16,7 @@ namespace meshnn::ops_detail {
 // TILE, any float dtype) through KV head h / (Hq / Hkv). Online softmax over the cache's tile
 // rows, only those up to each row's position decoded; threaded over (run of rows of one slot, KV
 // head, share of its query heads). Writes out [rows][Hq * D]. Arguments are validated by the
-// callers. Working memory comes from ops_detail::thread_scratch slots 2-5.
+// callers. Working memory comes from each thread's ScratchScope (core/scratch.hpp).
 void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_cache, const Tensor& v_cache,
                        std::span<const int64_t> slots, std::span<const int64_t> positions, int64_t hq, float scale,
                        float* out);

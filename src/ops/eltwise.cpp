@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "meshnn/core/scratch.hpp"
 #include "broadcast.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "op_utils.hpp"
@@ -33,8 +34,9 @@ void binary(const Tensor& a, const Tensor& b, Op op, const char* what, Tensor& o
     out.reset(a.shape(), a.dtype(), a.layout());
     const int64_t w = a.shape()[-1];
     ops_detail::run_rows(a.volume() / w, w, [&](int64_t begin, int64_t end, int) {
-      float* x = ops_detail::thread_scratch(0, static_cast<size_t>(w));
-      float* y = ops_detail::thread_scratch(1, static_cast<size_t>(w));
+      ScratchScope scratch;
+      float* x = scratch.acquire_as<float>(static_cast<size_t>(w));
+      float* y = scratch.acquire_as<float>(static_cast<size_t>(w));
       for (int64_t row = begin; row < end; ++row) {
         ops_detail::read_row(a, row, x);
         ops_detail::read_row(b, row, y);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "meshnn/core/scratch.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "op_utils.hpp"
 #include "tile_rows.hpp"
@@ -45,7 +46,8 @@ void embedding_into(const Tensor& ids, const Tensor& table, Tensor& output, std:
   if (table.layout() == Layout::ROW_MAJOR && (out_dtype == DataType::FLOAT32 || out_dtype == DataType::BFLOAT16)) {
     // Straight into the output's rows (its tile padding is left as the storage held it).
     output.reset(out_shape, out_dtype, layout);
-    float* row = ops_detail::thread_scratch(0, static_cast<size_t>(d));
+    ScratchScope scratch;
+    float* row = scratch.acquire_as<float>(static_cast<size_t>(d));
     for (int64_t i = 0; i < count; ++i) {
       table_row(i, row);
       ops_detail::write_row(output, i, row);

@@ -8,13 +8,13 @@
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <memory>
 #include <vector>
 
 #include "broadcast.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/core/process_context.hpp"
+#include "meshnn/core/scratch.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/storage_codec.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
@@ -97,28 +97,6 @@ void load_a_tile_row(const kernels::KernelSet& ks, const Tensor& a, int64_t batc
     for (int64_t row = 0; row < m; ++row) std::fill(dst + row * lda + k, dst + (row + 1) * lda, 0.0f);
   }
 }
-
-// Uninitialised 64-byte aligned float storage that only grows. Each calling thread keeps its
-// own pair (A rows, C rows) between calls: a prefill matmul needs tens of MB of scratch, and
-// fresh pages every call cost ~5% in page faults.
-class ScratchFloats {
- public:
-  float* get(size_t n) {
-    if (n > capacity_) {
-      data_.reset(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)));
-      MESHNN_CHECK(data_ != nullptr, "matmul: cannot allocate {} bytes of scratch", n * sizeof(float));
-      capacity_ = n;
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> data_;
-  size_t capacity_ = 0;
-};
 
 // Work (FLOPs, or ~8 per A value for the preparation phases) below which a phase stays on one
 // thread: 2 MFLOP per thread.
@@ -290,9 +268,11 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   p.b_index = &b_index;
   p.fold = fold;
 
-  thread_local ScratchFloats a_scratch, c_scratch, packed_scratch;
-  p.a_rows = a_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
-  p.c_rows = c_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.np));
+  // The calling thread's scratch (core/scratch.hpp): a prefill matmul needs tens of MB, and fresh
+  // pages every call cost about 5% in page faults (docs/design-measurements.md).
+  ScratchScope scratch;
+  p.a_rows = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
+  p.c_rows = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.np));
   ThreadPool* pool = options.pool;
   if (pool == nullptr) pool = default_worker_pool();
   const int threads = pool ? pool->num_threads() : 1;
@@ -319,7 +299,7 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
 
   // A packed into micro-panels once, shared by the threads that split N.
   if (kernels::gemm_packs_a(*p.ks, p.rows_per_group, transpose_b)) {
-    p.a_packed = packed_scratch.get(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
+    p.a_packed = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
     const int64_t blocks = kernels::gemm_row_blocks(p.rows_per_group);
     run(p.groups * blocks, a_values * 8, [&](int64_t begin, int64_t end, int) {
       for (int64_t item = begin; item < end; ++item) {

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "meshnn/core/scratch.hpp"
 #include "op_utils.hpp"
 #include "tile_rows.hpp"
 
@@ -48,8 +49,9 @@ void rms_norm_into(const Tensor& x, float eps, const Tensor* weight, Tensor& out
     output.reset(x.shape(), x.dtype(), x.layout());
     const int64_t rows = x.volume() / w;
     const auto normalise = [&](int64_t begin, int64_t end, int) {
-      float* h = ops_detail::thread_scratch(0, static_cast<size_t>(w));
-      float* r = ops_detail::thread_scratch(1, static_cast<size_t>(w));
+      ScratchScope scratch;
+      float* h = scratch.acquire_as<float>(static_cast<size_t>(w));
+      float* r = scratch.acquire_as<float>(static_cast<size_t>(w));
       for (int64_t row = begin; row < end; ++row) {
         ops_detail::read_row(x, row, h);
         if (residual != nullptr) {

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <vector>
 
+#include "meshnn/core/scratch.hpp"
 #include "meshnn/ops/eltwise.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
@@ -32,8 +33,9 @@ void swiglu_into(const Tensor& gate_up, int64_t half_width, int64_t width, DataT
     out.reset(dims, out_dtype, Layout::TILE);
     const int64_t rows = gate_up.volume() / s[-1];
     ops_detail::run_rows(rows, s[-1], [&](int64_t begin, int64_t end, int) {
-      float* in = ops_detail::thread_scratch(0, static_cast<size_t>(s[-1]));
-      float* result = ops_detail::thread_scratch(1, static_cast<size_t>(width));
+      ScratchScope scratch;
+      float* in = scratch.acquire_as<float>(static_cast<size_t>(s[-1]));
+      float* result = scratch.acquire_as<float>(static_cast<size_t>(width));
       for (int64_t row = begin; row < end; ++row) {
         ops_detail::read_row(gate_up, row, in);
         for (int64_t c = 0; c < width; ++c) result[c] = apply_activation(Activation::SILU, in[c]) * in[half_width + c];

@@ -61,13 +61,6 @@ void run_rows(int64_t rows, int64_t width, FunctionRef<void(int64_t, int64_t, in
 }
 
 
-float* thread_scratch(int slot, size_t count) {
-  thread_local std::array<std::vector<float>, kScratchSlots> buffers;
-  std::vector<float>& b = buffers.at(static_cast<size_t>(slot));
-  if (b.size() < count) b.resize(count);
-  return b.data();
-}
-
 const float* channel_pointer(const Tensor* t, int64_t n, float fallback, const char* what, const char* name) {
   if (t != nullptr && t->dtype() == DataType::FLOAT32 && t->layout() == Layout::ROW_MAJOR && t->volume() == n &&
       t->shape()[-1] == n)

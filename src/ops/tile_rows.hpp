@@ -36,12 +36,6 @@ using meshnn::write_row;
 // tiles for the block floats.
 void write_logical_rows(Tensor& out, const Shape& shape, DataType dtype, const float* values);
 
-// Per-thread float buffers that only grow; `slot` (0 .. kScratchSlots-1) picks one of a few
-// independent ones. The ops' working rows come from here, so that their calls after the first
-// (every decode step but the first) allocate nothing. Contents unspecified.
-inline constexpr int kScratchSlots = 8;
-float* thread_scratch(int slot, size_t count);
-
 // fn(begin, end, worker) over rows [0, rows) of `width` values: on the default worker threads when there
 // is enough work to pay for waking them (64 Ki values), else inline.
 void run_rows(int64_t rows, int64_t width, FunctionRef<void(int64_t, int64_t, int)> fn);

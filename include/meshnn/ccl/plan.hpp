@@ -23,6 +23,7 @@
 
 #include "meshnn/ccl/reduce.hpp"
 #include "meshnn/ccl/transport.hpp"
+#include "meshnn/core/scratch.hpp"
 
 namespace meshnn::ccl {
 
@@ -90,20 +91,9 @@ class Plan {
   int64_t remaining_ = 0;
 };
 
-// Scratch memory reused across collectives (per thread), so staging buffers are warm in cache and
-// never page-faulted twice. Acquisitions are released when the innermost ScratchScope ends.
-class ScratchScope {
- public:
-  ScratchScope();
-  ~ScratchScope();
-  ScratchScope(const ScratchScope&) = delete;
-  ScratchScope& operator=(const ScratchScope&) = delete;
-  // Uninitialised, 64-byte aligned, valid until this scope ends.
-  std::byte* acquire(size_t bytes);
-
- private:
-  size_t saved_;
-};
+// Staging buffers come from the per-thread scratch arena (core/scratch.hpp): warm in cache and
+// never page-faulted twice.
+using meshnn::ScratchScope;
 
 // NCCL's vocabulary over a Plan. Receives of partials land in rotating staging slots (per lane), so
 // a long pipelined transfer needs only `slots_per_lane` chunks of staging memory.
