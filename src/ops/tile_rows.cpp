@@ -1,7 +1,6 @@
 #include "tile_rows.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <vector>
 
