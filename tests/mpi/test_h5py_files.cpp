@@ -17,6 +17,7 @@ namespace {
 
 using testing::all_ranks_ok;
 using testing::bitwise_equal;
+using testing::transpose;
 using testing::world_size;
 
 std::string files_dir() {
@@ -53,13 +54,6 @@ std::vector<float> expected_values(const std::string& file, const std::string& d
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::vector<float> transpose(const std::vector<float>& v, int64_t rows, int64_t cols) {
-  std::vector<float> t(v.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
-  return t;
 }
 
 class H5pyFiles : public ::testing::Test {

@@ -20,6 +20,7 @@ using testing::all_ranks_ok;
 using testing::bitwise_equal;
 using testing::same_on_all_ranks;
 using testing::world_rank;
+using testing::transpose;
 using testing::world_size;
 
 // A directory every rank agrees on (rank 0's pid), created by rank 0.
@@ -44,13 +45,6 @@ std::vector<MeshShape> all_mesh_shapes(int n) {
   for (int r = 1; r <= n; ++r)
     if (n % r == 0) shapes.push_back({r, n / r});
   return shapes;
-}
-
-std::vector<float> transpose(const std::vector<float>& v, int64_t rows, int64_t cols) {
-  std::vector<float> t(v.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
-  return t;
 }
 
 class Hdf5Io : public ::testing::Test {

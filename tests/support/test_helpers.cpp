@@ -7,6 +7,13 @@
 
 namespace meshnn::testing {
 
+std::vector<float> transpose(const std::vector<float>& v, int64_t rows, int64_t cols) {
+  std::vector<float> t(v.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
+  return t;
+}
+
 std::vector<float> seeded_values(int64_t count, uint64_t seed, bool integers) {
   std::vector<float> v(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {

@@ -16,6 +16,9 @@ namespace meshnn::testing {
 // a hash of (seed, index) mapped to [-1, 1) and, with `integers`, to small integers.
 std::vector<float> seeded_values(int64_t count, uint64_t seed, bool integers = false);
 
+// A [rows, cols] row-major matrix transposed to [cols, rows].
+std::vector<float> transpose(const std::vector<float>& v, int64_t rows, int64_t cols);
+
 // A host tensor of seeded values (integers for INT32/UINT32; non-negative for UINT32).
 Tensor seeded_tensor(const Shape& shape, DataType dtype, Layout layout, uint64_t seed);
 
