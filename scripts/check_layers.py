@@ -18,6 +18,7 @@ LAYERS = [
     ["ops"],
     ["distributed"],
     ["io"],
+    ["text"],
     ["runtime"],
     ["serving"],
     ["models"],
