@@ -348,6 +348,31 @@ std::vector<int64_t> read_int_dataset_local(const std::string& file, const std::
   return values;
 }
 
+bool is_hdf5_file(const std::string& file) {
+  detail::silence_hdf5_errors();
+  return H5Fis_hdf5(file.c_str()) > 0;
+}
+
+std::optional<std::string> read_embedded_file_local(const std::string& file, const std::string& name) {
+  const Handle f = open_file(file);
+  // H5Lexists on "a/b" fails rather than answering when group "a" is missing: walk the path.
+  for (size_t end = name.find('/'); ; end = name.find('/', end + 1)) {
+    const std::string prefix = name.substr(0, end);
+    if (prefix.empty() || H5Lexists(f.get(), prefix.c_str(), H5P_DEFAULT) <= 0) return std::nullopt;
+    if (end == std::string::npos) break;
+  }
+  Handle d(H5Dopen2(f.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!d.valid()) throw Error(fmt::format("'{}' in '{}' is not a dataset (corrupt file?)", name, file));
+  Handle type(H5Dget_type(d.get()), H5Tclose);
+  Handle space(H5Dget_space(d.get()), H5Sclose);
+  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Tget_size(type.get()) != 1 || H5Sget_simple_extent_ndims(space.get()) != 1)
+    throw Error(fmt::format("dataset '{}' in '{}' must be 1-D uint8 (an embedded file)", name, file));
+  std::string bytes(static_cast<size_t>(H5Sget_simple_extent_npoints(space.get())), '\0');
+  if (!bytes.empty() && H5Dread(d.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) < 0)
+    throw Error(fmt::format("reading dataset '{}' from '{}' failed (file truncated or corrupt?)", name, file));
+  return bytes;
+}
+
 DatasetInfo inspect_dataset(const std::string& file, const std::string& dataset, const MeshDevicePtr& mesh) {
   DatasetInfo info;
   std::string message;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 #include "hdf5_handles.hpp"
 #include "meshnn/io/hdf5_io.hpp"
@@ -181,6 +182,23 @@ void Hdf5Writer::write_bytes(const std::string& name, std::span<const std::byte>
            H5Dclose);
   MESHNN_CHECK(d.valid(), "cannot create dataset '{}' in '{}'", name, state_->file);
   MESHNN_CHECK(size == 0 || H5Dwrite(d.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()) >= 0,
+               "writing dataset '{}' of '{}' failed (disk full?)", name, state_->file);
+}
+
+void Hdf5Writer::write_strings(const std::string& name, std::span<const std::string> values) {
+  const hsize_t size = values.size();
+  Handle space(H5Screate_simple(1, &size, nullptr), H5Sclose);
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Handle d(H5Dcreate2(state_->handle.get(), name.c_str(), type.get(), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+           H5Dclose);
+  MESHNN_CHECK(d.valid(), "cannot create dataset '{}' in '{}'", name, state_->file);
+  std::vector<const char*> pointers;
+  for (const std::string& v : values) pointers.push_back(v.c_str());
+  MESHNN_CHECK(size == 0 || H5Dwrite(d.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, pointers.data()) >= 0,
                "writing dataset '{}' of '{}' failed (disk full?)", name, state_->file);
 }
 

@@ -79,6 +79,12 @@ std::vector<float> read_dataset_local(const std::string& file, const std::string
 // shape and stored type.
 std::vector<int64_t> read_int_dataset_local(const std::string& file, const std::string& dataset,
                                             DatasetInfo* info = nullptr);
+// Whether `file` is an HDF5 file (false for a missing or other file; never throws).
+bool is_hdf5_file(const std::string& file);
+// A file carried inside the HDF5 file (Hdf5Writer::write_bytes: a 1-D uint8 dataset; `name` may
+// hold '/', e.g. "tokenizer/tokenizer.json"); nullopt when there is none of that name. A dataset
+// of that name that is not 1-D uint8 throws meshnn::Error.
+std::optional<std::string> read_embedded_file_local(const std::string& file, const std::string& name);
 
 // Rank-local writing, atomic: everything goes to "<file>.tmp.<pid>", renamed over `file` only by
 // commit() after a clean close, so a failure never leaves a half-written file (the destructor of an
@@ -108,6 +114,9 @@ class Hdf5Writer {
   void write_stored_rows(const std::string& name, int64_t row_begin, std::span<const std::byte> bytes);
   // A 1-D uint8 dataset holding `bytes` (a file carried inside the HDF5 file); '/' makes groups.
   void write_bytes(const std::string& name, std::span<const std::byte> bytes);
+  // A 1-D dataset of variable-length UTF-8 strings (h5py reads it as an array of str); each string
+  // ends at its first NUL byte, as C strings do.
+  void write_strings(const std::string& name, std::span<const std::string> values);
   // A 1-D int64 attribute on the root group (e.g. a list of token ids).
   void set_int_array_attribute(const std::string& name, std::span<const int64_t> values);
   void set_attribute(const std::string& name, const AttributeValue& value);  // on the root group

@@ -1,0 +1,31 @@
+// Finding a model's tokenizer where users keep it, and encoding prompts as the model expects.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "meshnn/text/tokenizer.hpp"
+
+namespace meshnn::text {
+
+struct LoadedTokenizer {
+  TokenizerPtr tokenizer;
+  // tokenizer_config.json's add_bos_token; true when the file or the key is absent, as Llama models
+  // (and Llama 3's tokenizer.json post-processor) start every sequence with BOS.
+  bool add_bos_token = true;
+  std::string source;  // where it came from, for messages: "tokenizer/tokenizer.model in model.h5"
+};
+
+// The tokenizer at `path`: a tokenizer.model (SentencePiece), a tokenizer.json (byte-level BPE), a
+// Hugging Face model directory holding them, or an HDF5 weights file with the tokenizer/ group
+// meshnn-convert writes. When both kinds are there, tokenizer.model wins: it is the model's own
+// SentencePiece, while Llama 2's tokenizer.json is a conversion of it. nullopt when a directory or
+// weights file holds neither; a file that cannot be read or parsed throws meshnn::Error.
+// Rank-local.
+std::optional<LoadedTokenizer> load_tokenizer(const std::string& path);
+
+// The ids of a prompt: `bos` first (unless the text already starts with it), then the text's.
+std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, std::string_view prompt, std::optional<int32_t> bos);
+
+}  // namespace meshnn::text

@@ -1,0 +1,41 @@
+// Turns generated token ids into text as they arrive, for printing while a request decodes.
+//
+// A token's text can depend on its neighbours (SentencePiece drops the space of the very first
+// piece) and a character can span several tokens (byte pieces), so each new token's text is the
+// difference between decoding a short window with and without it, and text is released only up to
+// the last whole UTF-8 character. Bytes that can never form one are released as U+FFFD, so what
+// comes out is always valid UTF-8, and all of it together equals sanitize_utf8(decode(all ids)).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "meshnn/text/tokenizer.hpp"
+
+namespace meshnn::text {
+
+class TextStream {
+ public:
+  explicit TextStream(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+
+  // Adds a token; returns the text it completes ("" while a character is unfinished).
+  std::string push(int32_t id);
+  // Ends the stream; returns what was held back (an unfinished character becomes U+FFFD).
+  std::string finish();
+  // Everything released so far.
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string window_text() const;
+
+  const Tokenizer* tokenizer_;
+  std::vector<int32_t> ids_;
+  // The window ids_[window_begin_, end) decodes to bytes of which the first window_released_ are
+  // out. Once all are out, the window restarts at the last token, which stays as context.
+  size_t window_begin_ = 0;
+  size_t window_released_ = 0;
+  std::string text_;
+};
+
+}  // namespace meshnn::text

@@ -1,0 +1,42 @@
+#include "meshnn/text/text_stream.hpp"
+
+#include <span>
+
+#include "meshnn/text/utf8.hpp"
+
+namespace meshnn::text {
+
+std::string TextStream::window_text() const {
+  return tokenizer_->decode(std::span<const int32_t>(ids_).subspan(window_begin_));
+}
+
+std::string TextStream::push(int32_t id) {
+  ids_.push_back(id);
+  const std::string bytes = window_text();
+  // A decoder may rewrite earlier text when a token arrives; nothing already out can be taken back,
+  // so such a window waits until it has grown past what was released.
+  if (bytes.size() <= window_released_) return "";
+  const std::string_view fresh = std::string_view(bytes).substr(window_released_);
+  const size_t settled = settled_utf8_length(fresh);
+  std::string out = sanitize_utf8(fresh.substr(0, settled));
+  window_released_ += settled;
+  if (window_released_ == bytes.size()) {
+    // Decoding the last token alone gives its text as the first of a sequence, which is how the
+    // next window will decode it too, so the difference stays that of the new tokens.
+    window_begin_ = ids_.size() - 1;
+    window_released_ = window_text().size();
+  }
+  text_ += out;
+  return out;
+}
+
+std::string TextStream::finish() {
+  const std::string bytes = window_text();
+  std::string out = bytes.size() > window_released_ ? sanitize_utf8(std::string_view(bytes).substr(window_released_)) : "";
+  window_begin_ = ids_.size();
+  window_released_ = 0;
+  text_ += out;
+  return out;
+}
+
+}  // namespace meshnn::text
