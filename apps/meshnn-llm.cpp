@@ -22,6 +22,10 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("act-dtype", "T", "bfloat16 | float32", "bfloat16");
   cli.add_option("kv-dtype", "T", "KV cache: bfloat16 | bfloat8_b | float32", "bfloat16");
   cli.add_option("tokens", "FILE", "prompts: dataset tokens [batch, seq] (+ prompt_lengths, max_new_tokens)");
+  cli.add_option("prompt", "TEXT", "a text prompt, tokenized with the model's tokenizer");
+  cli.add_option("prompts", "FILE", "text prompts, one JSON object per line: {\"prompt\": \"...\", \"max_tokens\": N}");
+  cli.add_option("tokenizer", "PATH", "tokenizer.model, tokenizer.json or a model directory (default: the weights file's)");
+  cli.add_flag("no-stream", "do not print the first request's text as it is generated");
   cli.add_option("prompt-len", "L", "generated prompts: tokens per prompt", "128");
   cli.add_option("batch", "B", "generated prompts: number of requests", "1");
   cli.add_option("max-new-tokens", "T", "tokens to generate per request (unless the tokens file says)", "32");
@@ -60,6 +64,10 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   c.preset = cli.get_choice("preset", {"tiny", "tinyllama", "llama3-8b"});
   c.layers = cli.get_int("layers", 0, 1000);
   c.tokens = cli.has("tokens") ? cli.get("tokens") : "";
+  if (cli.has("prompt")) c.prompts.push_back(cli.get("prompt"));
+  c.prompts_file = cli.has("prompts") ? cli.get("prompts") : "";
+  c.tokenizer = cli.has("tokenizer") ? cli.get("tokenizer") : "";
+  c.stream = !cli.flag("no-stream");
   c.prompt_len = cli.get_int("prompt-len", 1, 1 << 20);
   c.batch = cli.get_int("batch", 1, 1 << 20);
   c.max_new_tokens = cli.get_int("max-new-tokens", 1, 1 << 20);

@@ -87,6 +87,7 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
       if (options.keep_logits) out.logits.insert(out.logits.end(), full.begin() + i * vocab, full.begin() + (i + 1) * vocab);
       ended[i] = static_cast<int64_t>(out.tokens.size()) >= requests[request_of_row[i]].max_new_tokens ||
                  (options.eos_token_id && next[i] == *options.eos_token_id);
+      if (options.on_token) options.on_token(request_of_row[i], next[i], ended[i]);
     }
     return ended;
   };

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -32,6 +33,9 @@ struct GenerationOptions {
   SamplingParams sampling;
   std::optional<int32_t> eos_token_id;  // stop a request when it produces this token
   bool keep_logits = false;             // gather the full logits of every sampled token (tests, --save-logits)
+  // Called on every device as each token is sampled (index into `requests`, the token, whether it
+  // ends the request), in the order the tokens are made: for streaming text out.
+  std::function<void(size_t request, int32_t token, bool last)> on_token;
 };
 
 struct RequestOutput {

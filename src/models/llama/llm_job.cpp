@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <type_traits>
 
-#include "meshnn/core/hash.hpp"
+#include <nlohmann/json.hpp>
+
 #include "meshnn/core/memory.hpp"
 #include "meshnn/core/mpi_utils.hpp"
 #include "meshnn/io/hdf5_io.hpp"
@@ -19,6 +21,9 @@
 #include "meshnn/models/report.hpp"
 #include "meshnn/runtime/memory.hpp"
 #include "meshnn/serving/generator.hpp"
+#include "meshnn/text/text_stream.hpp"
+#include "meshnn/text/utf8.hpp"
+#include "requests.hpp"
 
 namespace meshnn::models::llama {
 namespace {
@@ -68,61 +73,6 @@ std::string weights_file(const LlmJobConfig& c, const MeshDevice& mesh) {
     write_synthetic_llama(path, spec);
   });
   return path;
-}
-
-// The requests, from the tokens file or generated; every rank reads or makes the same ones.
-std::vector<serving::GenerationRequest> make_requests(const LlmJobConfig& c, const LlamaConfig& config,
-                                                      const MeshDevice& mesh) {
-  std::vector<serving::GenerationRequest> requests;
-  if (c.tokens.empty()) {
-    for (int64_t b = 0; b < c.batch; ++b) {
-      serving::GenerationRequest r;
-      r.id = static_cast<uint64_t>(b);
-      r.max_new_tokens = c.max_new_tokens;
-      for (int64_t t = 0; t < c.prompt_len; ++t)
-        r.prompt.push_back(static_cast<int32_t>(mix64(mix64(c.seed ^ kTokensTensorId) + b * c.prompt_len + t) %
-                                                static_cast<uint64_t>(config.vocab_size)));
-      requests.push_back(std::move(r));
-    }
-    return requests;
-  }
-  on_every_rank(mesh, "reading the prompts", [&] {
-    io::DatasetInfo info;
-    const std::vector<int64_t> ids = io::read_int_dataset_local(c.tokens, "tokens", &info);
-    MESHNN_CHECK(info.shape.size() == 2 && info.shape[0] >= 1,
-                 "{}: dataset 'tokens' must be [batch, seq] with batch >= 1, got {} dims", c.tokens, info.shape.size());
-    const int64_t batch = info.shape[0], seq = info.shape[1];
-    std::vector<int64_t> lengths(static_cast<size_t>(batch), seq), new_tokens(static_cast<size_t>(batch), c.max_new_tokens);
-    auto optional_vector = [&](const char* name, std::vector<int64_t>& into) {
-      try {
-        io::inspect_dataset_local(c.tokens, name);
-      } catch (const Error&) {
-        return;  // absent: the defaults stand
-      }
-      io::DatasetInfo i;
-      const std::vector<int64_t> v = io::read_int_dataset_local(c.tokens, name, &i);
-      MESHNN_CHECK(i.shape == std::vector<int64_t>{batch}, "{}: dataset '{}' must be [{}] (one per prompt)", c.tokens,
-                   name, batch);
-      into = v;
-    };
-    optional_vector("prompt_lengths", lengths);
-    optional_vector("max_new_tokens", new_tokens);
-    for (int64_t b = 0; b < batch; ++b) {
-      MESHNN_CHECK(lengths[b] >= 1 && lengths[b] <= seq, "{}: prompt {} has length {} (need 1..{}: an empty prompt cannot be prefilled)",
-                   c.tokens, b, lengths[b], seq);
-      serving::GenerationRequest r;
-      r.id = static_cast<uint64_t>(b);
-      r.max_new_tokens = new_tokens[b];
-      for (int64_t t = 0; t < lengths[b]; ++t) {
-        const int64_t id = ids[static_cast<size_t>(b * seq + t)];
-        MESHNN_CHECK(id >= 0 && id < config.vocab_size, "{}: token {} of prompt {} is {}, outside the vocabulary [0, {})",
-                     c.tokens, t, b, id, config.vocab_size);
-        r.prompt.push_back(static_cast<int32_t>(id));
-      }
-      requests.push_back(std::move(r));
-    }
-  });
-  return requests;
 }
 
 struct Replicas {
@@ -175,7 +125,10 @@ int run_llm_job(const LlmJobConfig& c) {
 
   const std::string file = weights_file(c, *mesh);
   const LlamaConfig config = config_from_attributes(io::read_root_attributes(file, mesh), file);
-  const std::vector<serving::GenerationRequest> requests = make_requests(c, config, *mesh);
+  JobRequests job;
+  on_every_rank(*mesh, "preparing the requests", [&] { job = make_job_requests(c, config, file); });
+  const std::vector<serving::GenerationRequest>& requests = job.requests;
+  const text::Tokenizer* tokenizer = job.tokenizer ? job.tokenizer->tokenizer.get() : nullptr;
   // Checked before the (long) load: the same requests on every rank, so the same error.
   int64_t longest = 0;
   for (const auto& r : requests)
@@ -220,6 +173,24 @@ int run_llm_job(const LlmJobConfig& c) {
   go.sampling = c.sampling;
   if (!c.ignore_eos && config.eos_token_id) go.eos_token_id = static_cast<int32_t>(*config.eos_token_id);
   go.keep_logits = c.save_logits;
+  // World rank 0 prints its replica's first request as it is generated: the prompt, then each
+  // token's text as soon as it completes a character (ids beyond the tokenizer give no text).
+  std::optional<text::TextStream> stream;
+  if (root && tokenizer != nullptr && c.stream && !mine.empty()) {
+    stream.emplace(*tokenizer);
+    const size_t first = static_cast<size_t>(mine.front().id);
+    const std::string prompt =
+        job.prompt_texts.empty() ? text::sanitize_utf8(tokenizer->decode(mine.front().prompt)) : job.prompt_texts[first];
+    std::printf("\nrequest %zu:\n%s", first, prompt.c_str());
+    std::fflush(stdout);
+    go.on_token = [&](size_t request, int32_t token, bool last) {
+      if (request != 0) return;
+      std::string piece = token < tokenizer->vocab_size() ? stream->push(token) : "";
+      if (last) piece += stream->finish() + "\n";
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    };
+  }
   mesh->synchronize();
   const auto run_start = Clock::now();
   const serving::GenerationResult result = serving::generate(model, cache, mine, go);
@@ -287,6 +258,18 @@ int run_llm_job(const LlmJobConfig& c) {
         ++generated;
       }
 
+  // The generated text of every request. Special tokens such as eos decode to nothing, and so do
+  // ids beyond the tokenizer's vocabulary (models pad their embedding past it; a trained model
+  // never samples those rows, a random one may).
+  std::vector<std::string> completions;
+  if (tokenizer != nullptr)
+    for (int64_t r = 0; r < n; ++r) {
+      std::vector<int32_t> ids;
+      for (int64_t t = 0; t < longest_output && tokens[r * longest_output + t] >= 0; ++t)
+        if (tokens[r * longest_output + t] < tokenizer->vocab_size()) ids.push_back(tokens[r * longest_output + t]);
+      completions.push_back(text::sanitize_utf8(tokenizer->decode(ids)));
+    }
+
   if (root) {
     std::printf("\n%s", table.format().c_str());
     const double step_ms = table.max("decode ms/step");
@@ -303,10 +286,16 @@ int run_llm_job(const LlmJobConfig& c) {
     std::printf("matmul weights read per decode step: %.1f MiB per device; whole generation %.3f s\n",
                 table.max("matmul weights MiB"), table.max("generation s"));
     for (int64_t r = 0; r < std::min<int64_t>(n, 8); ++r) {
-      std::string ids;
-      for (int64_t t = 0; t < produced && tokens[r * longest_output + t] >= 0; ++t)
-        ids += fmt::format("{}{}", t ? " " : "", tokens[r * longest_output + t]);
-      std::printf("request %lld: %s\n", static_cast<long long>(r), ids.c_str());
+      std::string line;
+      if (tokenizer != nullptr) {
+        // One line per request: the text with its line breaks shown as \n.
+        for (char ch : completions[static_cast<size_t>(r)]) line += ch == '\n' ? std::string("\\n") : std::string(1, ch);
+        line = "\"" + line + "\"";
+      } else {
+        for (int64_t t = 0; t < produced && tokens[r * longest_output + t] >= 0; ++t)
+          line += fmt::format("{}{}", t ? " " : "", tokens[r * longest_output + t]);
+      }
+      std::printf("request %lld: %s\n", static_cast<long long>(r), line.c_str());
     }
     if (n > 8) std::printf("... (%lld requests in all)\n", static_cast<long long>(n));
   }
@@ -330,6 +319,8 @@ int run_llm_job(const LlmJobConfig& c) {
         w.create_dataset("logits", {n, produced, vocab}, io::StoredType::FLOAT32);
         w.write_rows("logits", 0, std::span<const float>(kept));
       }
+      if (!completions.empty()) w.write_strings("text", completions);
+      if (!job.prompt_texts.empty()) w.write_strings("prompts", job.prompt_texts);
       for (const auto& [name, value] : io::Attributes{
                {"mesh", c.mesh.to_string()},
                {"mode", std::string(to_string(c.mode))},
@@ -351,27 +342,35 @@ int run_llm_job(const LlmJobConfig& c) {
       std::printf("wrote %s\n", c.output.c_str());
     }
     if (!c.json.empty()) {
-      std::FILE* f = std::fopen(c.json.c_str(), "w");
-      if (f == nullptr) throw Error(fmt::format("cannot write '{}'", c.json));
-      std::fprintf(f, "%s\n",
-                   fmt::format("{{\"ranks\": {}, \"mesh\": \"{}\", \"mode\": \"{}\", \"weight_dtype\": \"{}\", "
-                               "\"act_dtype\": \"{}\", \"kv_dtype\": \"{}\", \"requests\": {}, \"max_batch\": {}, "
-                               "\"layers\": {}, \"hidden\": {}, \"load_s\": {:.4f}, \"prefill_s\": {:.6f}, "
-                               "\"prefill_tokens_per_s\": {:.4f}, \"prefill_matmul_s\": {:.6f}, "
-                               "\"mean_ttft_s\": {:.6f}, \"decode_ms_per_step\": {:.6f}, "
-                               "\"decode_matmul_ms_per_step\": {:.6f}, \"decode_comm_ms_per_step\": {:.6f}, "
-                               "\"decode_tokens_per_s\": {:.4f}, \"matmul_weight_bytes\": {:.0f}, "
-                               "\"generated_tokens\": {}, \"generation_s\": {:.6f}, "
-                               "\"peak_mib\": {:.1f}, \"weights_mib\": {:.1f}, \"kv_mib\": {:.1f}}}",
-                               mesh->num_devices(), c.mesh.to_string(), to_string(c.mode),
-                               to_string(c.model.weight_dtype), to_string(c.model.act_dtype), to_string(c.kv_dtype),
-                               n, c.max_batch, config.num_hidden_layers, config.hidden_size, table.max("load s"),
-                               table.max("prefill s"), aggregate_prefill, table.max("prefill mm s"),
-                               table.max("mean TTFT s"), table.max("decode ms/step"), table.max("matmul ms/step"),
-                               table.max("comm ms/step"), aggregate_decode, table.max("matmul weights MiB") * kMiB,
-                               generated, table.max("generation s"), table.max("peak MiB"), table.max("weights MiB"), table.max("KV MiB"))
-                       .c_str());
-      std::fclose(f);
+      const nlohmann::ordered_json record = {
+          {"ranks", mesh->num_devices()},
+          {"mesh", c.mesh.to_string()},
+          {"mode", to_string(c.mode)},
+          {"weight_dtype", to_string(c.model.weight_dtype)},
+          {"act_dtype", to_string(c.model.act_dtype)},
+          {"kv_dtype", to_string(c.kv_dtype)},
+          {"requests", n},
+          {"max_batch", c.max_batch},
+          {"layers", config.num_hidden_layers},
+          {"hidden", config.hidden_size},
+          {"load_s", table.max("load s")},
+          {"prefill_s", table.max("prefill s")},
+          {"prefill_tokens_per_s", aggregate_prefill},
+          {"prefill_matmul_s", table.max("prefill mm s")},
+          {"mean_ttft_s", table.max("mean TTFT s")},
+          {"decode_ms_per_step", table.max("decode ms/step")},
+          {"decode_matmul_ms_per_step", table.max("matmul ms/step")},
+          {"decode_comm_ms_per_step", table.max("comm ms/step")},
+          {"decode_tokens_per_s", aggregate_decode},
+          {"matmul_weight_bytes", table.max("matmul weights MiB") * kMiB},
+          {"generated_tokens", generated},
+          {"generation_s", table.max("generation s")},
+          {"peak_mib", table.max("peak MiB")},
+          {"weights_mib", table.max("weights MiB")},
+          {"kv_mib", table.max("KV MiB")}};
+      std::ofstream out(c.json);
+      out << record.dump() << '\n';
+      if (!out.good()) throw Error(fmt::format("cannot write '{}'", c.json));
     }
   });
   return 0;

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "meshnn/models/llama/model.hpp"
 #include "meshnn/models/parallel.hpp"
@@ -28,6 +29,10 @@ struct LlmJobConfig {
   std::string preset = "tinyllama";
   int64_t layers = 0;                // generated model: num_hidden_layers override (0 = the preset's)
   std::string tokens;                // prompts file (docs/spec/hdf5.md §4); empty: `batch` generated prompts
+  std::vector<std::string> prompts;  // text prompts (--prompt), tokenized with the model's tokenizer
+  std::string prompts_file;          // JSON lines {"prompt": ..., "max_tokens": N} (--prompts)
+  std::string tokenizer;             // tokenizer file or directory; empty: the one in the weights file
+  bool stream = true;                // print the first request's text as it is generated (world rank 0)
   int64_t batch = 1, prompt_len = 128;
   int64_t max_new_tokens = 32;       // per request, unless the tokens file gives max_new_tokens
   int64_t max_batch = 32;            // decode slots per replica

@@ -1,0 +1,141 @@
+#include "requests.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/core/hash.hpp"
+#include "meshnn/io/hdf5_io.hpp"
+#include "meshnn/models/llama/synthetic.hpp"
+
+namespace meshnn::models::llama {
+namespace {
+
+struct TextPrompt {
+  std::string text;
+  int64_t max_new_tokens;
+};
+
+// --prompts FILE.jsonl: one JSON object per line, {"prompt": "...", "max_tokens": N}; blank lines
+// are skipped. A misspelt key is an error rather than a silently ignored setting.
+std::vector<TextPrompt> read_prompts_jsonl(const std::string& path, int64_t default_max_new_tokens) {
+  std::ifstream in(path);
+  MESHNN_CHECK(in.good(), "cannot open prompts file '{}'", path);
+  std::vector<TextPrompt> prompts;
+  int line_number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    MESHNN_CHECK(!j.is_discarded() && j.is_object(), "{}:{}: not a JSON object", path, line_number);
+    for (const auto& [key, value] : j.items())
+      MESHNN_CHECK(key == "prompt" || key == "max_tokens", "{}:{}: unknown key '{}' (expected \"prompt\" and optionally \"max_tokens\")",
+                   path, line_number, key);
+    MESHNN_CHECK(j.contains("prompt") && j["prompt"].is_string(), "{}:{}: \"prompt\" must be a string", path, line_number);
+    TextPrompt p{j["prompt"].get<std::string>(), default_max_new_tokens};
+    if (j.contains("max_tokens")) {
+      MESHNN_CHECK(j["max_tokens"].is_number_integer() && j["max_tokens"].get<int64_t>() >= 1,
+                   "{}:{}: \"max_tokens\" must be a whole number >= 1, got {}", path, line_number, j["max_tokens"].dump());
+      p.max_new_tokens = j["max_tokens"].get<int64_t>();
+    }
+    prompts.push_back(std::move(p));
+  }
+  MESHNN_CHECK(!prompts.empty(), "prompts file '{}' holds no prompt", path);
+  return prompts;
+}
+
+std::vector<serving::GenerationRequest> generated_requests(const LlmJobConfig& c, const LlamaConfig& config) {
+  std::vector<serving::GenerationRequest> requests;
+  for (int64_t b = 0; b < c.batch; ++b) {
+    serving::GenerationRequest r;
+    r.id = static_cast<uint64_t>(b);
+    r.max_new_tokens = c.max_new_tokens;
+    for (int64_t t = 0; t < c.prompt_len; ++t)
+      r.prompt.push_back(static_cast<int32_t>(mix64(mix64(c.seed ^ kTokensTensorId) + b * c.prompt_len + t) %
+                                              static_cast<uint64_t>(config.vocab_size)));
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+// docs/spec/hdf5.md §4: tokens [batch, seq], optional prompt_lengths [batch] and max_new_tokens [batch].
+std::vector<serving::GenerationRequest> file_requests(const LlmJobConfig& c, const LlamaConfig& config) {
+  io::DatasetInfo info;
+  const std::vector<int64_t> ids = io::read_int_dataset_local(c.tokens, "tokens", &info);
+  MESHNN_CHECK(info.shape.size() == 2 && info.shape[0] >= 1,
+               "{}: dataset 'tokens' must be [batch, seq] with batch >= 1, got {} dims", c.tokens, info.shape.size());
+  const int64_t batch = info.shape[0], seq = info.shape[1];
+  std::vector<int64_t> lengths(static_cast<size_t>(batch), seq), new_tokens(static_cast<size_t>(batch), c.max_new_tokens);
+  auto optional_vector = [&](const char* name, std::vector<int64_t>& into) {
+    try {
+      io::inspect_dataset_local(c.tokens, name);
+    } catch (const Error&) {
+      return;  // absent: the defaults stand
+    }
+    io::DatasetInfo i;
+    const std::vector<int64_t> v = io::read_int_dataset_local(c.tokens, name, &i);
+    MESHNN_CHECK(i.shape == std::vector<int64_t>{batch}, "{}: dataset '{}' must be [{}] (one per prompt)", c.tokens,
+                 name, batch);
+    into = v;
+  };
+  optional_vector("prompt_lengths", lengths);
+  optional_vector("max_new_tokens", new_tokens);
+  std::vector<serving::GenerationRequest> requests;
+  for (int64_t b = 0; b < batch; ++b) {
+    MESHNN_CHECK(lengths[b] >= 1 && lengths[b] <= seq, "{}: prompt {} has length {} (need 1..{}: an empty prompt cannot be prefilled)",
+                 c.tokens, b, lengths[b], seq);
+    serving::GenerationRequest r;
+    r.id = static_cast<uint64_t>(b);
+    r.max_new_tokens = new_tokens[b];
+    for (int64_t t = 0; t < lengths[b]; ++t) {
+      const int64_t id = ids[static_cast<size_t>(b * seq + t)];
+      MESHNN_CHECK(id >= 0 && id < config.vocab_size, "{}: token {} of prompt {} is {}, outside the vocabulary [0, {})",
+                   c.tokens, t, b, id, config.vocab_size);
+      r.prompt.push_back(static_cast<int32_t>(id));
+    }
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+}  // namespace
+
+JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, const std::string& weights_file) {
+  JobRequests out;
+  const bool text_prompts = !c.prompts.empty() || !c.prompts_file.empty();
+  MESHNN_CHECK(!(text_prompts && !c.tokens.empty()), "--tokens cannot be combined with --prompt or --prompts");
+  out.tokenizer = text::load_tokenizer(c.tokenizer.empty() ? weights_file : c.tokenizer);
+  if (out.tokenizer) {
+    MESHNN_CHECK(out.tokenizer->tokenizer->vocab_size() <= config.vocab_size,
+                 "the tokenizer ({}) has {} tokens but the model's vocabulary is {}", out.tokenizer->source,
+                 out.tokenizer->tokenizer->vocab_size(), config.vocab_size);
+  }
+  if (!text_prompts) {
+    out.requests = c.tokens.empty() ? generated_requests(c, config) : file_requests(c, config);
+    return out;
+  }
+  MESHNN_CHECK(out.tokenizer.has_value(),
+               "text prompts need a tokenizer, and {} has none: convert the model with meshnn-convert from a directory "
+               "holding tokenizer.model or tokenizer.json, or pass --tokenizer PATH",
+               c.tokenizer.empty() ? weights_file : c.tokenizer);
+  std::vector<TextPrompt> prompts;
+  for (const std::string& p : c.prompts) prompts.push_back({p, c.max_new_tokens});
+  if (!c.prompts_file.empty())
+    for (TextPrompt& p : read_prompts_jsonl(c.prompts_file, c.max_new_tokens)) prompts.push_back(std::move(p));
+  std::optional<int32_t> bos;
+  if (out.tokenizer->add_bos_token && config.bos_token_id) bos = static_cast<int32_t>(*config.bos_token_id);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    serving::GenerationRequest r;
+    r.id = i;
+    r.max_new_tokens = prompts[i].max_new_tokens;
+    r.prompt = text::encode_prompt(*out.tokenizer->tokenizer, prompts[i].text, bos);
+    MESHNN_CHECK(!r.prompt.empty(), "prompt {} is empty and the model has no bos_token_id to start it", i);
+    out.requests.push_back(std::move(r));
+    out.prompt_texts.push_back(std::move(prompts[i].text));
+  }
+  return out;
+}
+
+}  // namespace meshnn::models::llama

@@ -1,0 +1,26 @@
+// The requests of an LLM job: text prompts (--prompt, --prompts FILE.jsonl) tokenized with the
+// model's tokenizer, token ids from an HDF5 prompts file (--tokens), or generated ids. Every rank
+// reads or makes the same requests, so every rank fails alike.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "meshnn/models/llama/config.hpp"
+#include "meshnn/models/llama/llm_job.hpp"
+#include "meshnn/serving/generator.hpp"
+#include "meshnn/text/load.hpp"
+
+namespace meshnn::models::llama {
+
+struct JobRequests {
+  std::vector<serving::GenerationRequest> requests;
+  std::vector<std::string> prompt_texts;    // one per request when the prompts were text, else empty
+  std::optional<text::LoadedTokenizer> tokenizer;  // when one was given or the weights file has one
+};
+
+// Rank-local: throws meshnn::Error (the caller agrees on it across ranks).
+JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, const std::string& weights_file);
+
+}  // namespace meshnn::models::llama
