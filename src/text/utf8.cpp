@@ -30,14 +30,18 @@ bool continuation_ok(unsigned char lead, size_t i, unsigned char byte) {
 
 enum class Sequence { VALID, INVALID, INCOMPLETE };
 
-// Classifies the sequence at bytes[pos]; `length` receives the bytes it covers when VALID.
+// Classifies the sequence at bytes[pos]. `length` receives the bytes it covers when VALID, and
+// when INVALID the bytes one U+FFFD replaces: the longest prefix of a valid sequence that was cut
+// short (at least 1), the Unicode standard's "maximal subpart" practice.
 Sequence classify(std::string_view bytes, size_t pos, size_t& length) {
   const auto lead = static_cast<unsigned char>(bytes[pos]);
-  length = sequence_length(lead);
-  if (length == 0) return Sequence::INVALID;
-  for (size_t i = 1; i < length; ++i) {
+  const size_t full = sequence_length(lead);
+  length = 1;
+  if (full == 0) return Sequence::INVALID;
+  for (size_t i = 1; i < full; ++i) {
     if (pos + i >= bytes.size()) return Sequence::INCOMPLETE;
     if (!continuation_ok(lead, i, static_cast<unsigned char>(bytes[pos + i]))) return Sequence::INVALID;
+    length = i + 1;
   }
   return Sequence::VALID;
 }
@@ -50,7 +54,7 @@ size_t settled_utf8_length(std::string_view bytes) {
     size_t length = 0;
     const Sequence s = classify(bytes, pos, length);
     if (s == Sequence::INCOMPLETE) return pos;
-    pos += s == Sequence::VALID ? length : 1;
+    pos += length;
   }
   return pos;
 }
@@ -61,13 +65,10 @@ std::string sanitize_utf8(std::string_view bytes) {
   size_t pos = 0;
   while (pos < bytes.size()) {
     size_t length = 0;
-    if (classify(bytes, pos, length) == Sequence::VALID) {
-      out.append(bytes.substr(pos, length));
-      pos += length;
-    } else {
-      out.append(kReplacement);
-      ++pos;
-    }
+    const Sequence s = classify(bytes, pos, length);
+    if (s == Sequence::INCOMPLETE) length = bytes.size() - pos;  // cut short by the end
+    out.append(s == Sequence::VALID ? bytes.substr(pos, length) : kReplacement);
+    pos += length;
   }
   return out;
 }

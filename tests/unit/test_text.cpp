@@ -44,7 +44,9 @@ TEST(Utf8, SanitizeReplacesEachInvalidByte) {
   EXPECT_EQ(sanitize_utf8("\xC0\xAF"), kReplacement + kReplacement);                 // overlong '/'
   EXPECT_EQ(sanitize_utf8("\xED\xA0\x80"), kReplacement + kReplacement + kReplacement);  // a surrogate
   EXPECT_EQ(sanitize_utf8("\xF4\x90\x80\x80").size(), 4 * kReplacement.size());      // beyond U+10FFFF
-  EXPECT_EQ(sanitize_utf8("ok\xE2\x82"), "ok" + kReplacement + kReplacement);        // truncated at the end
+  EXPECT_EQ(sanitize_utf8("ok\xE2\x82"), "ok" + kReplacement);                       // truncated at the end
+  EXPECT_EQ(sanitize_utf8("\xF0\x9F\x99" "a"), kReplacement + "a");                  // truncated: one U+FFFD
+  EXPECT_EQ(sanitize_utf8("\xE0\x80\x80"), kReplacement + kReplacement + kReplacement);  // overlong: byte by byte
 }
 
 // A corpus with words, numbers, punctuation and some non-Latin text, enough for a few hundred pieces.

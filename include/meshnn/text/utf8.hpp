@@ -11,9 +11,10 @@ namespace meshnn::text {
 // bytes could still complete. Invalid bytes count as settled (sanitize_utf8 replaces them).
 size_t settled_utf8_length(std::string_view bytes);
 
-// `bytes` with every byte that is not part of a valid UTF-8 sequence (stray continuation bytes,
-// overlong forms, surrogates, code points beyond U+10FFFF, truncated sequences) replaced by U+FFFD,
-// one per byte, as Python's bytes.decode(errors="replace") does for most inputs.
+// `bytes` with what is not valid UTF-8 (stray continuation bytes, overlong forms, surrogates, code
+// points beyond U+10FFFF, truncated sequences) replaced by U+FFFD: one per maximal subpart (a
+// truncated sequence is one, every other invalid byte one), as Python's
+// bytes.decode(errors="replace") and Rust's from_utf8_lossy do.
 std::string sanitize_utf8(std::string_view bytes);
 
 }  // namespace meshnn::text

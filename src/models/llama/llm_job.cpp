@@ -154,6 +154,11 @@ int run_llm_job(const LlmJobConfig& c) {
   const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(c.max_batch, static_cast<int64_t>(mine.size())));
   serving::KvCache cache = model.make_cache(slots, longest, c.kv_dtype);
   if (root) {
+    if (!job.tokenizer_problem.empty())
+      std::printf("warning: no text output: %s\n", job.tokenizer_problem.c_str());
+    else if (tokenizer != nullptr)
+      std::printf("tokenizer: %s (%s, %lld tokens)\n", job.tokenizer->source.c_str(), tokenizer->kind().c_str(),
+                  static_cast<long long>(tokenizer->vocab_size()));
     std::printf("%s", model.describe().c_str());
     std::printf("  %-34s %s %s on every device: %lld slots x its %lld KV head(s) x %lld positions\n",
                 "KV cache (per layer, K and V)", cache.layer_shape().to_string().c_str(),

@@ -106,7 +106,15 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
   JobRequests out;
   const bool text_prompts = !c.prompts.empty() || !c.prompts_file.empty();
   MESHNN_CHECK(!(text_prompts && !c.tokens.empty()), "--tokens cannot be combined with --prompt or --prompts");
-  out.tokenizer = text::load_tokenizer(c.tokenizer.empty() ? weights_file : c.tokenizer);
+  const std::string tokenizer_path = c.tokenizer.empty() ? weights_file : c.tokenizer;
+  try {
+    out.tokenizer = text::load_tokenizer(tokenizer_path);
+  } catch (const Error& e) {
+    // Token-id prompts do not need the tokenizer the weights file carries: the job runs and
+    // reports ids, and says why there is no text. One asked for by name must work.
+    if (text_prompts || !c.tokenizer.empty()) throw;
+    out.tokenizer_problem = e.what();
+  }
   if (out.tokenizer) {
     MESHNN_CHECK(out.tokenizer->tokenizer->vocab_size() <= config.vocab_size,
                  "the tokenizer ({}) has {} tokens but the model's vocabulary is {}", out.tokenizer->source,

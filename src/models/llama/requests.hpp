@@ -18,6 +18,7 @@ struct JobRequests {
   std::vector<serving::GenerationRequest> requests;
   std::vector<std::string> prompt_texts;    // one per request when the prompts were text, else empty
   std::optional<text::LoadedTokenizer> tokenizer;  // when one was given or the weights file has one
+  std::string tokenizer_problem;  // why the weights file's tokenizer is unusable, when ids do without it
 };
 
 // Rank-local: throws meshnn::Error (the caller agrees on it across ranks).
