@@ -30,3 +30,11 @@ add_test(NAME meshnn_convert
                  ${CMAKE_BINARY_DIR}/convert_work ${MPIEXEC_EXECUTABLE} ${MESHNN_MPIEXEC_FLAGS})
 set_tests_properties(meshnn_convert PROPERTIES TIMEOUT 600 LABELS system PROCESSORS 2
                      ENVIRONMENT "${MESHNN_MPI_TEST_ENV}")
+
+# Text in, text out: a trained SentencePiece tokenizer converted with the model, text prompts
+# against the same prompts tokenized by python3-sentencepiece, streaming and the text in the file.
+add_test(NAME meshnn_llm_text
+         COMMAND ${MESHNN_SYSTEM_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/../io/test_llm_text.py ${CMAKE_BINARY_DIR}
+                 ${CMAKE_BINARY_DIR}/llm_text_work ${MPIEXEC_EXECUTABLE} ${MESHNN_MPIEXEC_FLAGS})
+set_tests_properties(meshnn_llm_text PROPERTIES TIMEOUT 600 LABELS system PROCESSORS 2
+                     ENVIRONMENT "${MESHNN_MPI_TEST_ENV}")

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Text in, text out: a Hugging Face Llama directory with a real tokenizer, converted, then
+meshnn-llm with text prompts.
+
+    test_llm_text.py BUILD_DIR WORK_DIR MPIEXEC [MPIEXEC_FLAGS...]
+
+The tokenizer.model is trained here with Debian's spm_train (Llama's settings); the independent
+encoder and decoder is Debian's python3-sentencepiece, and text sanitizing is Python's own
+bytes.decode(errors="replace").
+
+1. Prompts given as text (--prompts JSONL with per-request max_tokens, and --prompt) generate
+   exactly the tokens that the same prompts tokenized by python3-sentencepiece (BOS first, as
+   tokenizer_config.json says) generate through --tokens, on 1 and 2 ranks.
+2. The output file's `text` is each request's tokens decoded independently; `prompts` holds the
+   prompt texts; stdout streams request 0 (its prompt, then its text) whole.
+3. Bad input: a weights file without a tokenizer, a JSONL line with a misspelt key or bad JSON, and
+   --prompt with --tokens fail with a message naming the problem, identically on every rank.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import sentencepiece as spm
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_model_dir as hf  # noqa: E402
+
+BUILD, WORK, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3:]
+LLM = os.path.join(BUILD, "apps", "meshnn-llm")
+failures = []
+
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+    "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "vocab_size": 416, "max_position_embeddings": 256,
+    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
+    "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "torch_dtype": "bfloat16",
+}
+PROMPTS = [
+    ("the mesh device gathers every shard", 6),
+    ("Café naïve — Ελληνικά, 中文 and 🙂", 9),  # unseen characters: byte-fallback pieces
+    ("  spaces\tand\nnew lines  ", 4),
+]
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, timeout=600)
+
+
+def train_tokenizer(model_dir):
+    words = ("the mesh device tensor shard gather reduce token model layer attention cache prefill "
+             "decode rank ring matrix tile weight users prompt stream every").split()
+    rng = np.random.default_rng(3)
+    corpus = os.path.join(WORK, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        for i in range(500):
+            f.write(" ".join(words[k] for k in rng.integers(0, len(words), 10)) + f" {i}. Café naïve.\n")
+    spm.SentencePieceTrainer.train(
+        input=corpus, model_prefix=os.path.join(model_dir, "tokenizer"), vocab_size=400, model_type="bpe",
+        byte_fallback=True, split_digits=True, character_coverage=1.0, normalization_rule_name="identity",
+        remove_extra_whitespaces=False, allow_whitespace_only_pieces=True, hard_vocab_limit=False,
+        minloglevel=2)
+    os.remove(os.path.join(model_dir, "tokenizer.vocab"))
+    os.remove(os.path.join(model_dir, "tokenizer.json"))  # the stand-in hf_model_dir wrote
+    with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"add_bos_token": True, "bos_token": "<s>", "eos_token": "</s>"}, f)
+    return spm.SentencePieceProcessor(model_file=os.path.join(model_dir, "tokenizer.model"))
+
+
+def reference_text(sp, ids):
+    """Decoding written apart from meshnn's: pieces to bytes by hand, then Python's lossy UTF-8."""
+    out, first = b"", True
+    for i in ids:
+        if i >= sp.get_piece_size() or sp.is_control(i):
+            continue
+        piece = sp.id_to_piece(i)
+        if sp.is_byte(i):
+            out += bytes([int(piece[3:5], 16)])
+        else:
+            if first and piece.startswith("\u2581"):
+                piece = piece[1:]
+            out += piece.replace("\u2581", " ").encode("utf-8")
+        first = False
+    return out.decode("utf-8", errors="replace")
+
+
+def llm(ranks, weights, *args):
+    return run([*MPIEXEC, "-n", str(ranks), LLM, "--weights", weights, "--weight-dtype", "bfloat16",
+                "--ignore-eos", *args])
+
+
+def outputs(path):
+    with h5py.File(path, "r") as f:
+        tokens = f["tokens"][...]
+        text = [t.decode("utf-8") for t in f["text"][...]] if "text" in f else None
+        prompts = [t.decode("utf-8") for t in f["prompts"][...]] if "prompts" in f else None
+    return tokens, text, prompts
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    model_dir = os.path.join(WORK, "model")
+    hf.write_model_dir(model_dir, CONFIG, hf.llama_shapes(CONFIG), lambda _: "BF16")
+    sp = train_tokenizer(model_dir)
+    weights = os.path.join(WORK, "model.h5")
+    r = run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, weights])
+    check(r.returncode == 0, "meshnn-convert of a directory with a trained tokenizer.model")
+
+    jsonl = os.path.join(WORK, "prompts.jsonl")
+    with open(jsonl, "w", encoding="utf-8") as f:
+        for text, n in PROMPTS:
+            f.write(json.dumps({"prompt": text, "max_tokens": n}, ensure_ascii=False) + "\n\n")
+
+    # The same prompts as ids, tokenized by python3-sentencepiece, BOS first.
+    ids = [[CONFIG["bos_token_id"]] + sp.encode(text) for text, _ in PROMPTS]
+    tokens_file = os.path.join(WORK, "tokens.h5")
+    width = max(len(x) for x in ids)
+    with h5py.File(tokens_file, "w") as f:
+        f["tokens"] = np.array([x + [0] * (width - len(x)) for x in ids], dtype=np.int32)
+        f["prompt_lengths"] = np.array([len(x) for x in ids], dtype=np.int32)
+        f["max_new_tokens"] = np.array([n for _, n in PROMPTS], dtype=np.int32)
+
+    results = {}
+    for ranks in (1, 2):
+        text_out, ids_out = os.path.join(WORK, f"text_np{ranks}.h5"), os.path.join(WORK, f"ids_np{ranks}.h5")
+        rt = llm(ranks, weights, "--prompts", jsonl, "--output", text_out)
+        ri = llm(ranks, weights, "--tokens", tokens_file, "--output", ids_out)
+        if rt.returncode != 0 or ri.returncode != 0:
+            print((rt.stdout + rt.stderr + ri.stdout + ri.stderr).decode(errors="replace")[-4000:])
+            check(False, f"meshnn-llm with text prompts and with ids on {ranks} rank(s)")
+            continue
+        (t_tokens, t_text, t_prompts), (i_tokens, i_text, _) = outputs(text_out), outputs(ids_out)
+        results[ranks] = t_tokens
+        check(np.array_equal(t_tokens, i_tokens),
+              f"{ranks} rank(s): text prompts generate the tokens python3-sentencepiece's ids generate")
+        expected = [reference_text(sp, [int(t) for t in row if t >= 0]) for row in t_tokens]
+        check(t_text == expected and i_text == expected,
+              f"{ranks} rank(s): the output file's text is the tokens decoded independently")
+        check(t_prompts == [p for p, _ in PROMPTS], f"{ranks} rank(s): the output file holds the prompt texts")
+        check([int((row >= 0).sum()) for row in t_tokens] == [n for _, n in PROMPTS],
+              f"{ranks} rank(s): each request made its max_tokens")
+        stdout = rt.stdout.decode("utf-8")  # strict: streamed text must be valid UTF-8
+        streamed = "request 0:\n" + PROMPTS[0][0] + expected[0] + "\n"
+        check(streamed in stdout and stdout.count("request 0:\n") == 1,
+              f"{ranks} rank(s): request 0 streamed to stdout once, prompt then text")
+    if 1 in results and 2 in results:
+        check(np.array_equal(results[1], results[2]), "text prompts: 2 ranks generate what 1 rank does")
+
+    # --prompt (repeatable) and the stream of a prompt with multi-byte characters.
+    r = llm(2, weights, "--prompt", PROMPTS[1][0], "--max-new-tokens", "5", "--output", os.path.join(WORK, "one.h5"))
+    if r.returncode == 0:
+        tokens, text, _ = outputs(os.path.join(WORK, "one.h5"))
+        check(tokens.shape == (1, 5) and ("request 0:\n" + PROMPTS[1][0] + text[0] + "\n") in r.stdout.decode("utf-8"),
+              "--prompt with multi-byte characters streams prompt and text")
+    else:
+        print((r.stdout + r.stderr).decode(errors="replace")[-3000:])
+        check(False, "--prompt runs")
+
+    # Bad input: the same clear message from every rank's agreement, exit status 1 (2 for usage).
+    bare = os.path.join(WORK, "bare.h5")
+    shutil.copy(weights, bare)
+    with h5py.File(bare, "a") as f:
+        del f["tokenizer"]
+    bad_key, bad_json = os.path.join(WORK, "bad_key.jsonl"), os.path.join(WORK, "bad_json.jsonl")
+    with open(bad_key, "w") as f:
+        f.write('{"prompt": "a"}\n{"prompt": "b", "max_new_tokens": 3}\n')
+    with open(bad_json, "w") as f:
+        f.write('{"prompt": "a"\n')
+    for args, needle in (((bare, "--prompt", "hello"), "text prompts need a tokenizer"),
+                         ((weights, "--prompts", bad_key), "bad_key.jsonl:2: unknown key 'max_new_tokens'"),
+                         ((weights, "--prompts", bad_json), "bad_json.jsonl:1: not a JSON object"),
+                         ((weights, "--prompt", "a", "--tokens", tokens_file), "--tokens cannot be combined")):
+        r = llm(2, *args)
+        out = (r.stdout + r.stderr).decode(errors="replace")
+        check(r.returncode != 0 and needle in out, f"refused with '{needle}'")
+    r = llm(2, bare, "--tokens", tokens_file)
+    check(r.returncode == 0, "ids without a tokenizer still run")
+
+    print(f"{len(failures)} failure(s)")
+    for f in failures:
+        print("  " + f)
+    if not failures:
+        shutil.rmtree(WORK, ignore_errors=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
