@@ -348,6 +348,20 @@ std::vector<int64_t> read_int_dataset_local(const std::string& file, const std::
   return values;
 }
 
+std::vector<int64_t> read_int_array_attribute_local(const std::string& file, const std::string& name) {
+  const Handle f = open_file(file);
+  if (H5Aexists(f.get(), name.c_str()) <= 0) return {};
+  Handle a(H5Aopen(f.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  if (!a.valid()) return {};
+  Handle type(H5Aget_type(a.get()), H5Tclose);
+  Handle space(H5Aget_space(a.get()), H5Sclose);
+  if (H5Tget_class(type.get()) != H5T_INTEGER || H5Sget_simple_extent_ndims(space.get()) != 1) return {};
+  std::vector<int64_t> values(static_cast<size_t>(H5Sget_simple_extent_npoints(space.get())));
+  if (!values.empty() && H5Aread(a.get(), H5T_NATIVE_INT64, values.data()) < 0)
+    throw Error(fmt::format("reading attribute '{}' of '{}' failed (corrupt file?)", name, file));
+  return values;
+}
+
 bool is_hdf5_file(const std::string& file) {
   detail::silence_hdf5_errors();
   return H5Fis_hdf5(file.c_str()) > 0;

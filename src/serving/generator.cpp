@@ -86,7 +86,8 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
       out.tokens.push_back(next[i]);
       if (options.keep_logits) out.logits.insert(out.logits.end(), full.begin() + i * vocab, full.begin() + (i + 1) * vocab);
       ended[i] = static_cast<int64_t>(out.tokens.size()) >= requests[request_of_row[i]].max_new_tokens ||
-                 (options.eos_token_id && next[i] == *options.eos_token_id);
+                 std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), next[i]) !=
+                     options.stop_token_ids.end();
       if (options.on_token) options.on_token(request_of_row[i], next[i], ended[i]);
     }
     return ended;

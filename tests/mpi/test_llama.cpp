@@ -209,6 +209,42 @@ TEST(Llama, ContinuousBatchingEqualsSoloRuns) {
   EXPECT_TRUE(all_ranks_ok(same && worst >= 0.99999)) << "tokens equal: " << same << ", min PCC " << worst;
 }
 
+// A request ends at the first of the stop ids it produces (the id included) and its slot goes to
+// the next request; every token reaches on_token in order, the last one marked.
+TEST(Llama, StopTokensEndRequestsAndEveryTokenIsReported) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto requests = ragged_requests(config.vocab_size, 6);
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::BFLOAT8_B, DataType::BFLOAT16});
+  serving::KvCache cache = model.make_cache(2, 64, DataType::BFLOAT16);
+  const GenerationResult free_run = serving::generate(model, cache, requests, GenerationOptions{});
+
+  GenerationOptions go;
+  go.stop_token_ids = {free_run.outputs[0].tokens[2], free_run.outputs[2].tokens[1]};
+  std::vector<std::vector<int32_t>> reported(requests.size());
+  std::vector<int> last_marks(requests.size(), 0);
+  bool marked_at_end = true;
+  go.on_token = [&](size_t request, int32_t token, bool last) {
+    reported[request].push_back(token);
+    last_marks[request] += last ? 1 : 0;
+    marked_at_end = marked_at_end && (last_marks[request] == 0 || last);
+  };
+  const GenerationResult stopped = serving::generate(model, cache, requests, go);
+  bool ok = marked_at_end;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    std::vector<int32_t> expected;
+    for (int32_t t : free_run.outputs[i].tokens) {
+      expected.push_back(t);
+      if (std::find(go.stop_token_ids.begin(), go.stop_token_ids.end(), t) != go.stop_token_ids.end()) break;
+    }
+    ok = ok && stopped.outputs[i].tokens == expected && reported[i] == expected && last_marks[i] == 1;
+  }
+  EXPECT_LE(stopped.outputs[0].tokens.size(), 3u);
+  EXPECT_LE(stopped.outputs[2].tokens.size(), 2u);
+  EXPECT_TRUE(all_ranks_ok(ok));
+}
+
 TEST(Llama, SameRunTwiceIsBitwiseIdentical) {
   const std::string file = model_file(false);
   const LlamaConfig config = config_of(file);

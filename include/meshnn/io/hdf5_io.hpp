@@ -79,6 +79,8 @@ std::vector<float> read_dataset_local(const std::string& file, const std::string
 // shape and stored type.
 std::vector<int64_t> read_int_dataset_local(const std::string& file, const std::string& dataset,
                                             DatasetInfo* info = nullptr);
+// A 1-D integer attribute of the root group (e.g. eos_token_ids); empty when absent or not one.
+std::vector<int64_t> read_int_array_attribute_local(const std::string& file, const std::string& name);
 // Whether `file` is an HDF5 file (false for a missing or other file; never throws).
 bool is_hdf5_file(const std::string& file);
 // A file carried inside the HDF5 file (Hdf5Writer::write_bytes: a 1-D uint8 dataset; `name` may

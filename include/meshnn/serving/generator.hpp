@@ -31,7 +31,7 @@ struct GenerationRequest {
 struct GenerationOptions {
   int64_t prefill_chunk = 512;  // prompt tokens per pass (besides the decode rows)
   SamplingParams sampling;
-  std::optional<int32_t> eos_token_id;  // stop a request when it produces this token
+  std::vector<int32_t> stop_token_ids;  // a request ends when it produces one (the eos ids)
   bool keep_logits = false;             // gather the full logits of every sampled token (tests, --save-logits)
   // Called on every device as each token is sampled (index into `requests`, the token, whether it
   // ends the request), in the order the tokens are made: for streaming text out.

@@ -176,7 +176,8 @@ int run_llm_job(const LlmJobConfig& c) {
   serving::GenerationOptions go;
   go.prefill_chunk = c.prefill_chunk;
   go.sampling = c.sampling;
-  if (!c.ignore_eos && config.eos_token_id) go.eos_token_id = static_cast<int32_t>(*config.eos_token_id);
+  if (!c.ignore_eos)
+    for (int64_t id : job.stop_token_ids) go.stop_token_ids.push_back(static_cast<int32_t>(id));
   go.keep_logits = c.save_logits;
   // World rank 0 prints its replica's first request as it is generated: the prompt, then each
   // token's text as soon as it completes a character (ids beyond the tokenizer give no text).

@@ -104,6 +104,11 @@ std::vector<serving::GenerationRequest> file_requests(const LlmJobConfig& c, con
 
 JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, const std::string& weights_file) {
   JobRequests out;
+  out.stop_token_ids = io::read_int_array_attribute_local(weights_file, "eos_token_ids");
+  if (out.stop_token_ids.empty() && config.eos_token_id) out.stop_token_ids.push_back(*config.eos_token_id);
+  for (int64_t id : out.stop_token_ids)
+    MESHNN_CHECK(id >= 0 && id < config.vocab_size, "{}: eos token id {} is outside the vocabulary [0, {})", weights_file,
+                 id, config.vocab_size);
   const bool text_prompts = !c.prompts.empty() || !c.prompts_file.empty();
   MESHNN_CHECK(!(text_prompts && !c.tokens.empty()), "--tokens cannot be combined with --prompt or --prompts");
   const std::string tokenizer_path = c.tokenizer.empty() ? weights_file : c.tokenizer;

@@ -18,6 +18,9 @@ struct JobRequests {
   std::vector<serving::GenerationRequest> requests;
   std::vector<std::string> prompt_texts;    // one per request when the prompts were text, else empty
   std::optional<text::LoadedTokenizer> tokenizer;  // when one was given or the weights file has one
+  // eos_token_ids when the file lists several (Llama 3 ends a turn with any of them), else
+  // eos_token_id; ids outside the vocabulary throw.
+  std::vector<int64_t> stop_token_ids;
   std::string tokenizer_problem;  // why the weights file's tokenizer is unusable, when ids do without it
 };
 
