@@ -10,6 +10,7 @@
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/io/hdf5_io.hpp"
+#include "meshnn/text/byte_level_bpe.hpp"
 #include "meshnn/text/sentencepiece.hpp"
 
 namespace meshnn::text {
@@ -33,8 +34,7 @@ struct FileSource {
 
 TokenizerPtr parse(const std::string& name, const std::string& bytes, const std::string& where) {
   try {
-    if (name == "tokenizer.model") return make_sentencepiece(bytes);
-    throw Error(fmt::format("meshnn reads tokenizer.model (SentencePiece) files only so far"));
+    return name == "tokenizer.model" ? make_sentencepiece(bytes) : make_byte_level_bpe(bytes);
   } catch (const Error& e) {
     throw Error(fmt::format("{} in {}: {}", name, where, e.what()));
   }

@@ -59,6 +59,12 @@ size_t settled_utf8_length(std::string_view bytes) {
   return pos;
 }
 
+size_t first_invalid_utf8(std::string_view bytes) {
+  for (size_t pos = 0, length = 0; pos < bytes.size(); pos += length)
+    if (classify(bytes, pos, length) != Sequence::VALID) return pos;
+  return std::string_view::npos;
+}
+
 std::string sanitize_utf8(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());

@@ -4,13 +4,14 @@ meshnn-llm with text prompts.
 
     test_llm_text.py BUILD_DIR WORK_DIR MPIEXEC [MPIEXEC_FLAGS...]
 
-The tokenizer.model is trained here with Debian's spm_train (Llama's settings); the independent
-encoder and decoder is Debian's python3-sentencepiece, and text sanitizing is Python's own
-bytes.decode(errors="replace").
+Two tokenizers, each with an encoder and decoder independent of meshnn's: a tokenizer.model
+trained here with Debian's spm_train (Llama 2's settings) against python3-sentencepiece, and a
+Llama 3-style tokenizer.json (byte-level BPE, special tokens) trained by tests/text/bpe_reference.py
+against that script's own encoder. Text sanitizing is Python's bytes.decode(errors="replace").
 
 1. Prompts given as text (--prompts JSONL with per-request max_tokens, and --prompt) generate
-   exactly the tokens that the same prompts tokenized by python3-sentencepiece (BOS first, as
-   tokenizer_config.json says) generate through --tokens, on 1 and 2 ranks.
+   exactly the tokens that the same prompts tokenized independently (BOS first) generate through
+   --tokens, on 1 and 2 ranks.
 2. The output file's `text` is each request's tokens decoded independently; `prompts` holds the
    prompt texts; stdout streams request 0 (its prompt, then its text) whole.
 3. Bad input: a weights file without a tokenizer, a JSONL line with a misspelt key or bad JSON, and
@@ -27,6 +28,8 @@ import numpy as np
 import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "text"))
+import bpe_reference  # noqa: E402
 import hf_model_dir as hf  # noqa: E402
 
 BUILD, WORK, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -57,7 +60,8 @@ def run(cmd):
     return subprocess.run(cmd, capture_output=True, timeout=600)
 
 
-def train_tokenizer(model_dir):
+def sentencepiece_tokenizer(model_dir):
+    """tokenizer.model by spm_train; returns the independent (encode, decode)."""
     words = ("the mesh device tensor shard gather reduce token model layer attention cache prefill "
              "decode rank ring matrix tile weight users prompt stream every").split()
     rng = np.random.default_rng(3)
@@ -74,10 +78,23 @@ def train_tokenizer(model_dir):
     os.remove(os.path.join(model_dir, "tokenizer.json"))  # the stand-in hf_model_dir wrote
     with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:
         json.dump({"add_bos_token": True, "bos_token": "<s>", "eos_token": "</s>"}, f)
-    return spm.SentencePieceProcessor(model_file=os.path.join(model_dir, "tokenizer.model"))
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(model_dir, "tokenizer.model"))
+    return sp.encode, lambda ids: sentencepiece_text(sp, ids)
 
 
-def reference_text(sp, ids):
+def byte_level_bpe_tokenizer(model_dir):
+    """A Llama 3-style tokenizer.json (no tokenizer.model, no add_bos_token: BOS by default)."""
+    os.remove(os.path.join(model_dir, "tokenizer.json"))
+    os.remove(os.path.join(model_dir, "tokenizer.model"))
+    os.remove(os.path.join(model_dir, "tokenizer_config.json"))
+    tok = bpe_reference.llama3_form()
+    with open(os.path.join(model_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tok, f, ensure_ascii=False)
+    return (lambda text: bpe_reference.encode(tok, text),
+            lambda ids: bpe_reference.decode(tok, ids).decode("utf-8", errors="replace"))
+
+
+def sentencepiece_text(sp, ids):
     """Decoding written apart from meshnn's: pieces to bytes by hand, then Python's lossy UTF-8."""
     out, first = b"", True
     for i in ids:
@@ -107,24 +124,27 @@ def outputs(path):
     return tokens, text, prompts
 
 
-def main():
-    shutil.rmtree(WORK, ignore_errors=True)
-    os.makedirs(WORK)
-    model_dir = os.path.join(WORK, "model")
-    hf.write_model_dir(model_dir, CONFIG, hf.llama_shapes(CONFIG), lambda _: "BF16")
-    sp = train_tokenizer(model_dir)
-    weights = os.path.join(WORK, "model.h5")
+def converted_model(kind, make_tokenizer, config):
+    """A Hugging Face directory with the given tokenizer, converted; returns (weights, encode, decode)."""
+    model_dir = os.path.join(WORK, kind)
+    hf.write_model_dir(model_dir, config, hf.llama_shapes(config), lambda _: "BF16")
+    encode, decode = make_tokenizer(model_dir)
+    weights = os.path.join(WORK, f"{kind}.h5")
     r = run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, weights])
-    check(r.returncode == 0, "meshnn-convert of a directory with a trained tokenizer.model")
+    check(r.returncode == 0, f"{kind}: meshnn-convert of a directory with a trained tokenizer")
+    return weights, encode, decode
 
-    jsonl = os.path.join(WORK, "prompts.jsonl")
+
+def check_text_job(kind, weights, encode, decode, bos):
+    """Text prompts against the same prompts as independently encoded ids; returns the tokens file."""
+    jsonl = os.path.join(WORK, f"{kind}_prompts.jsonl")
     with open(jsonl, "w", encoding="utf-8") as f:
         for text, n in PROMPTS:
             f.write(json.dumps({"prompt": text, "max_tokens": n}, ensure_ascii=False) + "\n\n")
 
-    # The same prompts as ids, tokenized by python3-sentencepiece, BOS first.
-    ids = [[CONFIG["bos_token_id"]] + sp.encode(text) for text, _ in PROMPTS]
-    tokens_file = os.path.join(WORK, "tokens.h5")
+    # The same prompts as ids, tokenized independently, BOS first.
+    ids = [[bos] + encode(text) for text, _ in PROMPTS]
+    tokens_file = os.path.join(WORK, f"{kind}_tokens.h5")
     width = max(len(x) for x in ids)
     with h5py.File(tokens_file, "w") as f:
         f["tokens"] = np.array([x + [0] * (width - len(x)) for x in ids], dtype=np.int32)
@@ -133,29 +153,44 @@ def main():
 
     results = {}
     for ranks in (1, 2):
-        text_out, ids_out = os.path.join(WORK, f"text_np{ranks}.h5"), os.path.join(WORK, f"ids_np{ranks}.h5")
+        text_out, ids_out = (os.path.join(WORK, f"{kind}_text_np{ranks}.h5"),
+                             os.path.join(WORK, f"{kind}_ids_np{ranks}.h5"))
         rt = llm(ranks, weights, "--prompts", jsonl, "--output", text_out)
         ri = llm(ranks, weights, "--tokens", tokens_file, "--output", ids_out)
         if rt.returncode != 0 or ri.returncode != 0:
             print((rt.stdout + rt.stderr + ri.stdout + ri.stderr).decode(errors="replace")[-4000:])
-            check(False, f"meshnn-llm with text prompts and with ids on {ranks} rank(s)")
+            check(False, f"{kind}: meshnn-llm with text prompts and with ids on {ranks} rank(s)")
             continue
         (t_tokens, t_text, t_prompts), (i_tokens, i_text, _) = outputs(text_out), outputs(ids_out)
         results[ranks] = t_tokens
         check(np.array_equal(t_tokens, i_tokens),
-              f"{ranks} rank(s): text prompts generate the tokens python3-sentencepiece's ids generate")
-        expected = [reference_text(sp, [int(t) for t in row if t >= 0]) for row in t_tokens]
+              f"{kind}, {ranks} rank(s): text prompts generate the tokens the independent encoder's ids generate")
+        expected = [decode([int(t) for t in row if t >= 0]) for row in t_tokens]
         check(t_text == expected and i_text == expected,
-              f"{ranks} rank(s): the output file's text is the tokens decoded independently")
-        check(t_prompts == [p for p, _ in PROMPTS], f"{ranks} rank(s): the output file holds the prompt texts")
+              f"{kind}, {ranks} rank(s): the output file's text is the tokens decoded independently")
+        check(t_prompts == [p for p, _ in PROMPTS], f"{kind}, {ranks} rank(s): the output file holds the prompt texts")
         check([int((row >= 0).sum()) for row in t_tokens] == [n for _, n in PROMPTS],
-              f"{ranks} rank(s): each request made its max_tokens")
+              f"{kind}, {ranks} rank(s): each request made its max_tokens")
         stdout = rt.stdout.decode("utf-8")  # strict: streamed text must be valid UTF-8
         streamed = "request 0:\n" + PROMPTS[0][0] + expected[0] + "\n"
         check(streamed in stdout and stdout.count("request 0:\n") == 1,
-              f"{ranks} rank(s): request 0 streamed to stdout once, prompt then text")
+              f"{kind}, {ranks} rank(s): request 0 streamed to stdout once, prompt then text")
     if 1 in results and 2 in results:
-        check(np.array_equal(results[1], results[2]), "text prompts: 2 ranks generate what 1 rank does")
+        check(np.array_equal(results[1], results[2]), f"{kind}: text prompts on 2 ranks generate what 1 rank does")
+    return tokens_file
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    special = {t["content"]: t["id"] for t in bpe_reference.llama3_form()["added_tokens"]}
+    bos = special["<|begin_of_text|>"]
+    bpe_config = dict(CONFIG, vocab_size=640, bos_token_id=bos, eos_token_id=special["<|eot_id|>"])
+    bpe_weights, encode, decode = converted_model("byte_level_bpe", byte_level_bpe_tokenizer, bpe_config)
+    check_text_job("byte_level_bpe", bpe_weights, encode, decode, bos)
+
+    weights, encode, decode = converted_model("sentencepiece", sentencepiece_tokenizer, CONFIG)
+    tokens_file = check_text_job("sentencepiece", weights, encode, decode, CONFIG["bos_token_id"])
 
     # --prompt (repeatable) and the stream of a prompt with multi-byte characters.
     r = llm(2, weights, "--prompt", PROMPTS[1][0], "--max-new-tokens", "5", "--output", os.path.join(WORK, "one.h5"))

@@ -5,13 +5,7 @@ foreach(ranks 1 2 4)
 endforeach()
 
 # Files written by h5py, the way people write weights (tests/io/h5py_files.py generates them at
-# test time with Debian's python3-h5py; /usr/bin/python3 because that is the interpreter Debian's
-# python3-* packages install into).
-find_program(MESHNN_SYSTEM_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
-if(NOT MESHNN_SYSTEM_PYTHON)
-  find_package(Python3 COMPONENTS Interpreter REQUIRED)
-  set(MESHNN_SYSTEM_PYTHON ${Python3_EXECUTABLE})
-endif()
+# test time with Debian's python3-h5py, through MESHNN_SYSTEM_PYTHON from tests/CMakeLists.txt).
 add_test(NAME meshnn_h5py_files_setup
          COMMAND ${MESHNN_SYSTEM_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/../io/h5py_files.py ${CMAKE_BINARY_DIR}/h5py_files)
 set_tests_properties(meshnn_h5py_files_setup PROPERTIES FIXTURES_SETUP h5py_files LABELS mpi TIMEOUT 120)
