@@ -1,0 +1,168 @@
+#include "meshnn/distributed/redistribute.hpp"
+
+#include <fmt/format.h>
+
+#include "meshnn/ccl/ccl.hpp"
+#include "meshnn/core/error.hpp"
+#include "meshnn/ops/data_movement.hpp"
+
+namespace meshnn::distributed {
+namespace {
+
+int axis_size(MeshShape mesh, int axis) { return axis == 0 ? mesh.rows : mesh.cols; }
+
+bool shards(const Placement& p, int dim) { return is_shard(p) && std::get<Shard>(p).dim == dim; }
+
+// Builds the steps while tracking the placements they lead to.
+class Planner {
+ public:
+  Planner(const Shape& global, DataType dtype, Layout layout, MeshShape mesh, Placements from)
+      : global_(global), dtype_(dtype), layout_(layout), mesh_(mesh), current_(from) {}
+
+  const Placements& current() const { return current_; }
+
+  void add(StepKind kind, int axis, int dim, ReduceOp op, Placement result) {
+    RedistributeStep step{kind, axis, dim, op, current_, axis_size(mesh_, axis), local_bytes()};
+    step.after[axis] = result;
+    // The shard shape of the new placements must exist: a dim that does not split evenly is an
+    // error here, before anything moves.
+    shard_shape_for(global_, step.after, mesh_, /*allow_padding=*/false);
+    current_ = step.after;
+    steps_.push_back(step);
+  }
+
+  std::vector<RedistributeStep> take() { return std::move(steps_); }
+
+ private:
+  int64_t local_bytes() const {
+    return static_cast<int64_t>(
+        Tensor::storage_bytes(shard_shape_for(global_, current_, mesh_, /*allow_padding=*/false), dtype_, layout_));
+  }
+
+  Shape global_;
+  DataType dtype_;
+  Layout layout_;
+  MeshShape mesh_;
+  Placements current_;
+  std::vector<RedistributeStep> steps_;
+};
+
+// Whether dim d's split changes and it is split over both axes before or after: such a dim is
+// gathered whole first, since a row-major split over all devices cannot be re-cut axis by axis.
+bool regathered(int d, const Placements& from, const Placements& to) {
+  const bool both_before = shards(from[0], d) && shards(from[1], d);
+  const bool both_after = shards(to[0], d) && shards(to[1], d);
+  const bool same = shards(from[0], d) == shards(to[0], d) && shards(from[1], d) == shards(to[1], d);
+  return !same && (both_before || both_after);
+}
+
+}  // namespace
+
+std::string_view to_string(StepKind kind) {
+  switch (kind) {
+    case StepKind::ALL_GATHER: return "all_gather";
+    case StepKind::ALL_REDUCE: return "all_reduce";
+    case StepKind::REDUCE_SCATTER: return "reduce_scatter";
+    case StepKind::LOCAL_SLICE: return "local slice";
+  }
+  return "?";
+}
+
+std::string RedistributePlan::explain() const {
+  std::string out = fmt::format("redistribute {} -> {}: {}\n", meshnn::to_string(from), meshnn::to_string(to),
+                                steps.empty() ? "nothing to do" : fmt::format("{} step(s)", steps.size()));
+  for (const RedistributeStep& s : steps) {
+    const std::string what = s.kind == StepKind::ALL_REDUCE ? fmt::format("all_reduce ({})", meshnn::to_string(s.op))
+                             : s.kind == StepKind::REDUCE_SCATTER
+                                 ? fmt::format("reduce_scatter ({}) dim {}", meshnn::to_string(s.op), s.dim)
+                                 : fmt::format("{} dim {}", to_string(s.kind), s.dim);
+    out += fmt::format("  {} along axis {} ({} devices, {} byte shard) -> {}\n", what, s.axis, s.members,
+                       s.local_bytes_in, meshnn::to_string(s.after));
+  }
+  return out;
+}
+
+RedistributePlan plan_redistribute(const Shape& global, DataType dtype, Layout layout, const Placements& from_in,
+                                   const Placements& to_in, MeshShape mesh) {
+  const int rank = global.rank();
+  Placements from = normalize_placements(from_in, rank), to = normalize_placements(to_in, rank);
+  RedistributePlan plan{from, to, {}};
+  // An axis of one device holds the whole tensor whatever it is called.
+  for (int axis = 0; axis < 2; ++axis)
+    if (axis_size(mesh, axis) == 1) from[axis] = to[axis] = Replicate{};
+  for (int axis = 0; axis < 2; ++axis)
+    MESHNN_CHECK(!is_partial(to[axis]) || from[axis] == to[axis],
+                 "redistribute {} -> {}: mesh axis {} cannot become {}: only a computation (a matmul over a sharded "
+                 "contraction dim) makes partial sums",
+                 meshnn::to_string(plan.from), meshnn::to_string(plan.to), axis, meshnn::to_string(to[axis]));
+
+  Planner p(global, dtype, layout, mesh, from);
+  // 1. Take away what changes, inner axis first: gathers and reductions.
+  for (int axis : {1, 0}) {
+    const Placement have = p.current()[axis], want = to[axis];
+    const int other = 1 - axis;
+    if (is_shard(have)) {
+      const int d = std::get<Shard>(have).dim;
+      if (have != want || regathered(d, from, to)) {
+        if (axis == 0 && shards(p.current()[1], d))  // the inner split of d goes first
+          p.add(StepKind::ALL_GATHER, 1, d, ReduceOp::SUM, Replicate{});
+        p.add(StepKind::ALL_GATHER, axis, d, ReduceOp::SUM, Replicate{});
+      }
+    } else if (is_partial(have) && have != want) {
+      const ReduceOp op = std::get<Partial>(have).op;
+      // Scattering straight into the target dim is one step when no other split of that dim
+      // is involved; otherwise reduce whole and cut afterwards.
+      if (is_shard(want) && !shards(p.current()[other], std::get<Shard>(want).dim) &&
+          !shards(to[other], std::get<Shard>(want).dim))
+        p.add(StepKind::REDUCE_SCATTER, axis, std::get<Shard>(want).dim, op, want);
+      else
+        p.add(StepKind::ALL_REDUCE, axis, -1, op, Replicate{});
+    }
+  }
+  // 2. Cut what is now whole, outer axis first.
+  for (int axis : {0, 1}) {
+    if (p.current()[axis] == to[axis]) continue;
+    MESHNN_CHECK(is_replicate(p.current()[axis]) && is_shard(to[axis]), "redistribute {} -> {}: no plan for mesh axis {}",
+                 meshnn::to_string(plan.from), meshnn::to_string(plan.to), axis);
+    p.add(StepKind::LOCAL_SLICE, axis, std::get<Shard>(to[axis]).dim, ReduceOp::SUM, to[axis]);
+  }
+  plan.steps = p.take();
+  return plan;
+}
+
+MeshTensor redistribute(const MeshTensor& t, const Placements& to) {
+  MESHNN_CHECK(!t.is_padded(), "redistribute of a padded mesh tensor ({}) is not supported: compose it and map it again",
+               t.describe());
+  const MeshDevicePtr& mesh = t.mesh();
+  const RedistributePlan plan = plan_redistribute(t.shape(), t.dtype(), t.layout(), t.placements(), to, mesh->shape());
+  // Starting from the plan's own names for the axes of one device (same shard, nothing moves).
+  Placements start = plan.from;
+  for (int axis = 0; axis < 2; ++axis)
+    if (axis_size(mesh->shape(), axis) == 1) start[axis] = Replicate{};
+  MeshTensor x(mesh, t.shape(), start, t.local());
+  for (const RedistributeStep& s : plan.steps) {
+    switch (s.kind) {
+      case StepKind::ALL_GATHER: x = all_gather(x, s.dim, s.axis); break;
+      case StepKind::ALL_REDUCE: x = all_reduce(x, s.op, s.axis); break;
+      case StepKind::REDUCE_SCATTER: x = reduce_scatter(x, s.dim, s.op, s.axis); break;
+      case StepKind::LOCAL_SLICE: {
+        // This device's chunk of the dim under the new placements, inside the chunk it holds now.
+        const MeshCoordinate me = mesh->coordinate();
+        const Shape next = shard_shape_for(x.shape(), s.after, mesh->shape(), false);
+        const int64_t chunk = next[s.dim], held = x.local().shape()[s.dim];
+        const int64_t offset = shard_index(s.after, mesh->shape(), me, s.dim) * chunk -
+                               shard_index(x.placements(), mesh->shape(), me, s.dim) * held;
+        std::vector<int64_t> begins(static_cast<size_t>(x.shape().rank()), 0), ends;
+        for (int d = 0; d < x.shape().rank(); ++d) ends.push_back(x.local().shape()[d]);
+        begins[s.dim] = offset;
+        ends[s.dim] = offset + chunk;
+        x = MeshTensor(mesh, x.shape(), s.after, slice(x.local(), begins, ends));
+        break;
+      }
+    }
+  }
+  // Axes of one device take the requested names without moving anything.
+  return MeshTensor(mesh, x.shape(), normalize_placements(to, x.shape().rank()), x.local());
+}
+
+}  // namespace meshnn::distributed

@@ -1,0 +1,135 @@
+// redistribute over real ranks: every pair of placements (Replicate, Shard of two dims, Partial) on
+// every mesh shape of the world, against the host tensor the placements describe; the plans'
+// steps for hand-worked cases; impossible requests fail alike before anything moves.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/distributed/distribute.hpp"
+#include "meshnn/distributed/redistribute.hpp"
+#include "support/test_helpers.hpp"
+
+namespace meshnn {
+namespace {
+
+using distributed::plan_redistribute;
+using distributed::redistribute;
+using distributed::StepKind;
+using testing::all_ranks_ok;
+using testing::world_size;
+
+std::vector<MeshShape> all_mesh_shapes(int n) {
+  std::vector<MeshShape> shapes;
+  for (int r = 1; r <= n; ++r)
+    if (n % r == 0) shapes.push_back({r, n / r});
+  return shapes;
+}
+
+// Integer-valued floats, so that every sum below is exact in float32.
+Tensor integers(const Shape& shape, uint64_t seed) {
+  return Tensor::from_float(testing::seeded_values(shape.volume(), seed, /*integers=*/true), shape, DataType::FLOAT32,
+                            Layout::TILE);
+}
+
+// This device's shard of `host` under the Shard parts of `ps` (Partial and Replicate axes hold the
+// whole dim).
+Tensor shard_of(const Tensor& host, const Placements& ps, const MeshDevicePtr& mesh) {
+  Placements shard_only = ps;
+  for (auto& p : shard_only)
+    if (is_partial(p)) p = Replicate{};
+  return distribute_tensor(host, MeshMapperConfig{shard_only}, mesh).local();
+}
+
+// A mesh tensor whose logical value is `host`: along Partial axes the first member holds the shard,
+// and member j of each Partial axis adds c_j times a noise tensor, the c_j summing to zero over
+// the axis, so every member holds something and only the sum is `host`.
+MeshTensor with_placements(const Tensor& host, const Placements& ps, const MeshDevicePtr& mesh) {
+  std::vector<float> local = shard_of(host, ps, mesh).to_float();
+  const int position[2] = {mesh->coordinate().row, mesh->coordinate().col};
+  if ((is_partial(ps[0]) && position[0] != 0) || (is_partial(ps[1]) && position[1] != 0))
+    std::fill(local.begin(), local.end(), 0.0f);
+  for (int axis = 0; axis < 2; ++axis) {
+    if (!is_partial(ps[axis])) continue;
+    const int n = axis == 0 ? mesh->num_rows() : mesh->num_cols();
+    const int j = position[axis];
+    const float c = j == 0 ? -static_cast<float>(n * (n - 1) / 2) : static_cast<float>(j);
+    const std::vector<float> noise = shard_of(integers(host.shape(), 900 + axis), ps, mesh).to_float();
+    for (size_t i = 0; i < local.size(); ++i) local[i] += c * noise[i];
+  }
+  const Shape shard = shard_shape_for(host.shape(), ps, mesh->shape(), false);
+  return MeshTensor(mesh, host.shape(), ps, Tensor::from_float(local, shard, DataType::FLOAT32, Layout::TILE));
+}
+
+const Placement kCandidates[] = {Replicate{}, Shard{0}, Shard{2}, Partial{}};
+
+TEST(Redistribute, EveryPairOfPlacementsGivesTheSameTensor) {
+  const Shape shape{8, 3, 64};  // dims 0 and 2 split over up to 8 devices; 64 / 8 keeps whole rows
+  const Tensor host = integers(shape, 7);
+  for (MeshShape ms : all_mesh_shapes(world_size())) {
+    auto mesh = MeshDevice::open(ms);
+    int checked = 0, failed = 0;
+    std::string first_failure;
+    for (const Placement& f0 : kCandidates)
+      for (const Placement& f1 : kCandidates)
+        for (const Placement& t0 : kCandidates)
+          for (const Placement& t1 : kCandidates) {
+            const Placements from{f0, f1}, to{t0, t1};
+            if (is_partial(t0) || is_partial(t1)) continue;  // targets without Partial: composable
+            const MeshTensor source = with_placements(host, from, mesh);
+            const MeshTensor moved = redistribute(source, to);
+            const bool ok = moved.placements() == normalize_placements(to, 3) &&
+                            testing::bitwise_equal(full_tensor(moved), host);
+            ++checked;
+            if (!ok && failed++ == 0) first_failure = to_string(from) + " -> " + to_string(to);
+          }
+    EXPECT_TRUE(all_ranks_ok(failed == 0)) << ms.to_string() << ": " << failed << " of " << checked
+                                           << " failed, first " << first_failure;
+  }
+}
+
+TEST(Redistribute, PlansTakeTheStepsWorkedOutByHand) {
+  const Shape shape{8, 16};
+  const MeshShape mesh{2, 4};
+  auto kinds = [&](const Placements& from, const Placements& to) {
+    std::vector<std::pair<StepKind, int>> out;
+    for (const auto& s : plan_redistribute(shape, DataType::FLOAT32, Layout::ROW_MAJOR, from, to, mesh).steps)
+      out.push_back({s.kind, s.axis});
+    return out;
+  };
+  using V = std::vector<std::pair<StepKind, int>>;
+  EXPECT_EQ(kinds({Partial{}, Replicate{}}, {Shard{0}, Replicate{}}), (V{{StepKind::REDUCE_SCATTER, 0}}));
+  EXPECT_EQ(kinds({Replicate{}, Replicate{}}, {Shard{0}, Shard{1}}),
+            (V{{StepKind::LOCAL_SLICE, 0}, {StepKind::LOCAL_SLICE, 1}}));
+  EXPECT_EQ(kinds({Shard{1}, Shard{0}}, {Shard{0}, Shard{1}}),
+            (V{{StepKind::ALL_GATHER, 1}, {StepKind::ALL_GATHER, 0}, {StepKind::LOCAL_SLICE, 0},
+               {StepKind::LOCAL_SLICE, 1}}));
+  // A dim split row-major over all eight devices is gathered whole (inner axis first) to keep only
+  // the column split.
+  EXPECT_EQ(kinds({Shard{1}, Shard{1}}, {Replicate{}, Shard{1}}),
+            (V{{StepKind::ALL_GATHER, 1}, {StepKind::ALL_GATHER, 0}, {StepKind::LOCAL_SLICE, 1}}));
+  EXPECT_EQ(kinds({Partial{}, Shard{1}}, {Replicate{}, Shard{1}}), (V{{StepKind::ALL_REDUCE, 0}}));
+  EXPECT_TRUE(kinds({Shard{0}, Partial{}}, {Shard{0}, Partial{}}).empty());
+  const auto plan = plan_redistribute(shape, DataType::FLOAT32, Layout::ROW_MAJOR, {Shard{0}, Replicate{}},
+                                      {Replicate{}, Replicate{}}, mesh);
+  ASSERT_EQ(plan.steps.size(), 1u);
+  EXPECT_EQ(plan.steps[0].local_bytes_in, 4 * 16 * 4);  // a [4, 16] float32 shard
+  EXPECT_NE(plan.explain().find("all_gather dim 0 along axis 0 (2 devices"), std::string::npos) << plan.explain();
+}
+
+TEST(Redistribute, ImpossibleRequestsFailAlikeBeforeAnythingMoves) {
+  auto mesh = MeshDevice::open({1, world_size()});
+  const MeshTensor t = with_placements(integers(Shape{8, 3, 64}, 1), {Replicate{}, Replicate{}}, mesh);
+  const std::string partial = testing::error_message_of([&] { redistribute(t, {Replicate{}, Partial{}}); });
+  const std::string uneven = testing::error_message_of([&] { redistribute(t, {Replicate{}, Shard{1}}); });
+  EXPECT_TRUE(testing::same_on_all_ranks(partial) && testing::same_on_all_ranks(uneven));
+  if (world_size() > 1) {
+    EXPECT_NE(partial.find("cannot become Partial(sum)"), std::string::npos) << partial;
+    if (world_size() != 3) EXPECT_NE(uneven.find("cannot shard dim 1 of size 3"), std::string::npos) << uneven;
+  }
+  // The mesh is still usable.
+  EXPECT_TRUE(testing::bitwise_equal(full_tensor(redistribute(t, {Replicate{}, Shard{0}})), full_tensor(t)));
+}
+
+}  // namespace
+}  // namespace meshnn
