@@ -1,0 +1,70 @@
+// distributed::matmul: C = A @ B on mesh tensors of any placements, what TT-NN's
+// ttnn.distributed.matmul sets out to be. Each mesh axis of the local product follows one rule:
+//
+//   A           B           local product
+//   Replicate   Replicate   Replicate
+//   Shard(M)    Replicate   Shard(M)        row-parallel over the axis
+//   Replicate   Shard(N)    Shard(N)        column-parallel
+//   Shard(K)    Shard(K)    Partial(sum)    contraction split: sums pending
+//   Partial     Replicate   Partial(sum)    (and mirrored)
+//   Shard(b)    Shard(b)    Shard(b)        a batch dim both have; or one side's, where the other
+//                                           broadcasts it
+//
+// Operands that fit a rule as they are multiply in place, and the product keeps their layout (as
+// TT-NN's and DTensor's matmul do). Otherwise, or when output placements are requested, the
+// planner considers every way of moving the operands (redistribute: gathers, reductions, local
+// slices) into a rule, plus the product's move to the requested placements, and picks the least
+// predicted time: communication from an alpha-beta model per mesh axis plus the local product from
+// a FLOP rate (CostModel). plan_matmul is pure (the same
+// on every rank, no data needed: a dry run); every impossible request is an error before any
+// communication.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "meshnn/distributed/redistribute.hpp"
+
+namespace meshnn::distributed {
+
+// Time of moving bytes along one mesh axis: alpha per message, beta per byte.
+struct LinkCost {
+  double alpha_s = 5e-6;
+  double beta_s_per_byte = 1.0 / 4e9;
+};
+
+struct CostModel {
+  LinkCost axis[2];                  // cluster_axis 0 (along a column), 1 (along a row)
+  double matmul_flops_per_s = 5e10;  // one device's local matmul rate
+  double copy_bytes_per_s = 1e10;    // local slices
+  // Seconds each step of a plan takes (ring schedules: n - 1 messages of a shard each for a
+  // gather, of a 1/n slice for a reduce_scatter, both for an all_reduce).
+  double seconds(const RedistributeStep& step) const;
+  double seconds(const RedistributePlan& plan) const;
+};
+
+struct DistributedMatmulOptions {
+  std::optional<Placements> output_placements;  // default: the local product's
+  std::optional<DataType> output_dtype;         // default: A's dtype
+  CostModel cost;
+};
+
+struct MatmulPlan {
+  RedistributePlan a, b;  // the operands' moves
+  Placements product;     // placements of the local product
+  RedistributePlan output;  // the product's move to the requested placements (no steps without one)
+  Shape product_shape;
+  double compute_s = 0, communication_s = 0;
+  int candidates = 0;  // ways considered
+  double predicted_s() const { return compute_s + communication_s; }
+  std::string explain() const;
+};
+
+MatmulPlan plan_matmul(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& a_placements,
+                       const Shape& b, DataType b_dtype, Layout b_layout, const Placements& b_placements, MeshShape mesh,
+                       const DistributedMatmulOptions& options = {});
+
+// Runs plan_matmul's plan. Collective over the operands' mesh (both must be on the same one).
+MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const DistributedMatmulOptions& options = {});
+
+}  // namespace meshnn::distributed

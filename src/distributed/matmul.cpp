@@ -1,0 +1,209 @@
+#include "meshnn/distributed/matmul.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/ops/matmul.hpp"
+
+namespace meshnn::distributed {
+namespace {
+
+int axis_size(MeshShape mesh, int axis) { return axis == 0 ? mesh.rows : mesh.cols; }
+
+// Dims of the product: batch dims aligned from the right, as ops::matmul broadcasts them.
+struct Dims {
+  int ra, rb, rc;
+  const Shape *a, *b;
+  int c_of_a(int d) const { return d + rc - ra; }
+  int c_of_b(int d) const { return d + rc - rb; }
+  // The operand's size along product dim c (1 when the operand has no such dim).
+  int64_t a_size(int c) const { return c - (rc - ra) >= 0 ? (*a)[c - (rc - ra)] : 1; }
+  int64_t b_size(int c) const { return c - (rc - rb) >= 0 ? (*b)[c - (rc - rb)] : 1; }
+};
+
+Shape product_shape(const Shape& a, const Shape& b) {
+  const int rc = std::max(a.rank(), b.rank());
+  std::vector<int64_t> dims(static_cast<size_t>(rc));
+  const Dims d{a.rank(), b.rank(), rc, &a, &b};
+  for (int c = 0; c < rc - 2; ++c) {
+    const int64_t x = d.a_size(c), y = d.b_size(c);
+    MESHNN_CHECK(x == y || x == 1 || y == 1, "distributed matmul: batch dims of {} and {} do not broadcast", a, b);
+    dims[static_cast<size_t>(c)] = std::max(x, y);
+  }
+  MESHNN_CHECK(a[-1] == b[-2], "distributed matmul: inner dims differ: A {} and B {}", a, b);
+  dims[static_cast<size_t>(rc - 2)] = a[-2];
+  dims[static_cast<size_t>(rc - 1)] = b[-1];
+  return Shape(dims);
+}
+
+// The table in matmul.hpp: what one mesh axis of the local product is, if the pair fits a rule.
+std::optional<Placement> product_rule(const Placement& pa, const Placement& pb, const Dims& d) {
+  const bool ra = is_replicate(pa), rb = is_replicate(pb);
+  if (ra && rb) return Replicate{};
+  if ((is_partial(pa) && rb) || (ra && is_partial(pb))) {
+    const ReduceOp op = is_partial(pa) ? std::get<Partial>(pa).op : std::get<Partial>(pb).op;
+    if (op == ReduceOp::SUM) return Partial{};  // a product distributes over sums only
+    return std::nullopt;
+  }
+  const int da = is_shard(pa) ? std::get<Shard>(pa).dim : -1, db = is_shard(pb) ? std::get<Shard>(pb).dim : -1;
+  if (da == d.ra - 1 && db == d.rb - 2) return Partial{};
+  if (da == d.ra - 2 && rb) return Shard{d.rc - 2};
+  if (ra && db == d.rb - 1) return Shard{d.rc - 1};
+  // Batch dims: both split alike, or one split where the other broadcasts.
+  if (da >= 0 && da < d.ra - 2) {
+    const int c = d.c_of_a(da);
+    if ((rb && d.b_size(c) == 1) || (db >= 0 && db < d.rb - 2 && d.c_of_b(db) == c)) return Shard{c};
+  }
+  if (db >= 0 && db < d.rb - 2 && ra && d.a_size(d.c_of_b(db)) == 1) return Shard{d.c_of_b(db)};
+  return std::nullopt;
+}
+
+// Where an operand may be moved to on one axis: as it is, whole, or split on any of its dims of
+// more than one element.
+std::vector<Placement> targets(const Shape& s, const Placement& now) {
+  std::vector<Placement> out{now};
+  if (!is_replicate(now)) out.push_back(Replicate{});
+  for (int d = 0; d < s.rank(); ++d)
+    if (s[d] > 1 && now != Placement{Shard{d}}) out.push_back(Shard{d});
+  return out;
+}
+
+std::optional<RedistributePlan> try_plan(const Shape& s, DataType dtype, Layout layout, const Placements& from,
+                                         const Placements& to, MeshShape mesh) {
+  try {
+    return plan_redistribute(s, dtype, layout, from, to, mesh);
+  } catch (const Error&) {
+    return std::nullopt;  // not a reachable layout (uneven split, Partial target): not a candidate
+  }
+}
+
+}  // namespace
+
+double CostModel::seconds(const RedistributeStep& s) const {
+  const double n = s.members, bytes = static_cast<double>(s.local_bytes_in);
+  const LinkCost& link = axis[s.axis];
+  switch (s.kind) {
+    case StepKind::ALL_GATHER: return (n - 1) * (link.alpha_s + bytes * link.beta_s_per_byte);
+    case StepKind::REDUCE_SCATTER: return (n - 1) * (link.alpha_s + bytes / n * link.beta_s_per_byte);
+    case StepKind::ALL_REDUCE: return 2 * (n - 1) * (link.alpha_s + bytes / n * link.beta_s_per_byte);
+    case StepKind::LOCAL_SLICE: return bytes / n / copy_bytes_per_s;
+  }
+  return 0;
+}
+
+double CostModel::seconds(const RedistributePlan& plan) const {
+  double total = 0;
+  for (const auto& s : plan.steps) total += seconds(s);
+  return total;
+}
+
+std::string MatmulPlan::explain() const {
+  std::string out = fmt::format("distributed matmul: {} candidate plan(s); chosen: predicted {:.3f} ms "
+                                "(communication {:.3f} ms, local product {:.3f} ms)\n",
+                                candidates, 1e3 * predicted_s(), 1e3 * communication_s, 1e3 * compute_s);
+  out += "A: " + a.explain() + "B: " + b.explain();
+  out += fmt::format("local product {} -> placements {}\n", product_shape, meshnn::to_string(product));
+  if (!output.steps.empty()) out += "output: " + output.explain();
+  return out;
+}
+
+MatmulPlan plan_matmul(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& a_placements_in,
+                       const Shape& b, DataType b_dtype, Layout b_layout, const Placements& b_placements_in,
+                       MeshShape mesh, const DistributedMatmulOptions& options) {
+  MESHNN_CHECK(a.rank() >= 2 && b.rank() >= 2, "distributed matmul needs rank >= 2 operands, got A {} and B {}", a, b);
+  const Shape c = product_shape(a, b);
+  const Dims dims{a.rank(), b.rank(), c.rank(), &a, &b};
+  Placements pa = normalize_placements(a_placements_in, a.rank()), pb = normalize_placements(b_placements_in, b.rank());
+  for (int axis = 0; axis < 2; ++axis)
+    if (axis_size(mesh, axis) == 1) pa[axis] = pb[axis] = Replicate{};
+  MatmulPlan best;
+  best.communication_s = std::numeric_limits<double>::infinity();
+  int candidates = 0;
+  const auto ta = std::array{targets(a, pa[0]), targets(a, pa[1])};
+  const auto tb = std::array{targets(b, pb[0]), targets(b, pb[1])};
+  for (const Placement& a0 : ta[0])
+    for (const Placement& a1 : ta[1])
+      for (const Placement& b0 : tb[0])
+        for (const Placement& b1 : tb[1]) {
+          Placements product;
+          bool fits = true;
+          const Placements xa{a0, a1}, xb{b0, b1};
+          for (int axis = 0; axis < 2 && fits; ++axis) {
+            if (axis_size(mesh, axis) == 1) {
+              fits = is_replicate(xa[axis]) && is_replicate(xb[axis]);
+              product[axis] = Replicate{};
+              continue;
+            }
+            const auto p = product_rule(xa[axis], xb[axis], dims);
+            fits = p.has_value();
+            if (fits) product[axis] = *p;
+          }
+          if (!fits) continue;
+          const auto move_a = try_plan(a, a_dtype, a_layout, pa, xa, mesh);
+          const auto move_b = try_plan(b, b_dtype, b_layout, pb, xb, mesh);
+          if (!move_a || !move_b) continue;
+          Shape local_c;
+          try {
+            local_c = shard_shape_for(c, product, mesh, false);
+          } catch (const Error&) {
+            continue;
+          }
+          std::optional<RedistributePlan> move_out = RedistributePlan{product, product, {}};
+          if (options.output_placements)
+            move_out = try_plan(c, DataType::FLOAT32, Layout::TILE, product, *options.output_placements, mesh);
+          if (!move_out) continue;
+          ++candidates;
+          const Shape local_a = shard_shape_for(a, xa, mesh, false);
+          const double flops = 2.0 * static_cast<double>(local_c.volume()) * static_cast<double>(local_a[-1]);
+          const double compute = flops / options.cost.matmul_flops_per_s;
+          const double comm =
+              options.cost.seconds(*move_a) + options.cost.seconds(*move_b) + options.cost.seconds(*move_out);
+          // Strictly cheaper only: among equals the first enumerated (operands as they are) stays.
+          // Without a requested output, operands that fit a rule as they are stay as they are:
+          // the product keeps their layout, as TT-NN's and DTensor's matmul do.
+          const bool as_they_are = move_a->steps.empty() && move_b->steps.empty();
+          if (compute + comm < best.predicted_s() || (as_they_are && !options.output_placements)) {
+            best.a = *move_a;
+            best.b = *move_b;
+            best.output = *move_out;
+            best.product = product;
+            best.product_shape = c;
+            best.compute_s = compute;
+            best.communication_s = comm;
+            if (as_they_are && !options.output_placements) {
+              best.candidates = 1;
+              return best;
+            }
+          }
+        }
+  MESHNN_CHECK(candidates > 0,
+               "distributed matmul: no plan for A {} {} times B {} {} on a {} mesh{}: the dims do not split evenly "
+               "over the devices in any way that fits",
+               a, meshnn::to_string(pa), b, meshnn::to_string(pb), mesh.to_string(),
+               options.output_placements ? fmt::format(" giving {}", meshnn::to_string(*options.output_placements)) : "");
+  best.candidates = candidates;
+  return best;
+}
+
+MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const DistributedMatmulOptions& options) {
+  MESHNN_CHECK(a.mesh() == b.mesh(), "distributed matmul: A and B are on different meshes");
+  const MeshDevicePtr& mesh = a.mesh();
+  const MatmulPlan plan = plan_matmul(a.shape(), a.dtype(), a.layout(), a.placements(), b.shape(), b.dtype(),
+                                      b.layout(), b.placements(), mesh->shape(), options);
+  const MeshTensor xa = redistribute(a, plan.a.to), xb = redistribute(b, plan.b.to);
+  const DataType out_dtype = options.output_dtype.value_or(a.dtype());
+  // Partial sums stay float32 until their reduction, which quantises once.
+  const bool partial = is_partial(plan.product[0]) || is_partial(plan.product[1]);
+  MatmulOptions local_options;
+  local_options.output_dtype = partial && !plan.output.steps.empty() ? DataType::FLOAT32 : out_dtype;
+  MeshTensor product(mesh, plan.product_shape, plan.product, meshnn::matmul(xa.local(), xb.local(), false, false, local_options));
+  if (!options.output_placements) return product;
+  MeshTensor out = redistribute(product, *options.output_placements);
+  if (out.dtype() != out_dtype) out = MeshTensor(mesh, out.shape(), out.placements(), out.local().typecast(out_dtype));
+  return out;
+}
+
+}  // namespace meshnn::distributed

@@ -1,0 +1,202 @@
+// distributed::matmul over real ranks: every pair of operand placements (Replicate, Shard of each
+// dim, Partial) on every mesh shape of the world, with and without requested output placements,
+// against a float64 product computed apart; TT-NN's README example; the planner's choice and
+// predicted time against costs worked out by hand; impossible requests fail alike.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/distributed/distribute.hpp"
+#include "meshnn/distributed/matmul.hpp"
+#include "meshnn/ops/matmul.hpp"
+#include "support/test_helpers.hpp"
+
+namespace meshnn {
+namespace {
+
+using distributed::DistributedMatmulOptions;
+using distributed::plan_matmul;
+using distributed::StepKind;
+using testing::all_ranks_ok;
+using testing::world_size;
+
+std::vector<MeshShape> all_mesh_shapes(int n) {
+  std::vector<MeshShape> shapes;
+  for (int r = 1; r <= n; ++r)
+    if (n % r == 0) shapes.push_back({r, n / r});
+  return shapes;
+}
+
+// Small integers: every product and sum below is exact in float32, so results compare bitwise.
+std::vector<float> small_integers(int64_t count, uint64_t seed) {
+  std::vector<float> v = testing::seeded_values(count, seed, /*integers=*/true);
+  for (float& x : v) x = static_cast<float>(static_cast<int>(x) % 5);
+  return v;
+}
+
+Tensor host_tensor(const Shape& shape, uint64_t seed) {
+  return Tensor::from_float(small_integers(shape.volume(), seed), shape, DataType::FLOAT32, Layout::TILE);
+}
+
+// The product in float64, from the row-major values, with B's leading dim broadcast (B is 2-D).
+Tensor reference_product(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_float(), y = b.to_float();
+  const int64_t batch = a.shape().rank() == 3 ? a.shape()[0] : 1, m = a.shape()[-2], k = a.shape()[-1],
+                n = b.shape()[-1];
+  std::vector<float> out(static_cast<size_t>(batch * m * n));
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p)
+          sum += static_cast<double>(x[static_cast<size_t>((t * m + i) * k + p)]) * y[static_cast<size_t>(p * n + j)];
+        out[static_cast<size_t>((t * m + i) * n + j)] = static_cast<float>(sum);
+      }
+  std::vector<int64_t> dims = a.shape().rank() == 3 ? std::vector<int64_t>{batch, m, n} : std::vector<int64_t>{m, n};
+  return Tensor::from_float(out, Shape(dims), DataType::FLOAT32, Layout::TILE);
+}
+
+// A mesh tensor whose logical value is `host` (tests/mpi/test_redistribute.cpp builds Partial the
+// same way): along Partial axes the first member holds the shard, and noise summing to zero over
+// the axis is added everywhere.
+MeshTensor with_placements(const Tensor& host, const Placements& ps, const MeshDevicePtr& mesh) {
+  Placements shard_only = ps;
+  for (auto& p : shard_only)
+    if (is_partial(p)) p = Replicate{};
+  std::vector<float> local = distribute_tensor(host, MeshMapperConfig{shard_only}, mesh).local().to_float();
+  const int position[2] = {mesh->coordinate().row, mesh->coordinate().col};
+  if ((is_partial(ps[0]) && position[0] != 0) || (is_partial(ps[1]) && position[1] != 0))
+    std::fill(local.begin(), local.end(), 0.0f);
+  for (int axis = 0; axis < 2; ++axis) {
+    if (!is_partial(ps[axis])) continue;
+    const int n = axis == 0 ? mesh->num_rows() : mesh->num_cols();
+    const float c = position[axis] == 0 ? -static_cast<float>(n * (n - 1) / 2) : static_cast<float>(position[axis]);
+    const Tensor noise = Tensor::from_float(small_integers(host.shape().volume(), 50 + axis), host.shape(),
+                                            DataType::FLOAT32, Layout::TILE);
+    const std::vector<float> v = distribute_tensor(noise, MeshMapperConfig{shard_only}, mesh).local().to_float();
+    for (size_t i = 0; i < local.size(); ++i) local[i] += c * v[i];
+  }
+  const Shape shard = shard_shape_for(host.shape(), ps, mesh->shape(), false);
+  return MeshTensor(mesh, host.shape(), ps, Tensor::from_float(local, shard, DataType::FLOAT32, Layout::TILE));
+}
+
+std::vector<Placement> candidates(int rank) {
+  std::vector<Placement> out{Replicate{}, Partial{}};
+  for (int d = 0; d < rank; ++d) out.push_back(Shard{d});
+  return out;
+}
+
+// Every placement of A [4, 32, 64] and B [64, 64] on both axes that this mesh can hold; the product composed whole (after
+// moving a Partial result to Replicate) equals the float64 product bit for bit.
+TEST(DistributedMatmul, EveryPairOfPlacementsOnEveryMesh) {
+  const Tensor a = host_tensor(Shape{4, 32, 64}, 1), b = host_tensor(Shape{64, 64}, 2);
+  const Tensor expected = reference_product(a, b);
+  const std::vector<Placements> outputs = {{Replicate{}, Replicate{}}, {Shard{1}, Shard{2}}, {Replicate{}, Shard{0}}};
+  for (MeshShape ms : all_mesh_shapes(world_size())) {
+    // The meshes (1x2, 2x1, 2x2, 1x4, 2x4): the others of 8 ranks add minutes, not cases.
+    if (ms.rows > 2 && ms.cols < ms.rows) continue;
+    if (world_size() == 8 && ms.rows != 2) continue;
+    auto mesh = MeshDevice::open(ms);
+    int checked = 0, failed = 0, refused = 0;
+    std::string first;
+    for (const Placement& a0 : candidates(3))
+      for (const Placement& a1 : candidates(3))
+        for (const Placement& b0 : candidates(2))
+          for (const Placement& b1 : candidates(2)) {
+            const Placements pa{a0, a1}, pb{b0, b1};
+            if (testing::error_message_of([&] {
+                  shard_shape_for(a.shape(), pa, ms, false);
+                  shard_shape_for(b.shape(), pb, ms, false);
+                }) != "")
+              continue;  // operands that cannot be laid out so in the first place
+            const MeshTensor ma = with_placements(a, pa, mesh), mb = with_placements(b, pb, mesh);
+            const MeshTensor free_choice = distributed::matmul(ma, mb);
+            Tensor whole = full_tensor(distributed::redistribute(free_choice, {Replicate{}, Replicate{}}));
+            bool ok = testing::bitwise_equal(whole, expected);
+            // A requested output placement, cycling through a few.
+            const Placements want = outputs[static_cast<size_t>(checked) % outputs.size()];
+            DistributedMatmulOptions options;
+            options.output_placements = want;
+            const std::string message = testing::error_message_of([&] {
+              const MeshTensor placed = distributed::matmul(ma, mb, options);
+              ok = ok && placed.placements() == normalize_placements(want, 3) &&
+                   testing::bitwise_equal(full_tensor(placed), expected);
+            });
+            // Refused exactly when the requested output cannot be laid out on this mesh.
+            const bool impossible =
+                !testing::error_message_of([&] { shard_shape_for(expected.shape(), want, ms, false); }).empty();
+            ok = ok && message.empty() != impossible;
+            refused += message.empty() ? 0 : 1;
+            ++checked;
+            if (!ok && failed++ == 0) first = to_string(pa) + " x " + to_string(pb) + " -> " + to_string(want);
+          }
+    EXPECT_TRUE(all_ranks_ok(failed == 0)) << ms.to_string() << ": " << failed << " of " << checked << " wrong, first "
+                                           << first << " (" << refused << " refused)";
+  }
+}
+
+// TT-NN's README example: replicated A [4, 1, 64, 64] times replicated B [1, 1, 64, 128] on a 2x4 mesh
+// (any mesh of this world's size here): a local product, nothing moves, the result replicated.
+TEST(DistributedMatmul, TtnnReadmeExampleRunsLocally) {
+  const Tensor a = host_tensor(Shape{4, 1, 64, 64}, 3), b = host_tensor(Shape{1, 1, 64, 128}, 4);
+  for (MeshShape ms : all_mesh_shapes(world_size())) {
+    auto mesh = MeshDevice::open(ms);
+    const MeshTensor ma = distribute_tensor(a, ReplicateTensorToMesh(), mesh);
+    const MeshTensor mb = distribute_tensor(b, ReplicateTensorToMesh(), mesh);
+    const auto plan = plan_matmul(a.shape(), a.dtype(), a.layout(), ma.placements(), b.shape(), b.dtype(), b.layout(),
+                                  mb.placements(), ms);
+    EXPECT_TRUE(plan.a.steps.empty() && plan.b.steps.empty() && plan.communication_s == 0) << plan.explain();
+    const MeshTensor c = distributed::matmul(ma, mb);
+    EXPECT_EQ(c.shape(), (Shape{4, 1, 64, 128}));
+    EXPECT_TRUE(all_ranks_ok(is_replicate(c.placement(0)) && is_replicate(c.placement(1)) &&
+                             testing::bitwise_equal(c.local(), meshnn::matmul(a, b))));
+  }
+}
+
+// A [64, 128] Shard(0) times B [128, 256] Shard(1) on a 1x2 mesh, alpha 1 ms and beta 1 ms/KiB:
+// gathering A costs 1 ms + 16 KiB (the [32, 128] float32 shard) = 17 ms; gathering B, 1 + 64 =
+// 65 ms; re-cutting either side costs more. The planner gathers A.
+TEST(DistributedMatmul, PlannerPicksTheCheapestByHandComputedCosts) {
+  DistributedMatmulOptions options;
+  for (auto& link : options.cost.axis) link = {1e-3, 1e-3 / 1024};
+  options.cost.matmul_flops_per_s = 1e15;  // compute negligible next to the link
+  options.cost.copy_bytes_per_s = 1e15;
+  const auto plan = plan_matmul(Shape{64, 128}, DataType::FLOAT32, Layout::TILE, {Replicate{}, Shard{0}},
+                                Shape{128, 256}, DataType::FLOAT32, Layout::TILE, {Replicate{}, Shard{1}}, {1, 2}, options);
+  ASSERT_EQ(plan.a.steps.size(), 1u) << plan.explain();
+  EXPECT_EQ(plan.a.steps[0].kind, StepKind::ALL_GATHER);
+  EXPECT_TRUE(plan.b.steps.empty());
+  EXPECT_EQ(plan.product[1], Placement{Shard{1}});
+  EXPECT_NEAR(plan.communication_s, 17e-3, 1e-9) << plan.explain();
+  EXPECT_GT(plan.candidates, 1);
+  // Asked for a replicated output the cheapest is gathering B first (65 ms), then no output move,
+  // against gathering A (17) and then the [64, 256] product's halves (1 + 32 = 33): 50 ms.
+  options.output_placements = Placements{Replicate{}, Replicate{}};
+  const auto replicated = plan_matmul(Shape{64, 128}, DataType::FLOAT32, Layout::TILE, {Replicate{}, Shard{0}},
+                                      Shape{128, 256}, DataType::FLOAT32, Layout::TILE, {Replicate{}, Shard{1}}, {1, 2},
+                                      options);
+  EXPECT_NEAR(replicated.communication_s, 50e-3, 1e-9) << replicated.explain();
+}
+
+TEST(DistributedMatmul, ImpossibleRequestsFailAlikeBeforeAnythingMoves) {
+  auto mesh = MeshDevice::open({1, world_size()});
+  const MeshTensor a = with_placements(host_tensor(Shape{32, 64}, 5), {Replicate{}, Replicate{}}, mesh);
+  const MeshTensor b = with_placements(host_tensor(Shape{48, 64}, 6), {Replicate{}, Replicate{}}, mesh);
+  const std::string inner = testing::error_message_of([&] { distributed::matmul(a, b); });
+  EXPECT_NE(inner.find("inner dims differ"), std::string::npos) << inner;
+  EXPECT_TRUE(testing::same_on_all_ranks(inner));
+  if (world_size() > 1) {
+    // Three rows cannot be split over the devices, whatever moves first.
+    DistributedMatmulOptions options;
+    options.output_placements = Placements{Replicate{}, Shard{0}};
+    const MeshTensor a3 = with_placements(host_tensor(Shape{3, 64}, 5), {Replicate{}, Replicate{}}, mesh);
+    const MeshTensor b2 = with_placements(host_tensor(Shape{64, 64}, 6), {Replicate{}, Replicate{}}, mesh);
+    const std::string uneven = testing::error_message_of([&] { distributed::matmul(a3, b2, options); });
+    EXPECT_NE(uneven.find("no plan"), std::string::npos) << uneven;
+    EXPECT_TRUE(testing::same_on_all_ranks(uneven));
+  }
+}
+
+}  // namespace
+}  // namespace meshnn
