@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/ops/matmul.hpp"
@@ -110,18 +109,16 @@ std::string MatmulPlan::explain() const {
   return out;
 }
 
-MatmulPlan plan_matmul(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& a_placements_in,
-                       const Shape& b, DataType b_dtype, Layout b_layout, const Placements& b_placements_in,
-                       MeshShape mesh, const DistributedMatmulOptions& options) {
+std::vector<MatmulPlan> matmul_plans(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& a_placements,
+                                     const Shape& b, DataType b_dtype, Layout b_layout, const Placements& b_placements,
+                                     MeshShape mesh, const DistributedMatmulOptions& options) {
   MESHNN_CHECK(a.rank() >= 2 && b.rank() >= 2, "distributed matmul needs rank >= 2 operands, got A {} and B {}", a, b);
   const Shape c = product_shape(a, b);
   const Dims dims{a.rank(), b.rank(), c.rank(), &a, &b};
-  Placements pa = normalize_placements(a_placements_in, a.rank()), pb = normalize_placements(b_placements_in, b.rank());
+  Placements pa = normalize_placements(a_placements, a.rank()), pb = normalize_placements(b_placements, b.rank());
   for (int axis = 0; axis < 2; ++axis)
     if (axis_size(mesh, axis) == 1) pa[axis] = pb[axis] = Replicate{};
-  MatmulPlan best;
-  best.communication_s = std::numeric_limits<double>::infinity();
-  int candidates = 0;
+  std::vector<MatmulPlan> plans;
   const auto ta = std::array{targets(a, pa[0]), targets(a, pa[1])};
   const auto tb = std::array{targets(b, pb[0]), targets(b, pb[1])};
   for (const Placement& a0 : ta[0])
@@ -155,44 +152,47 @@ MatmulPlan plan_matmul(const Shape& a, DataType a_dtype, Layout a_layout, const 
           if (options.output_placements)
             move_out = try_plan(c, DataType::FLOAT32, Layout::TILE, product, *options.output_placements, mesh);
           if (!move_out) continue;
-          ++candidates;
+          MatmulPlan plan;
+          plan.a = *move_a;
+          plan.b = *move_b;
+          plan.output = *move_out;
+          plan.product = product;
+          plan.product_shape = c;
           const Shape local_a = shard_shape_for(a, xa, mesh, false);
           const double flops = 2.0 * static_cast<double>(local_c.volume()) * static_cast<double>(local_a[-1]);
-          const double compute = flops / options.cost.matmul_flops_per_s;
-          const double comm =
+          plan.compute_s = flops / options.cost.matmul_flops_per_s;
+          plan.communication_s =
               options.cost.seconds(*move_a) + options.cost.seconds(*move_b) + options.cost.seconds(*move_out);
-          // Strictly cheaper only: among equals the first enumerated (operands as they are) stays.
-          // Without a requested output, operands that fit a rule as they are stay as they are:
-          // the product keeps their layout, as TT-NN's and DTensor's matmul do.
-          const bool as_they_are = move_a->steps.empty() && move_b->steps.empty();
-          if (compute + comm < best.predicted_s() || (as_they_are && !options.output_placements)) {
-            best.a = *move_a;
-            best.b = *move_b;
-            best.output = *move_out;
-            best.product = product;
-            best.product_shape = c;
-            best.compute_s = compute;
-            best.communication_s = comm;
-            if (as_they_are && !options.output_placements) {
-              best.candidates = 1;
-              return best;
-            }
-          }
+          plans.push_back(std::move(plan));
         }
-  MESHNN_CHECK(candidates > 0,
+  MESHNN_CHECK(!plans.empty(),
                "distributed matmul: no plan for A {} {} times B {} {} on a {} mesh{}: the dims do not split evenly "
                "over the devices in any way that fits",
                a, meshnn::to_string(pa), b, meshnn::to_string(pb), mesh.to_string(),
                options.output_placements ? fmt::format(" giving {}", meshnn::to_string(*options.output_placements)) : "");
-  best.candidates = candidates;
-  return best;
+  // Cheapest first; among equals the enumeration order, which starts with the operands as they are.
+  std::stable_sort(plans.begin(), plans.end(),
+                   [](const MatmulPlan& x, const MatmulPlan& y) { return x.predicted_s() < y.predicted_s(); });
+  for (MatmulPlan& p : plans) p.candidates = static_cast<int>(plans.size());
+  return plans;
 }
 
-MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const DistributedMatmulOptions& options) {
+MatmulPlan plan_matmul(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& a_placements,
+                       const Shape& b, DataType b_dtype, Layout b_layout, const Placements& b_placements, MeshShape mesh,
+                       const DistributedMatmulOptions& options) {
+  std::vector<MatmulPlan> plans =
+      matmul_plans(a, a_dtype, a_layout, a_placements, b, b_dtype, b_layout, b_placements, mesh, options);
+  // Without a requested output, operands that fit a rule as they are stay as they are: the
+  // product keeps their layout, as TT-NN's and DTensor's matmul do.
+  if (!options.output_placements)
+    for (MatmulPlan& p : plans)
+      if (p.a.steps.empty() && p.b.steps.empty()) return std::move(p);
+  return std::move(plans.front());
+}
+
+MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& plan, const DistributedMatmulOptions& options) {
   MESHNN_CHECK(a.mesh() == b.mesh(), "distributed matmul: A and B are on different meshes");
   const MeshDevicePtr& mesh = a.mesh();
-  const MatmulPlan plan = plan_matmul(a.shape(), a.dtype(), a.layout(), a.placements(), b.shape(), b.dtype(),
-                                      b.layout(), b.placements(), mesh->shape(), options);
   const MeshTensor xa = redistribute(a, plan.a.to), xb = redistribute(b, plan.b.to);
   const DataType out_dtype = options.output_dtype.value_or(a.dtype());
   // Partial sums stay float32 until their reduction, which quantises once.
@@ -200,10 +200,18 @@ MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const DistributedMat
   MatmulOptions local_options;
   local_options.output_dtype = partial && !plan.output.steps.empty() ? DataType::FLOAT32 : out_dtype;
   MeshTensor product(mesh, plan.product_shape, plan.product, meshnn::matmul(xa.local(), xb.local(), false, false, local_options));
-  if (!options.output_placements) return product;
-  MeshTensor out = redistribute(product, *options.output_placements);
+  if (plan.output.to == plan.product && plan.output.steps.empty() && !options.output_placements) return product;
+  MeshTensor out = redistribute(product, plan.output.to);
   if (out.dtype() != out_dtype) out = MeshTensor(mesh, out.shape(), out.placements(), out.local().typecast(out_dtype));
   return out;
+}
+
+MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const DistributedMatmulOptions& options) {
+  MESHNN_CHECK(a.mesh() == b.mesh(), "distributed matmul: A and B are on different meshes");
+  return matmul(a, b,
+                plan_matmul(a.shape(), a.dtype(), a.layout(), a.placements(), b.shape(), b.dtype(), b.layout(),
+                            b.placements(), a.mesh()->shape(), options),
+                options);
 }
 
 }  // namespace meshnn::distributed

@@ -136,6 +136,27 @@ TEST(DistributedMatmul, EveryPairOfPlacementsOnEveryMesh) {
   }
 }
 
+// Every plan the planner considers, not only its choice, computes the product.
+TEST(DistributedMatmul, EveryCandidatePlanGivesTheProduct) {
+  const Tensor a = host_tensor(Shape{64, 64}, 11), b = host_tensor(Shape{64, 128}, 12);
+  const Tensor expected = reference_product(a, b);
+  for (MeshShape ms : all_mesh_shapes(world_size())) {
+    if (ms.rows > 2) continue;
+    auto mesh = MeshDevice::open(ms);
+    const MeshTensor ma = with_placements(a, {Replicate{}, Shard{0}}, mesh);
+    const MeshTensor mb = with_placements(b, {Partial{}, Shard{0}}, mesh);
+    DistributedMatmulOptions options;
+    options.output_placements = Placements{Replicate{}, Replicate{}};
+    const auto plans = distributed::matmul_plans(a.shape(), a.dtype(), a.layout(), ma.placements(), b.shape(),
+                                                 b.dtype(), b.layout(), mb.placements(), ms, options);
+    int wrong = 0;
+    for (const auto& plan : plans)
+      wrong += testing::bitwise_equal(distributed::matmul(ma, mb, plan, options).local(), expected) ? 0 : 1;
+    EXPECT_TRUE(all_ranks_ok(wrong == 0)) << ms.to_string() << ": " << wrong << " of " << plans.size() << " plans wrong";
+    for (size_t i = 1; i < plans.size(); ++i) EXPECT_LE(plans[i - 1].predicted_s(), plans[i].predicted_s());
+  }
+}
+
 // TT-NN's README example: replicated A [4, 1, 64, 64] times replicated B [1, 1, 64, 128] on a 2x4 mesh
 // (any mesh of this world's size here): a local product, nothing moves, the result replicated.
 TEST(DistributedMatmul, TtnnReadmeExampleRunsLocally) {

@@ -22,6 +22,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "meshnn/distributed/redistribute.hpp"
 
@@ -60,11 +61,21 @@ struct MatmulPlan {
   std::string explain() const;
 };
 
+// Every plan considered, cheapest predicted first.
+std::vector<MatmulPlan> matmul_plans(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& a_placements,
+                                     const Shape& b, DataType b_dtype, Layout b_layout, const Placements& b_placements,
+                                     MeshShape mesh, const DistributedMatmulOptions& options = {});
+
+// The plan matmul runs: the operands as they are when they fit a rule and no output placement
+// is requested, else the cheapest of matmul_plans.
 MatmulPlan plan_matmul(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& a_placements,
                        const Shape& b, DataType b_dtype, Layout b_layout, const Placements& b_placements, MeshShape mesh,
                        const DistributedMatmulOptions& options = {});
 
 // Runs plan_matmul's plan. Collective over the operands' mesh (both must be on the same one).
 MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const DistributedMatmulOptions& options = {});
+// Runs a given plan (one of matmul_plans for these operands: benchmarks time the alternatives).
+MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& plan,
+                  const DistributedMatmulOptions& options = {});
 
 }  // namespace meshnn::distributed
