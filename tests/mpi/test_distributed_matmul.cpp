@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/distributed/calibrate.hpp"
 #include "meshnn/distributed/distribute.hpp"
 #include "meshnn/distributed/matmul.hpp"
 #include "meshnn/ops/matmul.hpp"
@@ -198,6 +201,33 @@ TEST(DistributedMatmul, PlannerPicksTheCheapestByHandComputedCosts) {
                                       Shape{128, 256}, DataType::FLOAT32, Layout::TILE, {Replicate{}, Shard{1}}, {1, 2},
                                       options);
   EXPECT_NEAR(replicated.communication_s, 50e-3, 1e-9) << replicated.explain();
+}
+
+// A short calibration gives every rank the same positive figures, and they survive a file.
+TEST(DistributedMatmul, CalibrationIsSharedAndSurvivesAFile) {
+  auto mesh = MeshDevice::open({1, world_size()});
+  distributed::CalibrationOptions options;
+  options.gather_bytes = {1 << 12, 1 << 16, 1 << 18};
+  options.repeats = 3;
+  options.matmul_a = Shape{64, 256};
+  options.matmul_n = 256;
+  const distributed::Calibration c = distributed::calibrate(mesh, options);
+  EXPECT_TRUE(testing::same_on_all_ranks(c.describe())) << c.describe();
+  EXPECT_GT(c.model.matmul_flops_per_s, 1e6);
+  EXPECT_GT(c.model.copy_bytes_per_s, 1e6);
+  if (world_size() > 1) EXPECT_GT(c.model.axis[1].beta_s_per_byte, 0);
+  const std::string path = ::testing::TempDir() + "/meshnn_cost_" + std::to_string(testing::world_rank()) + ".json";
+  distributed::save_cost_model(c.model, path);
+  const distributed::CostModel back = distributed::load_cost_model(path);
+  for (int a = 0; a < 2; ++a) {
+    EXPECT_EQ(back.axis[a].alpha_s, c.model.axis[a].alpha_s);
+    EXPECT_EQ(back.axis[a].beta_s_per_byte, c.model.axis[a].beta_s_per_byte);
+  }
+  EXPECT_EQ(back.matmul_flops_per_s, c.model.matmul_flops_per_s);
+  std::ofstream(path) << R"({"axes": [{"alpha_s": 1e-6, "beta_s_per_byte": 1e-9}], "matmul_flops_per_s": 1})";
+  const std::string bad = testing::error_message_of([&] { distributed::load_cost_model(path); });
+  EXPECT_NE(bad.find("'axes' must list the two mesh axes"), std::string::npos) << bad;
+  std::remove(path.c_str());
 }
 
 TEST(DistributedMatmul, ImpossibleRequestsFailAlikeBeforeAnythingMoves) {

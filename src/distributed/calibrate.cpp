@@ -1,0 +1,138 @@
+#include "meshnn/distributed/calibrate.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "meshnn/ccl/ccl.hpp"
+#include "meshnn/core/error.hpp"
+#include "meshnn/ops/data_movement.hpp"
+#include "meshnn/ops/matmul.hpp"
+
+namespace meshnn::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The median of `repeats` runs of fn, each started together on every rank of the mesh and
+// counted until the slowest rank is done (what a collective step costs the job).
+template <class Fn>
+double median_seconds(const MeshDevice& mesh, int repeats, Fn&& fn) {
+  std::vector<double> times;
+  fn();  // warm-up: buffers, plans, pages
+  for (int r = 0; r < repeats; ++r) {
+    mesh.synchronize();
+    const auto start = Clock::now();
+    fn();
+    double t = std::chrono::duration<double>(Clock::now() - start).count();
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, mesh.comm());
+    times.push_back(t);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// t = (n - 1) * (alpha + bytes * beta), least squares over the sweep.
+AxisFit fit_gathers(const std::vector<double>& bytes, const std::vector<double>& seconds, int members) {
+  const double n = static_cast<double>(bytes.size()), steps = members - 1;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const double y = seconds[i] / steps;
+    sx += bytes[i], sy += y, sxx += bytes[i] * bytes[i], sxy += bytes[i] * y;
+  }
+  AxisFit fit;
+  fit.members = members;
+  fit.link.beta_s_per_byte = std::max(1e-13, (n * sxy - sx * sy) / (n * sxx - sx * sx));
+  fit.link.alpha_s = std::max(0.0, (sy - fit.link.beta_s_per_byte * sx) / n);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const double predicted = steps * (fit.link.alpha_s + bytes[i] * fit.link.beta_s_per_byte);
+    fit.max_relative_error = std::max(fit.max_relative_error, std::abs(predicted - seconds[i]) / seconds[i]);
+  }
+  return fit;
+}
+
+}  // namespace
+
+std::string Calibration::describe() const {
+  std::string out = fmt::format("cost model: local matmul {:.1f} GFLOP/s, local copies {:.1f} GB/s\n",
+                                model.matmul_flops_per_s / 1e9, model.copy_bytes_per_s / 1e9);
+  for (int a = 0; a < 2; ++a)
+    out += axis[a].members > 1
+               ? fmt::format("  axis {} ({} devices): alpha {:.2f} us, beta {:.3f} GB/s (fit within {:.0f}%)\n", a,
+                             axis[a].members, 1e6 * axis[a].link.alpha_s, 1e-9 / axis[a].link.beta_s_per_byte,
+                             100 * axis[a].max_relative_error)
+               : fmt::format("  axis {}: one device, nothing to measure\n", a);
+  return out;
+}
+
+Calibration calibrate(const MeshDevicePtr& mesh, const CalibrationOptions& options) {
+  Calibration c;
+  for (int axis = 0; axis < 2; ++axis) {
+    const int members = axis == 0 ? mesh->num_rows() : mesh->num_cols();
+    if (members == 1) continue;
+    std::vector<double> bytes, seconds;
+    for (int64_t size : options.gather_bytes) {
+      const int64_t floats = size / 4;
+      // A [floats] float32 shard per device along this axis (Shard(0) over the axis).
+      Placements ps{Replicate{}, Replicate{}};
+      ps[axis] = Shard{0};
+      const MeshTensor t(mesh, Shape{floats * members}, ps, Tensor(Shape{floats}, DataType::FLOAT32, Layout::ROW_MAJOR));
+      bytes.push_back(static_cast<double>(floats * 4));
+      seconds.push_back(median_seconds(*mesh, options.repeats, [&] { all_gather(t, 0, axis); }));
+    }
+    c.axis[axis] = fit_gathers(bytes, seconds, members);
+    c.model.axis[axis] = c.axis[axis].link;
+  }
+  const Tensor a(options.matmul_a, DataType::BFLOAT16, Layout::TILE);
+  const Tensor b(Shape{options.matmul_a[-1], options.matmul_n}, DataType::BFLOAT8_B, Layout::TILE);
+  const double product_s = median_seconds(*mesh, options.repeats, [&] { meshnn::matmul(a, b); });
+  c.model.matmul_flops_per_s =
+      2.0 * static_cast<double>(options.matmul_a.volume()) * static_cast<double>(options.matmul_n) / product_s;
+  const Tensor big(Shape{4096, 1024}, DataType::FLOAT32, Layout::ROW_MAJOR);
+  const std::vector<int64_t> begins{0, 0}, ends{2048, 1024};
+  const double slice_s = median_seconds(*mesh, options.repeats, [&] { slice(big, begins, ends); });
+  c.model.copy_bytes_per_s = 2048.0 * 1024 * 4 / slice_s;
+  return c;
+}
+
+void save_cost_model(const CostModel& model, const std::string& path) {
+  nlohmann::ordered_json j;
+  for (int a = 0; a < 2; ++a)
+    j["axes"].push_back({{"alpha_s", model.axis[a].alpha_s}, {"beta_s_per_byte", model.axis[a].beta_s_per_byte}});
+  j["matmul_flops_per_s"] = model.matmul_flops_per_s;
+  j["copy_bytes_per_s"] = model.copy_bytes_per_s;
+  std::ofstream out(path);
+  out << j.dump(2) << '\n';
+  MESHNN_CHECK(out.good(), "cannot write the cost model to '{}'", path);
+}
+
+CostModel load_cost_model(const std::string& path) {
+  std::ifstream in(path);
+  MESHNN_CHECK(in.good(), "cannot open cost model '{}'", path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  MESHNN_CHECK(!j.is_discarded() && j.is_object(), "cost model '{}' is not a JSON object", path);
+  auto positive = [&](const nlohmann::json& o, const char* key) {
+    MESHNN_CHECK(o.contains(key) && o[key].is_number() && o[key].get<double>() > 0,
+                 "cost model '{}': '{}' must be a positive number", path, key);
+    return o[key].get<double>();
+  };
+  CostModel m;
+  MESHNN_CHECK(j.contains("axes") && j["axes"].is_array() && j["axes"].size() == 2,
+               "cost model '{}': 'axes' must list the two mesh axes", path);
+  for (int a = 0; a < 2; ++a) {
+    const nlohmann::json& axis = j["axes"][static_cast<size_t>(a)];
+    MESHNN_CHECK(axis.contains("alpha_s") && axis["alpha_s"].is_number() && axis["alpha_s"].get<double>() >= 0,
+                 "cost model '{}': axes[{}].alpha_s must be a number >= 0", path, a);
+    m.axis[a] = {axis["alpha_s"].get<double>(), positive(axis, "beta_s_per_byte")};
+  }
+  m.matmul_flops_per_s = positive(j, "matmul_flops_per_s");
+  m.copy_bytes_per_s = positive(j, "copy_bytes_per_s");
+  return m;
+}
+
+}  // namespace meshnn::distributed
