@@ -11,7 +11,7 @@
 namespace meshnn {
 namespace {
 
-// Whole decimal numbers only: no sign-less blanks, no "+", no hexadecimal or octal, no overflow.
+// Whole decimal numbers only: no leading blanks, no "+", no hexadecimal or octal, no overflow.
 bool parse_whole_number(const std::string& text, int64_t& value) {
   if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])) || text[0] == '+') return false;
   errno = 0;
