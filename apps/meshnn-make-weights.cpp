@@ -7,8 +7,6 @@
 //   build/apps/meshnn-make-weights --output ckpt.h5 --layers 2 --input input.h5 --batch 2 --seq 128
 //   build/apps/meshnn-make-weights --model llama --preset tiny --output tiny.h5
 //   build/apps/meshnn-make-weights --model llama --output tl.h5 --tokens prompts.h5 --batch 4 --prompt-len 16 --ragged
-#include <fmt/format.h>
-
 #include <cstdio>
 #include <optional>
 
