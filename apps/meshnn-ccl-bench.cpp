@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <malloc.h>
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <climits>
@@ -27,19 +28,12 @@
 #include "meshnn/ccl/ccl.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/memory.hpp"
-#include "meshnn/runtime/app.hpp"
-#include "meshnn/runtime/options.hpp"
+#include "meshnn/core/mpi_utils.hpp"
+#include "meshnn/io/json_output.hpp"
+#include "meshnn/runtime/cli.hpp"
 
 namespace meshnn {
 namespace {
-
-struct Row {
-  std::string collective, topology, dtype;
-  int ranks;
-  size_t bytes;
-  double time_us, algbw, busbw, mpi_time_us, mpi_busbw, ratio;
-  int64_t wrong;
-};
 
 double slowest(double t, MPI_Comm comm) {
   double m = 0;
@@ -141,48 +135,39 @@ void configure_malloc_for_mpi(const std::string& mode) {
 }
 
 int bench_main(Runtime& rt, int argc, char** argv) {
-  // nccl-tests' short options, mapped to long ones.
-  std::vector<std::string> args;
-  const std::map<std::string, std::string> shorts = {{"-b", "--minbytes"}, {"-e", "--maxbytes"}, {"-f", "--stepfactor"},
-                                                     {"-c", "--collective"}, {"-d", "--dtype"}, {"-w", "--warmup_iters"},
-                                                     {"-n", "--iters"}};
-  for (int i = 0; i < argc; ++i) {
-    auto it = shorts.find(argv[i]);
-    args.push_back(it != shorts.end() ? it->second : argv[i]);
-  }
-  std::vector<char*> argp;
-  for (auto& a : args) argp.push_back(a.data());
-  OptionParser cli("meshnn-ccl-bench", "nccl-tests-style benchmark of meshnn's collectives against MPI's own");
-  cli.add_option("minbytes", "SIZE", "-b: smallest size (K/M/G suffixes)", "1M");
-  cli.add_option("maxbytes", "SIZE", "-e: largest size", "256M");
-  cli.add_option("stepfactor", "F", "-f: size multiplier between rows", "2");
-  cli.add_option("collective", "C", "-c: all_gather | reduce_scatter | all_reduce | all", "all");
-  cli.add_option("dtype", "T", "-d: float32 | bfloat16 | bfloat8_b | int32 | uint32", "float32");
-  cli.add_option("warmup_iters", "N", "-w: warm-up iterations", "5");
-  cli.add_option("iters", "N", "-n: timed iterations", "20");
-  cli.add_option("topology", "T", "ring | linear", "ring");
-  cli.add_option("algo", "A", "auto | ring | bidirectional_ring | line | direct", "auto");
-  cli.add_option("links", "L", "channels a transfer is striped over", "1");
-  cli.add_option("chunk", "SIZE", "bytes per pipelined message (0: by message size)", "0");
-  cli.add_option("json", "FILE", "also write one JSON record per row");
-  cli.add_option("mpi-malloc", "M", "reuse (MPI's per-call temporaries stay faulted in) | default (glibc's own)",
-                 "reuse");
-  cli.parse(static_cast<int>(argp.size()), argp.data());
+  int64_t min_bytes = int64_t{1} << 20, max_bytes = int64_t{256} << 20, factor = 2, chunk = 0;
+  int warmup = 5, iters = 20, links = 1;
+  std::string which = "all", dtype_name = "float32", topology_name = "ring", algo = "auto", json, mpi_malloc = "reuse";
+  CLI::App cli("nccl-tests-style benchmark of meshnn's collectives against MPI's own", "meshnn-ccl-bench");
+  // nccl-tests' short options beside the long ones.
+  cli.add_option("-b,--minbytes", min_bytes, "smallest size")->transform(SizeRange(4, int64_t{1} << 40))->default_str("1M");
+  cli.add_option("-e,--maxbytes", max_bytes, "largest size")->transform(SizeRange(4, int64_t{1} << 40))->default_str("256M");
+  cli.add_option("-f,--stepfactor", factor, "size multiplier between rows")->transform(IntRange(2, 1024));
+  cli.add_option("-c,--collective", which, "collectives to run")
+      ->check(CLI::IsMember({"all_gather", "reduce_scatter", "all_reduce", "all"}));
+  cli.add_option("-d,--dtype", dtype_name, "element type")
+      ->check(CLI::IsMember({"float32", "bfloat16", "bfloat8_b", "int32", "uint32"}));
+  cli.add_option("-w,--warmup_iters", warmup, "warm-up iterations")->transform(IntRange(0, 100000));
+  cli.add_option("-n,--iters", iters, "timed iterations")->transform(IntRange(1, 100000));
+  cli.add_option("--topology", topology_name, "ring | linear")->check(parsed_by(parse_topology));
+  cli.add_option("--algo", algo, "collective algorithm")
+      ->check(CLI::IsMember({"auto", "ring", "bidirectional_ring", "line", "direct"}));
+  cli.add_option("--links", links, "channels a transfer is striped over")->transform(IntRange(1, ccl::kMaxLinks));
+  cli.add_option("--chunk", chunk, "bytes per pipelined message (0: by message size)")
+      ->transform(SizeRange(0, int64_t{1} << 30));
+  cli.add_option("--json", json, "also write one JSON record per row")->type_name("FILE");
+  cli.add_option("--mpi-malloc", mpi_malloc, "reuse (MPI's per-call temporaries stay faulted in) or default (glibc's own)")
+      ->check(CLI::IsMember({"reuse", "default"}));
+  parse_command_line(cli, argc, argv);
+  if (max_bytes < min_bytes)
+    throw UsageError(fmt::format("--maxbytes: {} is below --minbytes {}", max_bytes, min_bytes));
 
-  const int64_t min_bytes = cli.get_int("minbytes", 4, int64_t{1} << 40, true);
-  const int64_t max_bytes = cli.get_int("maxbytes", min_bytes, int64_t{1} << 40, true);
-  const int64_t factor = cli.get_int("stepfactor", 2, 1024);
-  const std::string which = cli.get_choice("collective", {"all_gather", "reduce_scatter", "all_reduce", "all"});
-  const DataType dtype = parse_data_type(cli.get_choice("dtype", {"float32", "bfloat16", "bfloat8_b", "int32", "uint32"}));
-  const int warmup = static_cast<int>(cli.get_int("warmup_iters", 0, 100000));
-  const int iters = static_cast<int>(cli.get_int("iters", 1, 100000));
-  const Topology topology = parse_topology(cli.get("topology"));
-  const int links = static_cast<int>(cli.get_int("links", 1, ccl::kMaxLinks));
+  // The checks above let through only what these conversions accept.
+  const DataType dtype = parse_data_type(dtype_name);
+  const Topology topology = parse_topology(topology_name);
   CclOptions options;
-  options.algorithm = ccl::parse_algorithm(cli.get("algo"));
-  options.chunk_bytes = static_cast<size_t>(cli.get_int("chunk", 0, int64_t{1} << 30, true));
-
-  const std::string mpi_malloc = cli.get_choice("mpi-malloc", {"reuse", "default"});
+  options.algorithm = ccl::parse_algorithm(algo);
+  options.chunk_bytes = static_cast<size_t>(chunk);
   configure_malloc_for_mpi(mpi_malloc);
 
   const int n = rt.world_size(), rank = rt.world_rank();
@@ -206,7 +191,8 @@ int bench_main(Runtime& rt, int argc, char** argv) {
     std::printf("%-15s %12s %12s %10s %9s %9s %7s | %10s %9s | %6s %s\n", "collective", "size(B)", "count", "time(us)",
                 "algbw", "busbw", "#wrong", "mpi(us)", "mpi_bus", "ratio", "schedule");
   }
-  std::vector<Row> rows;
+  std::vector<std::string> records;  // JSON, one per row
+  int64_t all_wrong = 0;
   for (const std::string& coll : collectives) {
     for (int64_t size = min_bytes; size <= max_bytes; size *= factor) {
       int64_t count = static_cast<int64_t>(size / elem_bytes) / quantum * quantum;  // elements in S
@@ -274,36 +260,40 @@ int bench_main(Runtime& rt, int argc, char** argv) {
       int64_t total_wrong = 0;
       MPI_Allreduce(&wrong, &total_wrong, 1, MPI_INT64_T, MPI_SUM, comm);
       const double factor_bus = coll == "all_reduce" ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
-      Row r{coll, std::string(to_string(topology)), std::string(to_string(dtype)), n, bytes, ours * 1e6,
-            bytes / ours / 1e9, bytes / ours / 1e9 * factor_bus, mpi * 1e6, bytes / mpi / 1e9 * factor_bus, mpi / ours,
-            total_wrong};
-      rows.push_back(r);
+      const double algbw = bytes / ours / 1e9, busbw = algbw * factor_bus, mpi_busbw = bytes / mpi / 1e9 * factor_bus;
+      all_wrong += total_wrong;
       if (rank == 0)
         std::printf("%-15s %12zu %12lld %10.2f %9.2f %9.2f %7lld | %10.2f %9.2f | %6.2f %s\n", coll.c_str(), bytes,
-                    static_cast<long long>(count), r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong),
-                    r.mpi_time_us, r.mpi_busbw, r.ratio, schedule.c_str());
+                    static_cast<long long>(count), ours * 1e6, algbw, busbw, static_cast<long long>(total_wrong),
+                    mpi * 1e6, mpi_busbw, mpi / ours, schedule.c_str());
+      // Figures to the places that the records in docs/measurements/ have always had.
+      records.push_back(nlohmann::ordered_json{{"collective", coll},
+                                               {"topology", to_string(topology)},
+                                               {"dtype", to_string(dtype)},
+                                               {"ranks", n},
+                                               {"bytes", bytes},
+                                               {"time_us", io::round_to(ours * 1e6, 3)},
+                                               {"algbw_GBps", io::round_to(algbw, 4)},
+                                               {"busbw_GBps", io::round_to(busbw, 4)},
+                                               {"mpi_busbw_GBps", io::round_to(mpi_busbw, 4)},
+                                               {"ratio", io::round_to(mpi / ours, 4)},
+                                               {"wrong", total_wrong}}
+                            .dump());
       std::fflush(stdout);
       if (size > max_bytes / factor) break;
     }
   }
-  if (rank == 0 && cli.has("json")) {
-    FILE* f = std::fopen(cli.get("json").c_str(), "w");
-    MESHNN_CHECK(f != nullptr, "cannot write {}", cli.get("json"));
-    std::fprintf(f, "[\n");
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      std::fprintf(f,
-                   "  {\"collective\": \"%s\", \"topology\": \"%s\", \"dtype\": \"%s\", \"ranks\": %d, \"bytes\": %zu, "
-                   "\"time_us\": %.3f, \"algbw_GBps\": %.4f, \"busbw_GBps\": %.4f, \"mpi_busbw_GBps\": %.4f, "
-                   "\"ratio\": %.4f, \"wrong\": %lld}%s\n",
-                   r.collective.c_str(), r.topology.c_str(), r.dtype.c_str(), r.ranks, r.bytes, r.time_us, r.algbw,
-                   r.busbw, r.mpi_busbw, r.ratio, static_cast<long long>(r.wrong), i + 1 < rows.size() ? "," : "");
+  if (!json.empty()) {
+    std::string message;
+    if (rank == 0) {
+      try {
+        io::write_text_file(json, io::json_array_lines(records));
+      } catch (const Error& e) {
+        message = e.what();
+      }
     }
-    std::fprintf(f, "]\n");
-    std::fclose(f);
+    agree_on_failure(comm, "writing the JSON records", message.empty(), message);
   }
-  int64_t all_wrong = 0;
-  for (const Row& r : rows) all_wrong += r.wrong;
   return all_wrong == 0 ? 0 : 1;
 }
 

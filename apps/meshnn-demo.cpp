@@ -10,8 +10,7 @@
 
 #include "meshnn/mesh/mesh_device.hpp"
 #include "meshnn/ops/pcc.hpp"
-#include "meshnn/runtime/app.hpp"
-#include "meshnn/runtime/options.hpp"
+#include "meshnn/runtime/cli.hpp"
 #include "meshnn/distributed/distribute.hpp"
 
 namespace {
@@ -20,29 +19,26 @@ using namespace meshnn;
 
 struct DemoOptions {
   MeshShape mesh{0, 0};  // default: 1 x (number of ranks)
-  Shape shape{1, 1, 64, 256};
+  Shape shape;           // --shape and --dtype: their defaults are the texts in parse_options
   int dim = -1;
-  DataType dtype = DataType::BFLOAT16;
+  DataType dtype = DataType::FLOAT32;
 };
 
 DemoOptions parse_options(int argc, char** argv) {
-  OptionParser cli("meshnn-demo", "Shards a tensor over a mesh, applies a per-device op, composes it back, checks PCC.");
-  cli.add_option("mesh", "RxC", "mesh shape (default: 1 x ranks)");
-  cli.add_option("shape", "D0,D1,..", "global tensor shape", "1,1,64,256");
-  cli.add_option("dim", "D", "tensor dim to shard (negative counts from the end)", "-1");
-  cli.add_option("dtype", "T", "float32 | bfloat16 | bfloat8_b | bfloat4_b", "bfloat16");
-  cli.parse(argc, argv);
   DemoOptions o;
-  try {
-    if (cli.has("mesh")) o.mesh = parse_mesh_shape(cli.get("mesh"));
-    o.shape = Shape(parse_int_list(cli.get("shape"), "--shape", 1, int64_t{1} << 31));
-    o.dtype = parse_data_type(cli.get_choice("dtype", {"float32", "bfloat16", "bfloat8_b", "bfloat4_b"}));
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
-  o.dim = static_cast<int>(cli.get_int("dim", -kMaxRank, kMaxRank));
+  std::string mesh, shape = "1,1,64,256", dtype = "bfloat16";
+  const auto dims = [](const std::string& text) { return parse_int_list(text, 1, int64_t{1} << 31); };
+  CLI::App cli("Shards a tensor over a mesh, applies a per-device op, composes it back, checks PCC.", "meshnn-demo");
+  cli.add_option("--mesh", mesh, "mesh shape (default: 1 x ranks)")->type_name("RxC")->check(parsed_by(parse_mesh_shape));
+  cli.add_option("--shape", shape, "global tensor shape")->type_name("D0,D1,..")->check(parsed_by(dims));
+  cli.add_option("--dim", o.dim, "tensor dim to shard (negative counts from the end)")
+      ->transform(IntRange(-kMaxRank, kMaxRank));
+  cli.add_option("--dtype", dtype, "element type")->check(CLI::IsMember({"float32", "bfloat16", "bfloat8_b", "bfloat4_b"}));
+  parse_command_line(cli, argc, argv);
+  // The checks above let through only what these conversions accept.
+  if (!mesh.empty()) o.mesh = parse_mesh_shape(mesh);
+  o.shape = Shape(dims(shape));
+  o.dtype = parse_data_type(dtype);
   return o;
 }
 

@@ -20,12 +20,12 @@
 // in the same alternation. "of_ceil" = our T-thread rate / that rate.
 #include <fmt/format.h>
 #include <immintrin.h>
+#include <nlohmann/json.hpp>
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -33,9 +33,10 @@
 #include <string>
 #include <vector>
 
+#include "meshnn/io/json_output.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/ops/matmul.hpp"
-#include "meshnn/runtime/options.hpp"
+#include "meshnn/runtime/cli.hpp"
 #include "meshnn/core/thread_pool.hpp"
 #include "meshnn/tensor/tensor.hpp"
 
@@ -247,9 +248,9 @@ std::vector<double> best_times_alternating(const std::vector<std::function<void(
 }
 
 struct BenchOptions {
-  std::vector<int> thread_counts{1};
+  std::vector<int> thread_counts;  // these four: defaults in parse_options
   std::vector<BenchShape> shapes;
-  std::vector<DataType> dtypes{DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B};
+  std::vector<DataType> dtypes;
   DataType act = DataType::FLOAT32;
   std::string json_path;
   double min_time = 0.5;
@@ -258,100 +259,86 @@ struct BenchOptions {
   bool bandwidth_only = false;
 };
 
-BenchOptions parse_options(int argc, char** argv) {
-  std::string shape_help = "shapes: names or MxKxN, comma-separated:";
-  for (const auto& s : kShapes) shape_help += fmt::format(" {}={}x{}x{}", s.name, s.m, s.k, s.n);
-  OptionParser cli("meshnn-kernel-bench", "GFLOP/s and weight GB/s of meshnn's matmul beside single-thread OpenBLAS.");
-  cli.add_option("threads", "LIST", "worker thread counts, e.g. 1,2", "1");
-  cli.add_option("shapes", "LIST", shape_help + " (default: all)");
-  cli.add_option("dtypes", "LIST", "weight dtypes", "float32,bfloat16,bfloat8_b,bfloat4_b");
-  cli.add_option("act", "T", "activation dtype: float32 | bfloat16", "float32");
-  cli.add_option("min-time", "S", "seconds each measurement runs at least", "0.5");
-  cli.add_option("openblas-threads", "N", "OpenBLAS threads: same (as ours) or a number", "same");
-  cli.add_flag("ceiling", "also time independent 1-thread matmuls on every worker at once (see the file header)");
-  cli.add_option("json", "FILE", "also write one JSON record per row");
-  cli.add_flag("bandwidth", "only measure the read bandwidth of 1, 2, ... cores streaming at once (one per --threads count)");
-  cli.parse(argc, argv);
-
-  BenchOptions o;
-  auto whole_number = [](const std::string& text, const std::string& what, int max) {
-    char* end = nullptr;
-    const long v = std::strtol(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || v < 1 || v > max)
-      throw UsageError(fmt::format("{}: '{}' is not a whole number from 1 to {}", what, text, max));
-    return static_cast<int>(v);
-  };
-  o.thread_counts.clear();
-  for (const auto& t : split(cli.get("threads"), ',')) o.thread_counts.push_back(whole_number(t, "--threads", 1024));
-  try {
-    o.dtypes.clear();
-    for (const auto& d : split(cli.get("dtypes"), ',')) o.dtypes.push_back(parse_data_type(d));
-    o.act = parse_data_type(cli.get_choice("act", {"float32", "bfloat16"}));
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
-  o.min_time = cli.get_double("min-time", 0.0, 3600.0);
-  const std::string blas_threads = cli.get("openblas-threads");
-  o.openblas_threads = blas_threads == "same" ? 0 : whole_number(blas_threads, "--openblas-threads", 1024);
-  o.json_path = cli.has("json") ? cli.get("json") : "";
-  o.ceiling = cli.has("ceiling");
-  o.bandwidth_only = cli.flag("bandwidth");
-  if (!cli.has("shapes")) {
-    o.shapes = kShapes;
-    return o;
-  }
-  for (const auto& name : split(cli.get("shapes"), ',')) {
+// --shapes: names of kShapes or MxKxN, comma-separated.
+std::vector<BenchShape> parse_shapes(const std::string& text) {
+  std::vector<BenchShape> shapes;
+  for (const auto& name : split(text, ',')) {
     auto it = std::find_if(kShapes.begin(), kShapes.end(), [&](const BenchShape& s) { return s.name == name; });
     if (it != kShapes.end()) {
-      o.shapes.push_back(*it);
+      shapes.push_back(*it);
       continue;
     }
-    const auto dims = split(name, 'x');
-    if (dims.size() != 3) throw UsageError(fmt::format("--shapes: unknown shape '{}' (a name or MxKxN)", name));
-    o.shapes.push_back({name, whole_number(dims[0], "--shapes M", 1 << 20), whole_number(dims[1], "--shapes K", 1 << 20),
-                        whole_number(dims[2], "--shapes N", 1 << 20)});
+    std::vector<int64_t> dims;
+    try {
+      dims = parse_int_list(name, 1, 1 << 20, 'x');
+    } catch (const UsageError&) {
+    }
+    if (dims.size() != 3)
+      throw UsageError(fmt::format("unknown shape '{}' (a name or MxKxN, each in [1, 1048576])", name));
+    shapes.push_back({name, dims[0], dims[1], dims[2]});
   }
+  return shapes;
+}
+
+std::vector<DataType> parse_dtypes(const std::string& text) {
+  std::vector<DataType> dtypes;
+  for (const auto& d : split(text, ',')) dtypes.push_back(parse_data_type(d));
+  return dtypes;
+}
+
+std::vector<int> parse_thread_counts(const std::string& text) {
+  const std::vector<int64_t> counts = parse_int_list(text, 1, 1024);
+  return {counts.begin(), counts.end()};
+}
+
+BenchOptions parse_options(int argc, char** argv) {
+  BenchOptions o;
+  std::string threads = "1", shapes, dtypes = "float32,bfloat16,bfloat8_b,bfloat4_b", act = "float32";
+  std::string blas_threads = "same";
+  std::string shape_help = "shapes: names or MxKxN, comma-separated:";
+  for (const auto& s : kShapes) shape_help += fmt::format(" {}={}x{}x{}", s.name, s.m, s.k, s.n);
+  CLI::App cli("GFLOP/s and weight GB/s of meshnn's matmul beside single-thread OpenBLAS.", "meshnn-kernel-bench");
+  cli.add_option("--threads", threads, "worker thread counts, e.g. 1,2")->type_name("LIST")->check(parsed_by(parse_thread_counts));
+  cli.add_option("--shapes", shapes, shape_help + " (default: all)")->type_name("LIST")->check(parsed_by(parse_shapes));
+  cli.add_option("--dtypes", dtypes, "weight dtypes")->type_name("LIST")->check(parsed_by(parse_dtypes));
+  cli.add_option("--act", act, "activation dtype")->check(CLI::IsMember({"float32", "bfloat16"}));
+  cli.add_option("--min-time", o.min_time, "seconds each measurement runs at least")->check(FiniteRange(0.0, 3600.0));
+  cli.add_option("--openblas-threads", blas_threads, "OpenBLAS threads: same (as ours) or a number")
+      ->transform(CLI::IsMember({"same"}) | IntRange(1, 1024));
+  cli.add_flag("--ceiling", o.ceiling, "also time independent 1-thread matmuls on every worker at once (see the file header)");
+  cli.add_option("--json", o.json_path, "also write one JSON record per row")->type_name("FILE");
+  cli.add_flag("--bandwidth", o.bandwidth_only,
+               "only measure the read bandwidth of 1, 2, ... cores streaming at once (one per --threads count)");
+  parse_command_line(cli, argc, argv);
+
+  // The checks above let through only what these conversions accept.
+  o.thread_counts = parse_thread_counts(threads);
+  o.shapes = shapes.empty() ? kShapes : parse_shapes(shapes);
+  o.dtypes = parse_dtypes(dtypes);
+  o.act = parse_data_type(act);
+  o.openblas_threads = blas_threads == "same" ? 0 : std::stoi(blas_threads);
   return o;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  BenchOptions options;
-  try {
-    options = parse_options(argc, argv);
-  } catch (const HelpRequested& e) {
-    std::printf("%s", e.what());
-    return 0;
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "meshnn-kernel-bench: usage error: %s\n", e.what());
-    return kExitUsage;
-  }
-  const auto& [thread_counts, shapes, dtypes, act, json_path, min_time, openblas_threads, ceiling, bandwidth_only] =
-      options;
+int bench_main(int argc, char** argv) {
+  const auto [thread_counts, shapes, dtypes, act, json_path, min_time, openblas_threads, ceiling, bandwidth_only] =
+      parse_options(argc, argv);
+  // An empty array first: a path that cannot be written fails now rather than after the measuring.
+  if (!json_path.empty()) io::write_text_file(json_path, io::json_array_lines({}));
+  std::vector<std::string> records;  // JSON, one per row
   if (bandwidth_only) {
     const std::vector<int> cpus = allowed_cpus();
-    std::string records;
     for (int threads : thread_counts) {
       ThreadPool pool(threads, static_cast<int>(cpus.size()) >= threads
                                    ? std::vector<int>(cpus.begin(), cpus.begin() + threads)
                                    : std::vector<int>{});
       const double gbps = shared_read_bandwidth_gbps(pool);
       fmt::print("read bandwidth, {} core(s) streaming at once: {:.2f} GB/s\n", threads, gbps);
-      records += fmt::format("{}  {{\"op\": \"read_bandwidth\", \"threads\": {}, \"read_GBps\": {:.3f}}}",
-                             records.empty() ? "" : ",\n", threads, gbps);
+      records.push_back(
+          nlohmann::ordered_json{{"op", "read_bandwidth"}, {"threads", threads}, {"read_GBps", io::round_to(gbps, 3)}}
+              .dump());
     }
-    if (!json_path.empty()) {
-      std::FILE* f = std::fopen(json_path.c_str(), "w");
-      if (f == nullptr) {
-        fmt::print(stderr, "cannot write {}\n", json_path);
-        return 1;
-      }
-      std::fprintf(f, "[\n%s\n]\n", records.c_str());
-      std::fclose(f);
-    }
+    if (!json_path.empty()) io::write_text_file(json_path, io::json_array_lines(records));
     return 0;
   }
   const kernels::Isa isa = kernels::active_isa();
@@ -369,14 +356,6 @@ int main(int argc, char** argv) {
   fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}{}\n", "op", "M", "K", "N",
              "weights", "thr", "GFLOP/s", "%peak", "weightGB/s", "%bw", "OpenBLAS", "ratio",
              ceiling ? "   ceiling of_ceil" : "");
-
-  std::FILE* json = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
-  if (!json_path.empty() && json == nullptr) {
-    fmt::print(stderr, "cannot write {}\n", json_path);
-    return 1;
-  }
-  if (json) std::fputs("[\n", json);
-  bool first_record = true;
 
 #ifdef MESHNN_HAVE_OPENBLAS
   constexpr bool kHaveBlas = true;
@@ -461,24 +440,31 @@ int main(int argc, char** argv) {
         if (ceiling_gflops > 0) fmt::print(" {:>9.1f} {:>7.2f}", ceiling_gflops, gflops / ceiling_gflops);
         fmt::print("\n");
         std::fflush(stdout);
-        if (json) {
-          fmt::print(
-              json,
-              "{}  {{\"op\": \"{}\", \"M\": {}, \"K\": {}, \"N\": {}, \"weight_dtype\": \"{}\", \"threads\": {}, "
-              "\"gflops\": {:.3f}, \"weight_GBps\": {:.3f}, \"openblas_gflops\": {:.3f}, \"ratio\": {:.4f}, "
-              "\"openblas_threads\": {}, \"activation_dtype\": \"{}\", \"isa\": \"{}\", \"peak_gflops\": {:.1f}, "
-              "\"read_GBps\": {:.2f}{}}}",
-              first_record ? "" : ",\n", op, s.m, s.k, s.n, to_string(wd), threads, gflops, weight_gbps, blas, ratio,
-              openblas_threads > 0 ? openblas_threads : threads, to_string(act), kernels::to_string(isa), peak,
-              bandwidth, ceiling_gflops > 0 ? fmt::format(", \"ceiling_gflops\": {:.3f}", ceiling_gflops) : "");
-          first_record = false;
-        }
+        // Figures to the places that the records in docs/measurements/ have always had.
+        nlohmann::ordered_json record = {{"op", op},
+                                         {"M", s.m},
+                                         {"K", s.k},
+                                         {"N", s.n},
+                                         {"weight_dtype", to_string(wd)},
+                                         {"threads", threads},
+                                         {"gflops", io::round_to(gflops, 3)},
+                                         {"weight_GBps", io::round_to(weight_gbps, 3)},
+                                         {"openblas_gflops", io::round_to(blas, 3)},
+                                         {"ratio", io::round_to(ratio, 4)},
+                                         {"openblas_threads", openblas_threads > 0 ? openblas_threads : threads},
+                                         {"activation_dtype", to_string(act)},
+                                         {"isa", kernels::to_string(isa)},
+                                         {"peak_gflops", io::round_to(peak, 1)},
+                                         {"read_GBps", io::round_to(bandwidth, 2)}};
+        if (ceiling_gflops > 0) record["ceiling_gflops"] = io::round_to(ceiling_gflops, 3);
+        records.push_back(record.dump());
       }
     }
   }
-  if (json) {
-    std::fputs("\n]\n", json);
-    std::fclose(json);
-  }
+  if (!json_path.empty()) io::write_text_file(json_path, io::json_array_lines(records));
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return run_tool("meshnn-kernel-bench", argc, argv, bench_main); }

@@ -7,131 +7,127 @@
 //   build/apps/meshnn-make-weights --output ckpt.h5 --layers 2 --input input.h5 --batch 2 --seq 128
 //   build/apps/meshnn-make-weights --model llama --preset tiny --output tiny.h5
 //   build/apps/meshnn-make-weights --model llama --output tl.h5 --tokens prompts.h5 --batch 4 --prompt-len 16 --ragged
-#include <fmt/format.h>
-
 #include <cstdio>
+#include <optional>
 
 #include "meshnn/io/synthetic_model.hpp"
 #include "meshnn/models/falcon/synthetic.hpp"
 #include "meshnn/models/llama/synthetic.hpp"
-#include "meshnn/runtime/options.hpp"
+#include "meshnn/runtime/cli.hpp"
 
 using namespace meshnn;
 
 namespace {
 
-io::StoredType storage_of(const OptionParser& cli) {
-  return cli.get_choice("storage", {"float32", "bfloat16"}) == "float32" ? io::StoredType::FLOAT32
-                                                                         : io::StoredType::BFLOAT16;
-}
+// The command line; an empty file name or an unset optional is an option not given.
+struct Args {
+  std::string output, model = "falcon", preset = "tinyllama", storage = "bfloat16", input, tokens;
+  int64_t hidden = 4544, intermediate = 18176, batch = 1, seq = 128, prompt_len = 32;
+  std::optional<int64_t> layers, vocab, max_new_tokens;
+  uint64_t seed = 1234;
+  int deflate = 0;
+  bool tie = false, chunked = false, ragged = false;
 
-void make_falcon(const OptionParser& cli) {
+  io::StoredType stored_type() const { return storage == "float32" ? io::StoredType::FLOAT32 : io::StoredType::BFLOAT16; }
+};
+
+void make_falcon(const Args& a) {
+  if (a.vocab || !a.tokens.empty() || a.max_new_tokens)
+    throw UsageError("--vocab, --tokens and --max-new-tokens are for --model llama");
+  if (a.tie || a.ragged) throw UsageError("--tie and --ragged are for --model llama");
   models::falcon::SyntheticFalconMlp spec;
-  const std::string output = cli.get("output");
-  spec.hidden_size = cli.get_int("hidden", 1, int64_t{1} << 20);
-  spec.intermediate_size = cli.get_int("intermediate", 1, int64_t{1} << 22);
-  spec.num_layers = cli.has("layers") ? static_cast<int>(cli.get_int("layers", 0, 1024)) : 0;
-  spec.storage = storage_of(cli);
-  spec.seed = static_cast<uint64_t>(cli.get_int("seed", 0, INT64_MAX));
-  spec.chunked = cli.flag("chunked");
-  spec.deflate_level = static_cast<int>(cli.get_int("deflate", 0, 9));
-  const int64_t batch = cli.get_int("batch", 1, 1 << 20), seq = cli.get_int("seq", 1, 1 << 24);
-  models::falcon::write_synthetic_mlp(output, spec);
-  std::printf("wrote %s: Falcon MLP hidden %lld intermediate %lld, %s storage, seed %llu\n", output.c_str(),
+  spec.hidden_size = a.hidden;
+  spec.intermediate_size = a.intermediate;
+  spec.num_layers = static_cast<int>(a.layers.value_or(0));
+  spec.storage = a.stored_type();
+  spec.seed = a.seed;
+  spec.chunked = a.chunked;
+  spec.deflate_level = a.deflate;
+  models::falcon::write_synthetic_mlp(a.output, spec);
+  std::printf("wrote %s: Falcon MLP hidden %lld intermediate %lld, %s storage, seed %llu\n", a.output.c_str(),
               static_cast<long long>(spec.hidden_size), static_cast<long long>(spec.intermediate_size),
               std::string(io::to_string(spec.storage)).c_str(), static_cast<unsigned long long>(spec.seed));
-  if (cli.has("input")) {
-    io::write_synthetic_input(cli.get("input"), batch, seq, spec.hidden_size, spec.seed);
-    std::printf("wrote %s: input [%lld, %lld, %lld] float32\n", cli.get("input").c_str(), static_cast<long long>(batch),
-                static_cast<long long>(seq), static_cast<long long>(spec.hidden_size));
+  if (!a.input.empty()) {
+    io::write_synthetic_input(a.input, a.batch, a.seq, spec.hidden_size, spec.seed);
+    std::printf("wrote %s: input [%lld, %lld, %lld] float32\n", a.input.c_str(), static_cast<long long>(a.batch),
+                static_cast<long long>(a.seq), static_cast<long long>(spec.hidden_size));
   }
 }
 
-void make_llama(const OptionParser& cli) {
+void make_llama(const Args& a) {
+  if (a.layers == 0) throw UsageError("--layers: a Llama model needs at least 1 layer");
+  if (a.ragged && a.tokens.empty()) throw UsageError("--ragged needs --tokens");
+  if (!a.input.empty()) throw UsageError("--input is for --model falcon; a Llama job reads --tokens");
   models::llama::SyntheticLlama spec;
-  const std::string output = cli.get("output"), preset = cli.get("preset");
-  spec.config = models::llama::llama_preset(preset);
-  if (cli.has("layers")) spec.config.num_hidden_layers = cli.get_int("layers", 1, 1024);
-  if (cli.has("vocab")) spec.config.vocab_size = cli.get_int("vocab", 1, int64_t{1} << 24);
-  spec.config.tie_word_embeddings = cli.flag("tie");
+  spec.config = models::llama::llama_preset(a.preset);
+  if (a.layers) spec.config.num_hidden_layers = *a.layers;
+  if (a.vocab) spec.config.vocab_size = *a.vocab;
+  spec.config.tie_word_embeddings = a.tie;
   // A smaller vocabulary than the preset's may no longer hold its bos/eos ids.
   for (auto* id : {&spec.config.bos_token_id, &spec.config.eos_token_id})
     if (*id && **id >= spec.config.vocab_size) id->reset();
-  spec.storage = storage_of(cli);
-  spec.seed = static_cast<uint64_t>(cli.get_int("seed", 0, INT64_MAX));
-  spec.chunked = cli.flag("chunked");
-  spec.deflate_level = static_cast<int>(cli.get_int("deflate", 0, 9));
-  const int64_t batch = cli.get_int("batch", 1, 1 << 20);
-  const int64_t prompt_len = cli.has("tokens") ? cli.get_int("prompt-len", 1, 1 << 24) : 0;
-  if (cli.flag("ragged") && !cli.has("tokens")) throw UsageError("--ragged needs --tokens");
-  if (cli.has("input")) throw UsageError("--input is for --model falcon; a Llama job reads --tokens");
+  spec.storage = a.stored_type();
+  spec.seed = a.seed;
+  spec.chunked = a.chunked;
+  spec.deflate_level = a.deflate;
 
-  models::llama::write_synthetic_llama(output, spec);
+  models::llama::write_synthetic_llama(a.output, spec);
   const auto& c = spec.config;
   std::printf("wrote %s: Llama (%s) %lld layers, hidden %lld, intermediate %lld, heads %lld/%lld of %lld, vocab %lld%s, "
               "%s storage, seed %llu\n",
-              output.c_str(), preset.c_str(), static_cast<long long>(c.num_hidden_layers),
+              a.output.c_str(), a.preset.c_str(), static_cast<long long>(c.num_hidden_layers),
               static_cast<long long>(c.hidden_size), static_cast<long long>(c.intermediate_size),
               static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.num_key_value_heads),
               static_cast<long long>(c.head_dim), static_cast<long long>(c.vocab_size),
               c.tie_word_embeddings ? " (tied)" : "", std::string(io::to_string(spec.storage)).c_str(),
               static_cast<unsigned long long>(spec.seed));
-  if (cli.has("tokens")) {
-    const bool ragged = cli.flag("ragged");
-    const int64_t new_tokens = cli.has("max-new-tokens") ? cli.get_int("max-new-tokens", 1, 1 << 20) : 0;
-    models::llama::write_synthetic_tokens(cli.get("tokens"), batch, prompt_len, c.vocab_size, ragged, spec.seed,
+  if (!a.tokens.empty()) {
+    const int64_t new_tokens = a.max_new_tokens.value_or(0);
+    models::llama::write_synthetic_tokens(a.tokens, a.batch, a.prompt_len, c.vocab_size, a.ragged, spec.seed,
                                           new_tokens);
-    std::printf("wrote %s: tokens [%lld, %lld] int32%s%s\n", cli.get("tokens").c_str(), static_cast<long long>(batch),
-                static_cast<long long>(prompt_len), ragged ? " + prompt_lengths" : "",
+    std::printf("wrote %s: tokens [%lld, %lld] int32%s%s\n", a.tokens.c_str(), static_cast<long long>(a.batch),
+                static_cast<long long>(a.prompt_len), a.ragged ? " + prompt_lengths" : "",
                 new_tokens > 0 ? " + max_new_tokens" : "");
   }
 }
 
+int make_weights_main(int argc, char** argv) {
+  Args a;
+  CLI::App cli("Writes a synthetic Falcon MLP or Llama checkpoint (HDF5, Hugging Face key names).",
+               "meshnn-make-weights");
+  cli.add_option("--output", a.output, "weights file to write")->type_name("FILE")->required();
+  cli.add_option("--model", a.model, "falcon (an MLP block or checkpoint) or llama (LlamaForCausalLM)")
+      ->check(CLI::IsMember({"falcon", "llama"}));
+  cli.add_option("--hidden", a.hidden, "falcon: hidden_size")->transform(IntRange(1, int64_t{1} << 20));
+  cli.add_option("--intermediate", a.intermediate, "falcon: intermediate_size")->transform(IntRange(1, int64_t{1} << 22));
+  cli.add_option("--layers", a.layers,
+                 "falcon: 0 = a bare MLP block (default), N = a checkpoint with N layers (transformer.h.{i}.mlp.*); "
+                 "llama: num_hidden_layers (default: the preset's)")
+      ->transform(IntRange(0, 1024));
+  cli.add_option("--preset", a.preset, "llama: the model's shape")->check(CLI::IsMember({"tiny", "tinyllama", "llama3-8b"}));
+  cli.add_option("--vocab", a.vocab, "llama: vocab_size (default: the preset's)")->transform(IntRange(1, int64_t{1} << 24));
+  cli.add_flag("--tie", a.tie, "llama: tie_word_embeddings (no lm_head.weight; the embedding is the LM head)");
+  cli.add_option("--storage", a.storage, "element type on disk")->check(CLI::IsMember({"float32", "bfloat16"}));
+  cli.add_option("--seed", a.seed, "seed of the values")->transform(IntRange(0, INT64_MAX));
+  cli.add_flag("--chunked", a.chunked, "store datasets chunked (64-row chunks)");
+  cli.add_option("--deflate", a.deflate, "deflate-compress datasets (1-9; 0 = off)")->transform(IntRange(0, 9));
+  cli.add_option("--input", a.input, "falcon: also write an activations file with dataset 'input' [batch, seq, hidden]")
+      ->type_name("FILE");
+  cli.add_option("--batch", a.batch, "batch of the input or tokens file")->transform(IntRange(1, 1 << 20));
+  cli.add_option("--seq", a.seq, "falcon: sequence length of the input")->transform(IntRange(1, 1 << 24));
+  cli.add_option("--tokens", a.tokens, "llama: also write a prompts file with dataset 'tokens' int32 [batch, prompt-len]")
+      ->type_name("FILE");
+  cli.add_option("--prompt-len", a.prompt_len, "llama: prompt length of the tokens file")->transform(IntRange(1, 1 << 24));
+  cli.add_flag("--ragged", a.ragged,
+               "llama: seeded prompt lengths in [1, prompt-len] (dataset 'prompt_lengths'; the last is full)");
+  cli.add_option("--max-new-tokens", a.max_new_tokens, "llama: also dataset 'max_new_tokens', seeded in [1, N] (the last is N)")
+      ->transform(IntRange(1, 1 << 20));
+  parse_command_line(cli, argc, argv);
+  if (a.model == "llama") make_llama(a);
+  else make_falcon(a);
+  return 0;
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
-  OptionParser cli("meshnn-make-weights",
-                   "Writes a synthetic Falcon MLP or Llama checkpoint (HDF5, Hugging Face key names).");
-  cli.add_option("output", "FILE", "weights file to write");
-  cli.add_option("model", "NAME", "falcon (an MLP block or checkpoint) or llama (LlamaForCausalLM)", "falcon");
-  cli.add_option("hidden", "N", "falcon: hidden_size", "4544");
-  cli.add_option("intermediate", "N", "falcon: intermediate_size", "18176");
-  cli.add_option("layers", "N",
-                 "falcon: 0 = a bare MLP block (default), N = a checkpoint with N layers (transformer.h.{i}.mlp.*); "
-                 "llama: num_hidden_layers (default: the preset's)");
-  cli.add_option("preset", "NAME", "llama: tiny, tinyllama or llama3-8b", "tinyllama");
-  cli.add_option("vocab", "N", "llama: vocab_size (default: the preset's)");
-  cli.add_flag("tie", "llama: tie_word_embeddings (no lm_head.weight; the embedding is the LM head)");
-  cli.add_option("storage", "TYPE", "element type on disk: float32 or bfloat16", "bfloat16");
-  cli.add_option("seed", "N", "seed of the values", "1234");
-  cli.add_flag("chunked", "store datasets chunked (64-row chunks)");
-  cli.add_option("deflate", "LEVEL", "deflate-compress datasets (1-9; 0 = off)", "0");
-  cli.add_option("input", "FILE", "falcon: also write an activations file with dataset 'input' [batch, seq, hidden]");
-  cli.add_option("batch", "N", "batch of the input or tokens file", "1");
-  cli.add_option("seq", "N", "falcon: sequence length of the input", "128");
-  cli.add_option("tokens", "FILE", "llama: also write a prompts file with dataset 'tokens' int32 [batch, prompt-len]");
-  cli.add_option("prompt-len", "N", "llama: prompt length of the tokens file", "32");
-  cli.add_flag("ragged", "llama: seeded prompt lengths in [1, prompt-len] (dataset 'prompt_lengths'; the last is full)");
-  cli.add_option("max-new-tokens", "N", "llama: also dataset 'max_new_tokens', seeded in [1, N] (the last is N)");
-  try {
-    cli.parse(argc, argv);
-    if (cli.get_choice("model", {"falcon", "llama"}) == "llama") {
-      make_llama(cli);
-    } else {
-      for (const char* name : {"vocab", "tokens", "max-new-tokens"})
-        if (cli.has(name)) throw UsageError(fmt::format("--{} is for --model llama", name));
-      if (cli.flag("tie") || cli.flag("ragged")) throw UsageError("--tie and --ragged are for --model llama");
-      make_falcon(cli);
-    }
-    return 0;
-  } catch (const HelpRequested& e) {
-    std::printf("%s", e.what());
-    return 0;
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "meshnn-make-weights: usage error: %s\n", e.what());
-    return kExitUsage;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "meshnn-make-weights: error: %s\n", e.what());
-    return kExitError;
-  }
-}
+int main(int argc, char** argv) { return run_tool("meshnn-make-weights", argc, argv, make_weights_main); }

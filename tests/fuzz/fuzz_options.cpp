@@ -1,5 +1,6 @@
-// libFuzzer target: every command-line parser meshnn's apps use. The input is split on NUL or
-// newline into argv words; parsing must end in success or UsageError/Error, never a crash.
+// libFuzzer target: the command-line parsing meshnn's apps use (runtime/cli.hpp over CLI11, and
+// the parse functions its checks call). The input is split on NUL or newline into argv words;
+// parsing must end in success, HelpRequested or UsageError/Error, never a crash.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -8,7 +9,7 @@
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/types.hpp"
 #include "meshnn/mesh/mesh_device.hpp"
-#include "meshnn/runtime/options.hpp"
+#include "meshnn/runtime/cli.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> words{"fuzz"};
@@ -26,32 +27,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(w.data());
 
-  meshnn::OptionParser cli("fuzz", "fuzzing");
-  cli.add_option("mesh", "RxC", "mesh", "1x2");
-  cli.add_option("batch", "N", "batch", "1");
-  cli.add_option("size", "S", "size", "1M");
-  cli.add_option("ratio", "X", "ratio", "0.5");
-  cli.add_option("dtype", "T", "dtype", "bfloat16");
-  cli.add_option("topology", "T", "topology", "ring");
-  cli.add_flag("check", "flag");
+  // One option of each kind the apps declare, under the names of the corpus (tests/fuzz/corpus/options).
+  CLI::App cli("fuzzing", "fuzz");
+  std::string mesh = "1x2", dtype = "bfloat16", topology = "ring", shape = "1,1,64,256";
+  int64_t batch = 1, bytes = int64_t{1} << 20;
+  double ratio = 0.5;
+  bool check = false;
+  cli.add_option("--mesh", mesh, "mesh")->check(meshnn::parsed_by(meshnn::parse_mesh_shape));
+  cli.add_option("--batch", batch, "batch")->transform(meshnn::IntRange(1, 1 << 20));
+  cli.add_option("--size", bytes, "size")->transform(meshnn::SizeRange(1, INT64_MAX));
+  cli.add_option("--ratio", ratio, "ratio")->check(meshnn::FiniteRange(0, 1));
+  cli.add_option("--dtype", dtype, "dtype")->check(CLI::IsMember({"float32", "bfloat16", "bfloat8_b"}));
+  cli.add_option("--topology", topology, "topology")->check(meshnn::parsed_by(meshnn::parse_topology));
+  cli.add_option("--shape", shape, "shape")
+      ->check(meshnn::parsed_by([](const std::string& s) { return meshnn::parse_int_list(s, -8, INT64_MAX); }));
+  cli.add_flag("--check", check, "flag");
   try {
-    cli.parse(static_cast<int>(argv.size()), argv.data());
-    (void)cli.get_int("batch", 1, 1 << 20);
-    (void)cli.get_int("size", 1, INT64_MAX, true);
-    (void)cli.get_double("ratio", 0, 1);
-    (void)cli.flag("check");
-    (void)meshnn::parse_mesh_shape(cli.get("mesh"));
-    (void)meshnn::parse_data_type(cli.get("dtype"));
-    (void)meshnn::parse_topology(cli.get("topology"));
+    meshnn::parse_command_line(cli, static_cast<int>(argv.size()), argv.data());
   } catch (const meshnn::Error&) {
   }
   for (const std::string& w : words) {
     try {
-      (void)meshnn::parse_size(w, "word");
-    } catch (const meshnn::Error&) {
-    }
-    try {
-      (void)meshnn::parse_mesh_shape(w);
+      (void)meshnn::parse_size(w);
     } catch (const meshnn::Error&) {
     }
     try {
@@ -59,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const meshnn::Error&) {
     }
     try {
-      (void)meshnn::parse_int_list(w, "word", -8, INT64_MAX);
+      (void)meshnn::parse_int_list(w, -8, INT64_MAX, 'x');
     } catch (const meshnn::Error&) {
     }
   }

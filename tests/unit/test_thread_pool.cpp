@@ -4,7 +4,7 @@
 #include <atomic>
 #include <stdexcept>
 
-#include "meshnn/runtime/options.hpp"
+#include "meshnn/core/error.hpp"
 #include "meshnn/core/thread_pool.hpp"
 
 namespace meshnn {
@@ -39,29 +39,6 @@ TEST(ThreadPool, RethrowsAWorkersExceptionAndStaysUsable) {
   pool.run_on_all([&](int) { ++ran; });
   EXPECT_EQ(ran.load(), 3);
   EXPECT_THROW(ThreadPool(0), Error);
-}
-
-TEST(Options, ParsesStrictlyAndNamesTheOption) {
-  OptionParser cli("t", "test");
-  cli.add_option("n", "N", "count", "4");
-  cli.add_option("size", "S", "bytes");
-  cli.add_flag("check", "flag");
-  std::vector<std::string> words = {"t", "--n=12", "--size", "64K", "--check"};
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  cli.parse(static_cast<int>(argv.size()), argv.data());
-  EXPECT_EQ(cli.get_int("n", 1, 100), 12);
-  EXPECT_EQ(cli.get_int("size", 1, INT64_MAX, true), 65536);
-  EXPECT_TRUE(cli.flag("check"));
-  EXPECT_THROW(cli.get_int("n", 1, 10), UsageError);
-  EXPECT_EQ(parse_size("2G", "x"), int64_t{2} << 30);
-  for (const char* bad : {"", "K", "1.5M", "-", "12Q", "99999999999999999999"})
-    EXPECT_THROW(parse_size(bad, "x"), UsageError) << bad;
-  OptionParser strict("t", "test");
-  std::vector<std::string> unknown = {"t", "--nope"};
-  std::vector<char*> argv2;
-  for (auto& w : unknown) argv2.push_back(w.data());
-  EXPECT_THROW(strict.parse(2, argv2.data()), UsageError);
 }
 
 }  // namespace

@@ -25,6 +25,16 @@ struct UsageError : Error {
   using Error::Error;
 };
 
+// Thrown by command-line parsing on --help, carrying the usage: printed (once) to stdout, exit 0.
+struct HelpRequested : Error {
+  using Error::Error;
+};
+
 int run_app(int argc, char** argv, const std::function<int(Runtime&, int, char**)>& body);
+
+// The same for a one-process tool that needs no MPI (meshnn-convert, meshnn-make-weights,
+// meshnn-kernel-bench): the messages start with the tool's name, and any exception (a filesystem
+// error, say) is an error rather than an abort, since no other rank waits on this one.
+int run_tool(const char* name, int argc, char** argv, const std::function<int(int, char**)>& body);
 
 }  // namespace meshnn

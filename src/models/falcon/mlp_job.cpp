@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "meshnn/core/mpi_utils.hpp"
 #include "meshnn/io/hdf5_io.hpp"
+#include "meshnn/io/json_output.hpp"
 #include "meshnn/io/synthetic_model.hpp"
 #include "meshnn/models/report.hpp"
 #include "meshnn/models/falcon/synthetic.hpp"
@@ -190,22 +192,26 @@ int run_mlp_job(const MlpJobConfig& c) {
         std::printf("wrote %s\n", c.output.c_str());
       }
       if (!c.json.empty()) {
-        std::FILE* f = std::fopen(c.json.c_str(), "w");
-        if (f == nullptr) throw Error(fmt::format("cannot write '{}'", c.json));
-        std::fprintf(f,
-                     "{\"ranks\": %d, \"mesh\": \"%s\", \"mode\": \"%s\", \"tp_variant\": \"%s\", \"weight_dtype\": "
-                     "\"%s\", \"act_dtype\": \"%s\", \"batch\": %lld, \"seq\": %lld, \"hidden\": %lld, "
-                     "\"intermediate\": %lld, \"time_per_pass_ms\": %.6f, \"time_per_token_ms\": %.6f, "
-                     "\"best_time_per_token_ms\": %.6f, \"compute_ms\": %.6f, \"comm_ms\": %.6f, \"load_s\": %.4f, "
-                     "\"pcc\": %.8f}\n",
-                     mesh->num_devices(), c.mesh.to_string().c_str(), std::string(to_string(c.mlp.mode)).c_str(),
-                     std::string(to_string(c.mlp.tp_variant)).c_str(), std::string(to_string(c.mlp.weight_dtype)).c_str(),
-                     std::string(to_string(c.mlp.act_dtype)).c_str(), static_cast<long long>(c.batch),
-                     static_cast<long long>(c.seq), static_cast<long long>(mlp.hidden_size()),
-                     static_cast<long long>(mlp.intermediate_size()), 1e3 * per_pass, 1e3 * per_pass / tokens,
-                     1e3 * best_pass / tokens, 1e3 * slowest_compute / c.iterations, 1e3 * slowest_comm / c.iterations, table.value(0, "load s"),
-                     c.check ? check.pcc : -1.0);
-        std::fclose(f);
+        // Times in ms to 6 places, load time in s to 4, PCC to 8: no more digits than the figures carry.
+        const nlohmann::ordered_json record = {
+            {"ranks", mesh->num_devices()},
+            {"mesh", c.mesh.to_string()},
+            {"mode", to_string(c.mlp.mode)},
+            {"tp_variant", to_string(c.mlp.tp_variant)},
+            {"weight_dtype", to_string(c.mlp.weight_dtype)},
+            {"act_dtype", to_string(c.mlp.act_dtype)},
+            {"batch", c.batch},
+            {"seq", c.seq},
+            {"hidden", mlp.hidden_size()},
+            {"intermediate", mlp.intermediate_size()},
+            {"time_per_pass_ms", io::round_to(1e3 * per_pass, 6)},
+            {"time_per_token_ms", io::round_to(1e3 * per_pass / tokens, 6)},
+            {"best_time_per_token_ms", io::round_to(1e3 * best_pass / tokens, 6)},
+            {"compute_ms", io::round_to(1e3 * slowest_compute / c.iterations, 6)},
+            {"comm_ms", io::round_to(1e3 * slowest_comm / c.iterations, 6)},
+            {"load_s", io::round_to(table.value(0, "load s"), 4)},
+            {"pcc", io::round_to(c.check ? check.pcc : -1.0, 8)}};
+        io::write_text_file(c.json, record.dump() + "\n");
       }
     } catch (const std::exception& e) {
       message = e.what();
