@@ -11,8 +11,8 @@
 
 #include "meshnn/ccl/ccl.hpp"
 #include "meshnn/core/error.hpp"
-#include "meshnn/ops/data_movement.hpp"
 #include "meshnn/ops/matmul.hpp"
+#include "meshnn/tensor/concat.hpp"
 
 namespace meshnn::distributed {
 namespace {
@@ -37,20 +37,21 @@ double median_seconds(const MeshDevice& mesh, int repeats, Fn&& fn) {
   return times[times.size() / 2];
 }
 
-// t = (n - 1) * (alpha + bytes * beta), least squares over the sweep.
-AxisFit fit_gathers(const std::vector<double>& bytes, const std::vector<double>& seconds, int members) {
-  const double n = static_cast<double>(bytes.size()), steps = members - 1;
+// t = steps * (alpha + bytes_per_step * beta), least squares over the sweep, where a ring
+// all_gather of a shard takes n - 1 steps of the shard and an all_reduce 2 (n - 1) steps of 1/n.
+AxisFit fit_link(const std::vector<double>& step_bytes, const std::vector<double>& seconds, double steps, int members) {
+  const double n = static_cast<double>(step_bytes.size());
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (size_t i = 0; i < bytes.size(); ++i) {
+  for (size_t i = 0; i < step_bytes.size(); ++i) {
     const double y = seconds[i] / steps;
-    sx += bytes[i], sy += y, sxx += bytes[i] * bytes[i], sxy += bytes[i] * y;
+    sx += step_bytes[i], sy += y, sxx += step_bytes[i] * step_bytes[i], sxy += step_bytes[i] * y;
   }
   AxisFit fit;
   fit.members = members;
   fit.link.beta_s_per_byte = std::max(1e-13, (n * sxy - sx * sy) / (n * sxx - sx * sx));
   fit.link.alpha_s = std::max(0.0, (sy - fit.link.beta_s_per_byte * sx) / n);
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    const double predicted = steps * (fit.link.alpha_s + bytes[i] * fit.link.beta_s_per_byte);
+  for (size_t i = 0; i < step_bytes.size(); ++i) {
+    const double predicted = steps * (fit.link.alpha_s + step_bytes[i] * fit.link.beta_s_per_byte);
     fit.max_relative_error = std::max(fit.max_relative_error, std::abs(predicted - seconds[i]) / seconds[i]);
   }
   return fit;
@@ -61,12 +62,16 @@ AxisFit fit_gathers(const std::vector<double>& bytes, const std::vector<double>&
 std::string Calibration::describe() const {
   std::string out = fmt::format("cost model: local matmul {:.1f} GFLOP/s, local copies {:.1f} GB/s\n",
                                 model.matmul_flops_per_s / 1e9, model.copy_bytes_per_s / 1e9);
-  for (int a = 0; a < 2; ++a)
-    out += axis[a].members > 1
-               ? fmt::format("  axis {} ({} devices): alpha {:.2f} us, beta {:.3f} GB/s (fit within {:.0f}%)\n", a,
-                             axis[a].members, 1e6 * axis[a].link.alpha_s, 1e-9 / axis[a].link.beta_s_per_byte,
-                             100 * axis[a].max_relative_error)
-               : fmt::format("  axis {}: one device, nothing to measure\n", a);
+  for (int a = 0; a < 2; ++a) {
+    if (axis[a].members == 1) {
+      out += fmt::format("  axis {}: one device, nothing to measure\n", a);
+      continue;
+    }
+    for (const auto& [what, fit] : {std::pair{"all_gather", &axis[a]}, std::pair{"all_reduce", &reduce_axis[a]}})
+      out += fmt::format("  axis {} ({} devices), {}: alpha {:.2f} us, {:.3f} GB/s per step (fit within {:.0f}%)\n", a,
+                         fit->members, what, 1e6 * fit->link.alpha_s, 1e-9 / fit->link.beta_s_per_byte,
+                         100 * fit->max_relative_error);
+  }
   return out;
 }
 
@@ -75,27 +80,34 @@ Calibration calibrate(const MeshDevicePtr& mesh, const CalibrationOptions& optio
   for (int axis = 0; axis < 2; ++axis) {
     const int members = axis == 0 ? mesh->num_rows() : mesh->num_cols();
     if (members == 1) continue;
-    std::vector<double> bytes, seconds;
+    std::vector<double> gather_step, gather_s, reduce_step, reduce_s;
     for (int64_t size : options.gather_bytes) {
-      const int64_t floats = size / 4;
-      // A [floats] float32 shard per device along this axis (Shard(0) over the axis).
-      Placements ps{Replicate{}, Replicate{}};
-      ps[axis] = Shard{0};
-      const MeshTensor t(mesh, Shape{floats * members}, ps, Tensor(Shape{floats}, DataType::FLOAT32, Layout::ROW_MAJOR));
-      bytes.push_back(static_cast<double>(floats * 4));
-      seconds.push_back(median_seconds(*mesh, options.repeats, [&] { all_gather(t, 0, axis); }));
+      const int64_t floats = size / 4 / members * members;
+      // A [floats] float32 shard per device along this axis (Shard(0) over the axis) to gather, and
+      // the same count as partial sums (Partial over the axis) to reduce.
+      Placements sharded{Replicate{}, Replicate{}}, partial{Replicate{}, Replicate{}};
+      sharded[axis] = Shard{0};
+      partial[axis] = Partial{};
+      const Tensor local(Shape{floats}, DataType::FLOAT32, Layout::ROW_MAJOR);
+      const MeshTensor gathered(mesh, Shape{floats * members}, sharded, local), reduced(mesh, Shape{floats}, partial, local);
+      gather_step.push_back(static_cast<double>(floats * 4));
+      gather_s.push_back(median_seconds(*mesh, options.repeats, [&] { all_gather(gathered, 0, axis); }));
+      reduce_step.push_back(static_cast<double>(floats * 4) / members);
+      reduce_s.push_back(median_seconds(*mesh, options.repeats, [&] { all_reduce(reduced, ReduceOp::SUM, axis); }));
     }
-    c.axis[axis] = fit_gathers(bytes, seconds, members);
+    c.axis[axis] = fit_link(gather_step, gather_s, members - 1, members);
+    c.reduce_axis[axis] = fit_link(reduce_step, reduce_s, 2.0 * (members - 1), members);
     c.model.axis[axis] = c.axis[axis].link;
+    c.model.reduce_axis[axis] = c.reduce_axis[axis].link;
   }
   const Tensor a(options.matmul_a, DataType::BFLOAT16, Layout::TILE);
   const Tensor b(Shape{options.matmul_a[-1], options.matmul_n}, DataType::BFLOAT8_B, Layout::TILE);
   const double product_s = median_seconds(*mesh, options.repeats, [&] { meshnn::matmul(a, b); });
   c.model.matmul_flops_per_s =
       2.0 * static_cast<double>(options.matmul_a.volume()) * static_cast<double>(options.matmul_n) / product_s;
-  const Tensor big(Shape{4096, 1024}, DataType::FLOAT32, Layout::ROW_MAJOR);
-  const std::vector<int64_t> begins{0, 0}, ends{2048, 1024};
-  const double slice_s = median_seconds(*mesh, options.repeats, [&] { slice(big, begins, ends); });
+  // Half of an 8 MiB tensor, cut along whole tiles as redistribute's slices are.
+  const Tensor big(Shape{4096, 1024}, DataType::FLOAT32, Layout::TILE);
+  const double slice_s = median_seconds(*mesh, options.repeats, [&] { slice(big, 0, 0, 2048); });
   c.model.copy_bytes_per_s = 2048.0 * 1024 * 4 / slice_s;
   return c;
 }
@@ -103,7 +115,10 @@ Calibration calibrate(const MeshDevicePtr& mesh, const CalibrationOptions& optio
 void save_cost_model(const CostModel& model, const std::string& path) {
   nlohmann::ordered_json j;
   for (int a = 0; a < 2; ++a)
-    j["axes"].push_back({{"alpha_s", model.axis[a].alpha_s}, {"beta_s_per_byte", model.axis[a].beta_s_per_byte}});
+    j["axes"].push_back({{"alpha_s", model.axis[a].alpha_s},
+                         {"beta_s_per_byte", model.axis[a].beta_s_per_byte},
+                         {"reduce_alpha_s", model.reduce_axis[a].alpha_s},
+                         {"reduce_beta_s_per_byte", model.reduce_axis[a].beta_s_per_byte}});
   j["matmul_flops_per_s"] = model.matmul_flops_per_s;
   j["copy_bytes_per_s"] = model.copy_bytes_per_s;
   std::ofstream out(path);
@@ -126,9 +141,11 @@ CostModel load_cost_model(const std::string& path) {
                "cost model '{}': 'axes' must list the two mesh axes", path);
   for (int a = 0; a < 2; ++a) {
     const nlohmann::json& axis = j["axes"][static_cast<size_t>(a)];
-    MESHNN_CHECK(axis.contains("alpha_s") && axis["alpha_s"].is_number() && axis["alpha_s"].get<double>() >= 0,
-                 "cost model '{}': axes[{}].alpha_s must be a number >= 0", path, a);
+    for (const char* key : {"alpha_s", "reduce_alpha_s"})
+      MESHNN_CHECK(axis.contains(key) && axis[key].is_number() && axis[key].get<double>() >= 0,
+                   "cost model '{}': axes[{}].{} must be a number >= 0", path, a, key);
     m.axis[a] = {axis["alpha_s"].get<double>(), positive(axis, "beta_s_per_byte")};
+    m.reduce_axis[a] = {axis["reduce_alpha_s"].get<double>(), positive(axis, "reduce_beta_s_per_byte")};
   }
   m.matmul_flops_per_s = positive(j, "matmul_flops_per_s");
   m.copy_bytes_per_s = positive(j, "copy_bytes_per_s");

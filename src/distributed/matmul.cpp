@@ -83,11 +83,11 @@ std::optional<RedistributePlan> try_plan(const Shape& s, DataType dtype, Layout 
 
 double CostModel::seconds(const RedistributeStep& s) const {
   const double n = s.members, bytes = static_cast<double>(s.local_bytes_in);
-  const LinkCost& link = axis[s.axis];
+  const LinkCost &link = axis[s.axis], &reduce = reduce_axis[s.axis];
   switch (s.kind) {
     case StepKind::ALL_GATHER: return (n - 1) * (link.alpha_s + bytes * link.beta_s_per_byte);
-    case StepKind::REDUCE_SCATTER: return (n - 1) * (link.alpha_s + bytes / n * link.beta_s_per_byte);
-    case StepKind::ALL_REDUCE: return 2 * (n - 1) * (link.alpha_s + bytes / n * link.beta_s_per_byte);
+    case StepKind::REDUCE_SCATTER: return (n - 1) * (reduce.alpha_s + bytes / n * reduce.beta_s_per_byte);
+    case StepKind::ALL_REDUCE: return 2 * (n - 1) * (reduce.alpha_s + bytes / n * reduce.beta_s_per_byte);
     case StepKind::LOCAL_SLICE: return bytes / n / copy_bytes_per_s;
   }
   return 0;
@@ -175,6 +175,11 @@ std::vector<MatmulPlan> matmul_plans(const Shape& a, DataType a_dtype, Layout a_
                    [](const MatmulPlan& x, const MatmulPlan& y) { return x.predicted_s() < y.predicted_s(); });
   for (MatmulPlan& p : plans) p.candidates = static_cast<int>(plans.size());
   return plans;
+}
+
+std::string MatmulPlan::summary() const {
+  return fmt::format("A: {}; B: {}; product {}; output: {}", a.summary(), b.summary(), meshnn::to_string(product),
+                     output.summary());
 }
 
 MatmulPlan plan_matmul(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& a_placements,

@@ -4,7 +4,7 @@
 
 #include "meshnn/ccl/ccl.hpp"
 #include "meshnn/core/error.hpp"
-#include "meshnn/ops/data_movement.hpp"
+#include "meshnn/tensor/concat.hpp"
 
 namespace meshnn::distributed {
 namespace {
@@ -66,6 +66,31 @@ std::string_view to_string(StepKind kind) {
     case StepKind::LOCAL_SLICE: return "local slice";
   }
   return "?";
+}
+
+double bytes_received(const RedistributeStep& s) {
+  const double n = s.members, bytes = static_cast<double>(s.local_bytes_in);
+  switch (s.kind) {
+    case StepKind::ALL_GATHER: return (n - 1) * bytes;
+    case StepKind::REDUCE_SCATTER: return (n - 1) / n * bytes;
+    case StepKind::ALL_REDUCE: return 2 * (n - 1) / n * bytes;
+    case StepKind::LOCAL_SLICE: return 0;
+  }
+  return 0;
+}
+
+double RedistributePlan::bytes_received() const {
+  double total = 0;
+  for (const auto& s : steps) total += distributed::bytes_received(s);
+  return total;
+}
+
+std::string RedistributePlan::summary() const {
+  std::string out;
+  for (const auto& s : steps)
+    out += fmt::format("{}{}({}axis {})", out.empty() ? "" : ", ", to_string(s.kind),
+                       s.dim >= 0 ? fmt::format("d{}, ", s.dim) : "", s.axis);
+  return out.empty() ? "-" : out;
 }
 
 std::string RedistributePlan::explain() const {
@@ -152,11 +177,8 @@ MeshTensor redistribute(const MeshTensor& t, const Placements& to) {
         const int64_t chunk = next[s.dim], held = x.local().shape()[s.dim];
         const int64_t offset = shard_index(s.after, mesh->shape(), me, s.dim) * chunk -
                                shard_index(x.placements(), mesh->shape(), me, s.dim) * held;
-        std::vector<int64_t> begins(static_cast<size_t>(x.shape().rank()), 0), ends;
-        for (int d = 0; d < x.shape().rank(); ++d) ends.push_back(x.local().shape()[d]);
-        begins[s.dim] = offset;
-        ends[s.dim] = offset + chunk;
-        x = MeshTensor(mesh, x.shape(), s.after, slice(x.local(), begins, ends));
+        // One dim: whole tiles (or rows) are copied as they are stored.
+        x = MeshTensor(mesh, x.shape(), s.after, slice(x.local(), s.dim, offset, offset + chunk));
         break;
       }
     }

@@ -1,5 +1,6 @@
 // Calibrating the distributed matmul's cost model on the machine it runs on: alpha and beta per
-// mesh axis fitted (least squares) to timed all_gathers over a sweep of sizes, the local matmul
+// mesh axis fitted (least squares) to timed all_gathers, and apart to timed all_reduces, over a
+// sweep of sizes, the local matmul
 // rate from a timed product, the local copy rate from timed slices. Saved as JSON so that a run
 // can reuse it; CostModel{} holds the defaults used without one.
 #pragma once
@@ -26,7 +27,7 @@ struct AxisFit {
 
 struct Calibration {
   CostModel model;
-  AxisFit axis[2];
+  AxisFit axis[2], reduce_axis[2];
   std::string describe() const;  // a few lines for people
 };
 

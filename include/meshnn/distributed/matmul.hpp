@@ -35,11 +35,12 @@ struct LinkCost {
 };
 
 struct CostModel {
-  LinkCost axis[2];                  // cluster_axis 0 (along a column), 1 (along a row)
+  LinkCost axis[2];                  // gathers along cluster_axis 0 (a column) and 1 (a row)
+  LinkCost reduce_axis[2];           // reductions, whose steps also add what arrives
   double matmul_flops_per_s = 5e10;  // one device's local matmul rate
   double copy_bytes_per_s = 1e10;    // local slices
   // Seconds each step of a plan takes (ring schedules: n - 1 messages of a shard each for a
-  // gather, of a 1/n slice for a reduce_scatter, both for an all_reduce).
+  // gather, of a 1/n slice for a reduce_scatter, twice that for an all_reduce).
   double seconds(const RedistributeStep& step) const;
   double seconds(const RedistributePlan& plan) const;
 };
@@ -58,7 +59,9 @@ struct MatmulPlan {
   double compute_s = 0, communication_s = 0;
   int candidates = 0;  // ways considered
   double predicted_s() const { return compute_s + communication_s; }
+  double bytes_received() const { return a.bytes_received() + b.bytes_received() + output.bytes_received(); }
   std::string explain() const;
+  std::string summary() const;  // one line: each operand's moves, the product, the output's move
 };
 
 // Every plan considered, cheapest predicted first.

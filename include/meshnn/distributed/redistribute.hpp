@@ -36,11 +36,17 @@ struct RedistributeStep {
   int64_t local_bytes_in = 0;  // this step's input shard, bytes (what the cost model charges)
 };
 
+// Bytes one device receives in the step on a ring schedule (a local slice receives none).
+double bytes_received(const RedistributeStep& step);
+
 struct RedistributePlan {
   Placements from, to;
   std::vector<RedistributeStep> steps;
   // One line per step: "all_gather dim 1 along axis 1 (4 devices, 64 KiB shard) -> [...]".
   std::string explain() const;
+  double bytes_received() const;  // over all steps
+  // "all_gather(d1, axis 1), local slice(d0, axis 0)" or "-".
+  std::string summary() const;
 };
 
 // The plan for a tensor of `global` shape, `dtype` and `layout` on a mesh of `mesh` shape. Axes of
