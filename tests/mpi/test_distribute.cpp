@@ -15,6 +15,7 @@ using testing::bitwise_equal;
 using testing::same_on_all_ranks;
 using testing::seeded_tensor;
 using testing::world_rank;
+using testing::all_mesh_shapes;
 using testing::world_size;
 
 struct Format {
@@ -25,13 +26,6 @@ const Format kFormats[] = {{DataType::FLOAT32, Layout::ROW_MAJOR}, {DataType::FL
                            {DataType::BFLOAT16, Layout::ROW_MAJOR}, {DataType::BFLOAT16, Layout::TILE},
                            {DataType::BFLOAT8_B, Layout::TILE},     {DataType::BFLOAT4_B, Layout::TILE},
                            {DataType::INT32, Layout::TILE},         {DataType::UINT32, Layout::ROW_MAJOR}};
-
-std::vector<MeshShape> all_mesh_shapes(int n) {
-  std::vector<MeshShape> shapes;
-  for (int r = 1; r <= n; ++r)
-    if (n % r == 0) shapes.push_back({r, n / r});
-  return shapes;
-}
 
 // The independent reference for one rank's piece: row-major float values cut with index math.
 std::vector<float> reference_piece(const Tensor& host, int dim, int64_t begin, int64_t end) {

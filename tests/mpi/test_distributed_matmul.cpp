@@ -22,14 +22,8 @@ using distributed::DistributedMatmulOptions;
 using distributed::plan_matmul;
 using distributed::StepKind;
 using testing::all_ranks_ok;
+using testing::all_mesh_shapes;
 using testing::world_size;
-
-std::vector<MeshShape> all_mesh_shapes(int n) {
-  std::vector<MeshShape> shapes;
-  for (int r = 1; r <= n; ++r)
-    if (n % r == 0) shapes.push_back({r, n / r});
-  return shapes;
-}
 
 // Small integers: every product and sum below is exact in float32, so results compare bitwise.
 std::vector<float> small_integers(int64_t count, uint64_t seed) {
@@ -60,28 +54,8 @@ Tensor reference_product(const Tensor& a, const Tensor& b) {
   return Tensor::from_float(out, Shape(dims), DataType::FLOAT32, Layout::TILE);
 }
 
-// A mesh tensor whose logical value is `host` (tests/mpi/test_redistribute.cpp builds Partial the
-// same way): along Partial axes the first member holds the shard, and noise summing to zero over
-// the axis is added everywhere.
 MeshTensor with_placements(const Tensor& host, const Placements& ps, const MeshDevicePtr& mesh) {
-  Placements shard_only = ps;
-  for (auto& p : shard_only)
-    if (is_partial(p)) p = Replicate{};
-  std::vector<float> local = distribute_tensor(host, MeshMapperConfig{shard_only}, mesh).local().to_float();
-  const int position[2] = {mesh->coordinate().row, mesh->coordinate().col};
-  if ((is_partial(ps[0]) && position[0] != 0) || (is_partial(ps[1]) && position[1] != 0))
-    std::fill(local.begin(), local.end(), 0.0f);
-  for (int axis = 0; axis < 2; ++axis) {
-    if (!is_partial(ps[axis])) continue;
-    const int n = axis == 0 ? mesh->num_rows() : mesh->num_cols();
-    const float c = position[axis] == 0 ? -static_cast<float>(n * (n - 1) / 2) : static_cast<float>(position[axis]);
-    const Tensor noise = Tensor::from_float(small_integers(host.shape().volume(), 50 + axis), host.shape(),
-                                            DataType::FLOAT32, Layout::TILE);
-    const std::vector<float> v = distribute_tensor(noise, MeshMapperConfig{shard_only}, mesh).local().to_float();
-    for (size_t i = 0; i < local.size(); ++i) local[i] += c * v[i];
-  }
-  const Shape shard = shard_shape_for(host.shape(), ps, mesh->shape(), false);
-  return MeshTensor(mesh, host.shape(), ps, Tensor::from_float(local, shard, DataType::FLOAT32, Layout::TILE));
+  return testing::with_logical_value(host, ps, mesh, host_tensor(host.shape(), 50), host_tensor(host.shape(), 51));
 }
 
 std::vector<Placement> candidates(int rank) {

@@ -21,6 +21,7 @@ using testing::bitwise_equal;
 using testing::same_on_all_ranks;
 using testing::world_rank;
 using testing::transpose;
+using testing::all_mesh_shapes;
 using testing::world_size;
 
 // A directory every rank agrees on (rank 0's pid), created by rank 0.
@@ -38,13 +39,6 @@ template <class Fn>
 void write_on_root(Fn&& fn) {
   if (world_rank() == 0) fn();
   MPI_Barrier(MPI_COMM_WORLD);
-}
-
-std::vector<MeshShape> all_mesh_shapes(int n) {
-  std::vector<MeshShape> shapes;
-  for (int r = 1; r <= n; ++r)
-    if (n % r == 0) shapes.push_back({r, n / r});
-  return shapes;
 }
 
 class Hdf5Io : public ::testing::Test {

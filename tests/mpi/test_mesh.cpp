@@ -12,14 +12,8 @@ namespace {
 using testing::all_ranks_ok;
 using testing::same_on_all_ranks;
 using testing::world_rank;
+using testing::all_mesh_shapes;
 using testing::world_size;
-
-std::vector<MeshShape> all_mesh_shapes(int n) {
-  std::vector<MeshShape> shapes;
-  for (int r = 1; r <= n; ++r)
-    if (n % r == 0) shapes.push_back({r, n / r});
-  return shapes;
-}
 
 TEST(MeshDevice, WrongSizeFailsWithTheSameMessageOnEveryRankAndNothingHangs) {
   const int n = world_size();

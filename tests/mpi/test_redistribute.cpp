@@ -17,14 +17,8 @@ using distributed::plan_redistribute;
 using distributed::redistribute;
 using distributed::StepKind;
 using testing::all_ranks_ok;
+using testing::all_mesh_shapes;
 using testing::world_size;
-
-std::vector<MeshShape> all_mesh_shapes(int n) {
-  std::vector<MeshShape> shapes;
-  for (int r = 1; r <= n; ++r)
-    if (n % r == 0) shapes.push_back({r, n / r});
-  return shapes;
-}
 
 // Integer-valued floats, so that every sum below is exact in float32.
 Tensor integers(const Shape& shape, uint64_t seed) {
@@ -32,33 +26,8 @@ Tensor integers(const Shape& shape, uint64_t seed) {
                             Layout::TILE);
 }
 
-// This device's shard of `host` under the Shard parts of `ps` (Partial and Replicate axes hold the
-// whole dim).
-Tensor shard_of(const Tensor& host, const Placements& ps, const MeshDevicePtr& mesh) {
-  Placements shard_only = ps;
-  for (auto& p : shard_only)
-    if (is_partial(p)) p = Replicate{};
-  return distribute_tensor(host, MeshMapperConfig{shard_only}, mesh).local();
-}
-
-// A mesh tensor whose logical value is `host`: along Partial axes the first member holds the shard,
-// and member j of each Partial axis adds c_j times a noise tensor, the c_j summing to zero over
-// the axis, so every member holds something and only the sum is `host`.
 MeshTensor with_placements(const Tensor& host, const Placements& ps, const MeshDevicePtr& mesh) {
-  std::vector<float> local = shard_of(host, ps, mesh).to_float();
-  const int position[2] = {mesh->coordinate().row, mesh->coordinate().col};
-  if ((is_partial(ps[0]) && position[0] != 0) || (is_partial(ps[1]) && position[1] != 0))
-    std::fill(local.begin(), local.end(), 0.0f);
-  for (int axis = 0; axis < 2; ++axis) {
-    if (!is_partial(ps[axis])) continue;
-    const int n = axis == 0 ? mesh->num_rows() : mesh->num_cols();
-    const int j = position[axis];
-    const float c = j == 0 ? -static_cast<float>(n * (n - 1) / 2) : static_cast<float>(j);
-    const std::vector<float> noise = shard_of(integers(host.shape(), 900 + axis), ps, mesh).to_float();
-    for (size_t i = 0; i < local.size(); ++i) local[i] += c * noise[i];
-  }
-  const Shape shard = shard_shape_for(host.shape(), ps, mesh->shape(), false);
-  return MeshTensor(mesh, host.shape(), ps, Tensor::from_float(local, shard, DataType::FLOAT32, Layout::TILE));
+  return testing::with_logical_value(host, ps, mesh, integers(host.shape(), 900), integers(host.shape(), 901));
 }
 
 const Placement kCandidates[] = {Replicate{}, Shard{0}, Shard{2}, Partial{}};

@@ -1,9 +1,11 @@
 #include "support/test_helpers.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
 #include "meshnn/core/hash.hpp"
+#include "meshnn/distributed/distribute.hpp"
 
 namespace meshnn::testing {
 
@@ -69,6 +71,34 @@ int world_size() {
   int s = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &s);
   return s;
+}
+
+std::vector<MeshShape> all_mesh_shapes(int n) {
+  std::vector<MeshShape> shapes;
+  for (int r = 1; r <= n; ++r)
+    if (n % r == 0) shapes.push_back({r, n / r});
+  return shapes;
+}
+
+MeshTensor with_logical_value(const Tensor& host, const Placements& placements, const MeshDevicePtr& mesh,
+                              const Tensor& noise_axis0, const Tensor& noise_axis1) {
+  Placements shard_only = placements;
+  for (auto& p : shard_only)
+    if (is_partial(p)) p = Replicate{};
+  std::vector<float> local = distribute_tensor(host, MeshMapperConfig{shard_only}, mesh).local().to_float();
+  const int position[2] = {mesh->coordinate().row, mesh->coordinate().col};
+  if ((is_partial(placements[0]) && position[0] != 0) || (is_partial(placements[1]) && position[1] != 0))
+    std::fill(local.begin(), local.end(), 0.0f);
+  for (int axis = 0; axis < 2; ++axis) {
+    if (!is_partial(placements[axis])) continue;
+    const int n = axis == 0 ? mesh->num_rows() : mesh->num_cols();
+    const float c = position[axis] == 0 ? -static_cast<float>(n * (n - 1) / 2) : static_cast<float>(position[axis]);
+    const Tensor& noise = axis == 0 ? noise_axis0 : noise_axis1;
+    const std::vector<float> v = distribute_tensor(noise, MeshMapperConfig{shard_only}, mesh).local().to_float();
+    for (size_t i = 0; i < local.size(); ++i) local[i] += c * v[i];
+  }
+  const Shape shard = shard_shape_for(host.shape(), placements, mesh->shape(), false);
+  return MeshTensor(mesh, host.shape(), placements, Tensor::from_float(local, shard, DataType::FLOAT32, Layout::TILE));
 }
 
 }  // namespace meshnn::testing

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "meshnn/tensor/mesh_tensor.hpp"
 #include "meshnn/tensor/tensor.hpp"
 
 namespace meshnn::testing {
@@ -45,5 +46,15 @@ bool same_on_all_ranks(const std::string& s, MPI_Comm comm = MPI_COMM_WORLD);
 
 int world_rank();
 int world_size();
+
+// Every rows x cols mesh of n devices: 1xn, ..., nx1.
+std::vector<MeshShape> all_mesh_shapes(int n);
+
+// A mesh tensor whose logical value is `host` (float32, TILE) under `placements`, Partial axes
+// included: along Partial axes the first member holds the shard, and every member adds c_j times
+// `noise(axis)`'s shard, the c_j summing to zero over the axis. With integer-valued host and noise
+// every sum is exact, so a reduction gives `host` bit for bit.
+MeshTensor with_logical_value(const Tensor& host, const Placements& placements, const MeshDevicePtr& mesh,
+                              const Tensor& noise_axis0, const Tensor& noise_axis1);
 
 }  // namespace meshnn::testing
