@@ -175,16 +175,22 @@ namespace detail {
 
 bool vector_combine_available() {
   const Isa isa = active_isa();
-  return isa == Isa::AVX512 || isa == Isa::AVX2;
+  return isa >= Isa::AVX2;
 }
 
 bool combine_vectorized(ElementType type, ReduceOp op, const void* a, const void* b, void* out, int64_t count,
                         ResultStores stores) {
-  switch (active_isa()) {
-    case Isa::AVX512: combine_avx512(type, op, a, b, out, count, stores); return true;
-    case Isa::AVX2: combine_avx2(type, op, a, b, out, count, stores); return true;
-    default: return false;
+  // The levels above AVX512 add matmul instructions only: their combines are AVX512's.
+  const Isa isa = active_isa();
+  if (isa >= Isa::AVX512) {
+    combine_avx512(type, op, a, b, out, count, stores);
+    return true;
   }
+  if (isa == Isa::AVX2) {
+    combine_avx2(type, op, a, b, out, count, stores);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace detail

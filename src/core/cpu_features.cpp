@@ -18,11 +18,12 @@ std::atomic<int> g_isa_cap{-1};
 Isa env_cap() {
   static const Isa cap = [] {
     const char* env = std::getenv("MESHNN_KERNELS");
-    if (env == nullptr) return Isa::AVX512;
+    if (env == nullptr) return Isa::AVX512_BF16;
     const std::string_view v(env);
     if (v == "portable") return Isa::PORTABLE;
     if (v == "avx2") return Isa::AVX2;
-    return Isa::AVX512;
+    if (v == "avx512") return Isa::AVX512;
+    return Isa::AVX512_BF16;
   }();
   return cap;
 }
@@ -37,6 +38,8 @@ const char* to_string(Isa isa) {
       return "avx2";
     case Isa::AVX512:
       return "avx512";
+    case Isa::AVX512_BF16:
+      return "avx512-bf16";
   }
   return "?";
 }
@@ -48,7 +51,7 @@ Isa best_supported_isa() {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      return Isa::AVX512;
+      return __builtin_cpu_supports("avx512bf16") ? Isa::AVX512_BF16 : Isa::AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
       return Isa::AVX2;
     return Isa::PORTABLE;

@@ -5,9 +5,11 @@
 //       for each KC block of K:
 //         for each tile column of B:              decode kc x 32 of B into an L1-resident panel
 //           for each mr rows: micro-kernel        C[mr][32] += A_panel * B_panel
-// B is decoded once per MC block of rows, so for M <= MC exactly once.
+// B is decoded once per MC block of rows, so for M <= MC exactly once. The bf16 path runs the same
+// loops on pairs of bfloat16 along K (Bf16Products below).
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "meshnn/kernels/matmul_kernels.hpp"
@@ -21,7 +23,10 @@ constexpr int64_t kKc = 256;     // multiple of 32 (whole tiles); B panel 256 x 
 constexpr int64_t kMc = 480;     // rows of A per block; the C block 480 x 256 floats = 480 KiB (L2)
 constexpr int64_t kNcTiles = 8;  // tile columns per C block
 
-float* align64(float* p) { return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63}); }
+template <class T>
+T* align64(T* p) {
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+}
 
 // Row blocks of A split M evenly (2048 rows -> 5 blocks of 409-410, not 4 x 480 + 128).
 int64_t row_block_begin(int64_t m, int64_t block) {
@@ -48,11 +53,6 @@ void pack_a(const float* a, int64_t lda, int64_t mc, int64_t kc, int max_mr, flo
   }
 }
 
-// mc rows of A, all of K: K block after K block, [kc][mr] micro-panels inside each.
-void pack_rows(const float* a, int64_t lda, int64_t mc, int64_t kp, int max_mr, float* dst) {
-  for (int64_t k0 = 0; k0 < kp; k0 += kKc) pack_a(a + k0, lda, mc, std::min(kKc, kp - k0), max_mr, dst + k0 * mc);
-}
-
 void decode_b_panel(const KernelSet& ks, const TileMatrix& b, bool transposed, int64_t nt, int64_t k0, int64_t kc,
                     float* panel, float* scratch) {
   for (int64_t kt = k0 / 32; kt < (k0 + kc) / 32; ++kt) {
@@ -68,44 +68,103 @@ void decode_b_panel(const KernelSet& ks, const TileMatrix& b, bool transposed, i
   }
 }
 
-}  // namespace
+// What differs between float32 products and bfloat16 products in the blocked loop: the element
+// type of the packed operands (a float, or a pair of bfloat16 along K), how A and B are packed,
+// and the micro-kernel. Everything else (blocking, prefetching, the order of the sums) is shared.
+struct Float32Products {
+  using Element = float;
+  static constexpr int64_t kValuesPerElement = 1;
+  static int max_mr(const KernelSet& ks) { return ks.max_mr; }
+  static void pack(const float* a, int64_t lda, int64_t mc, int64_t kc, int max_mr, float* dst) {
+    pack_a(a, lda, mc, kc, max_mr, dst);
+  }
+  static void decode_panel(const KernelSet& ks, const TileMatrix& b, bool transposed, int64_t nt, int64_t k0,
+                           int64_t kc, float* panel, float* scratch) {
+    decode_b_panel(ks, b, transposed, nt, k0, kc, panel, scratch);
+  }
+  static void kernel(const KernelSet& ks, int mr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                     bool accumulate) {
+    ks.micro_kernel(mr, kc, a, b, c, ldc, accumulate);
+  }
+};
 
-bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed) { return b_transposed || m > ks.small_m_max; }
-
-int64_t gemm_row_blocks(int64_t m) { return (m + kMc - 1) / kMc; }
-
-void gemm_pack_a_block(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
-                       float* packed) {
-  const int64_t i0 = row_block_begin(m, block), mc = row_block_begin(m, block + 1) - i0;
-  pack_rows(a + i0 * lda, lda, mc, kp, ks.max_mr, packed + i0 * kp);
+// A's values are bfloat16 held as float: the top 16 bits are the value.
+inline uint16_t bf16_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return static_cast<uint16_t>(bits >> 16);
 }
 
-void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const float* packed_a,
-                 const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
-  if (m <= 0 || nt_end <= nt_begin) return;
-  if (!gemm_packs_a(ks, m, b_transposed)) {
-    ks.small_m(static_cast<int>(m), a, lda, b, nt_begin, nt_end, c, ldc);
-    return;
+struct Bf16Products {
+  using Element = uint32_t;
+  static constexpr int64_t kValuesPerElement = 2;
+  static int max_mr(const KernelSet& ks) { return ks.bf16_max_mr; }
+  // [kc/2][mr] pairs per micro-panel.
+  static void pack(const float* a, int64_t lda, int64_t mc, int64_t kc, int max_mr, uint32_t* dst) {
+    const int64_t panels = (mc + max_mr - 1) / max_mr;
+    int64_t row = 0;
+    for (int64_t p = 0; p < panels; ++p) {
+      const int mr = micro_rows(mc, max_mr, p);
+      for (int64_t k = 0; k < kc; k += 2)
+        for (int i = 0; i < mr; ++i) {
+          const float* ai = a + (row + i) * lda + k;
+          dst[k / 2 * mr + i] = bf16_pair(bf16_bits(ai[0]), bf16_bits(ai[1]));
+        }
+      dst += kc / 2 * mr;
+      row += mr;
+    }
   }
+  static void decode_panel(const KernelSet& ks, const TileMatrix& b, bool, int64_t nt, int64_t k0, int64_t kc,
+                           uint32_t* panel, float*) {
+    for (int64_t kt = k0 / 32; kt < (k0 + kc) / 32; ++kt)
+      ks.decode_tile_bf16_pairs(b.tile(kt, nt), b.dtype, panel + (kt * 32 - k0) / 2 * 32);
+  }
+  static void kernel(const KernelSet& ks, int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c,
+                     int64_t ldc, bool accumulate) {
+    ks.bf16_micro_kernel(mr, kc, a, b, c, ldc, accumulate);
+  }
+};
+
+// mc rows of A, all of K: K block after K block, micro-panels inside each.
+template <class P>
+void pack_rows(const float* a, int64_t lda, int64_t mc, int64_t kp, int max_mr, typename P::Element* dst) {
+  for (int64_t k0 = 0; k0 < kp; k0 += kKc)
+    P::pack(a + k0, lda, mc, std::min(kKc, kp - k0), max_mr, dst + k0 * mc / P::kValuesPerElement);
+}
+
+template <class P>
+void pack_a_block(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
+                  typename P::Element* packed) {
+  const int64_t i0 = row_block_begin(m, block), mc = row_block_begin(m, block + 1) - i0;
+  pack_rows<P>(a + i0 * lda, lda, mc, kp, P::max_mr(ks), packed + i0 * kp / P::kValuesPerElement);
+}
+
+template <class P>
+void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const typename P::Element* packed_a,
+                  const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
+  using Element = typename P::Element;
+  constexpr int64_t kPerElement = P::kValuesPerElement;
+  const int max_mr = P::max_mr(ks);
   const int64_t kp = (b_transposed ? b.tile_cols : b.tile_rows) * 32;
   // Per-thread buffers, reused across calls (each ThreadPool worker is a long-lived thread).
-  thread_local std::vector<float> a_block, b_panel, scratch;
-  b_panel.resize(kKc * 32 + 16);
+  thread_local std::vector<Element> a_block, b_panel;
+  thread_local std::vector<float> scratch;
+  b_panel.resize(kKc * 32 / kPerElement + 16);
   scratch.resize(32 * 32);
   // 64-byte alignment: every 512-bit load of the B panel then touches one cache line, not two.
-  float* panel = align64(b_panel.data());
+  Element* panel = align64(b_panel.data());
 
   const int64_t blocks = gemm_row_blocks(m);
   for (int64_t block = 0; block < blocks; ++block) {
     const int64_t i0 = row_block_begin(m, block), mc = row_block_begin(m, block + 1) - i0;
-    const int64_t panels = (mc + ks.max_mr - 1) / ks.max_mr;
-    // All of K for these rows, K block after K block ([kc][mr] micro-panels inside each).
-    const float* a_packed;
+    const int64_t panels = (mc + max_mr - 1) / max_mr;
+    // All of K for these rows, K block after K block (micro-panels inside each).
+    const Element* a_packed;
     if (packed_a != nullptr) {
-      a_packed = packed_a + i0 * kp;
+      a_packed = packed_a + i0 * kp / kPerElement;
     } else {
-      a_block.resize(static_cast<size_t>(mc * kp) + 16);
-      pack_rows(a + i0 * lda, lda, mc, kp, ks.max_mr, align64(a_block.data()));
+      a_block.resize(static_cast<size_t>(mc * kp / kPerElement) + 16);
+      pack_rows<P>(a + i0 * lda, lda, mc, kp, max_mr, align64(a_block.data()));
       a_packed = align64(a_block.data());
     }
     for (int64_t j0 = nt_begin; j0 < nt_end; j0 += kNcTiles) {
@@ -114,7 +173,7 @@ void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, co
       for (int64_t k0 = 0; k0 < kp; k0 += kKc) {
         const int64_t kc = std::min(kKc, kp - k0);
         for (int64_t nt = j0; nt < j1; ++nt) {
-          decode_b_panel(ks, b, b_transposed, nt, k0, kc, panel, scratch.data());
+          P::decode_panel(ks, b, b_transposed, nt, k0, kc, panel, scratch.data());
           // The next panel's tiles (next tile column, or the first one of the next K block) come
           // from DRAM; fetch them a slice per micro-kernel call so the decode does not wait.
           const bool last_column = nt + 1 == j1;
@@ -122,10 +181,10 @@ void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, co
           const int64_t next_tiles = next_k0 < kp ? std::min(kKc, kp - next_k0) / 32 : 0;
           const int64_t lines_per_tile = static_cast<int64_t>(tile_bytes(b.dtype)) / 64;
           const int64_t next_lines = next_tiles * lines_per_tile;
-          const float* ap = a_packed + k0 * mc;
+          const Element* ap = a_packed + k0 * mc / kPerElement;
           int64_t row = i0;
           for (int64_t p = 0; p < panels; ++p) {
-            const int mr = micro_rows(mc, ks.max_mr, p);
+            const int mr = micro_rows(mc, max_mr, p);
             for (int64_t line = next_lines * p / panels; line < next_lines * (p + 1) / panels; ++line) {
               const int64_t t = next_k0 / 32 + line / lines_per_tile;
               const std::byte* tile = b_transposed ? b.tile(next_nt, t) : b.tile(t, next_nt);
@@ -138,14 +197,53 @@ void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, co
                 __builtin_prefetch(next);
                 __builtin_prefetch(next + 16);
               }
-            ks.micro_kernel(mr, kc, ap, panel, c + row * ldc + nt * 32, ldc, k0 > 0);
-            ap += kc * mr;
+            P::kernel(ks, mr, kc, ap, panel, c + row * ldc + nt * 32, ldc, k0 > 0);
+            ap += kc * mr / kPerElement;
             row += mr;
           }
         }
       }
     }
   }
+}
+
+}  // namespace
+
+bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed) { return b_transposed || m > ks.small_m_max; }
+
+int64_t gemm_row_blocks(int64_t m) { return (m + kMc - 1) / kMc; }
+
+void gemm_pack_a_block(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
+                       float* packed) {
+  pack_a_block<Float32Products>(ks, m, a, lda, kp, block, packed);
+}
+
+void gemm_pack_a_block_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
+                            uint32_t* packed) {
+  pack_a_block<Bf16Products>(ks, m, a, lda, kp, block, packed);
+}
+
+void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const float* packed_a,
+                 const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
+  if (m <= 0 || nt_end <= nt_begin) return;
+  if (!gemm_packs_a(ks, m, b_transposed)) {
+    ks.small_m(static_cast<int>(m), a, lda, b, nt_begin, nt_end, c, ldc);
+    return;
+  }
+  gemm_blocked<Float32Products>(ks, m, a, lda, packed_a, b, b_transposed, nt_begin, nt_end, c, ldc);
+}
+
+void gemm_tile_b_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const uint32_t* packed_a,
+                      const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
+  if (m <= 0 || nt_end <= nt_begin) return;
+  gemm_blocked<Bf16Products>(ks, m, a, lda, packed_a, b, false, nt_begin, nt_end, c, ldc);
+}
+
+bool bf16_path_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed) {
+  const bool exact_in_bf16 =
+      b_dtype == DataType::BFLOAT16 || b_dtype == DataType::BFLOAT8_B || b_dtype == DataType::BFLOAT4_B;
+  return ks.bf16_micro_kernel != nullptr && a_dtype == DataType::BFLOAT16 && exact_in_bf16 && !b_transposed &&
+         rows > ks.small_m_max;
 }
 
 }  // namespace meshnn::kernels

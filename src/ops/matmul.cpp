@@ -98,6 +98,11 @@ void load_a_tile_row(const kernels::KernelSet& ks, const Tensor& a, int64_t batc
   }
 }
 
+const kernels::KernelSet& kernel_set_for(const MatmulOptions& options) {
+  if (options.emulate_bf16) return kernels::emulated_bf16_kernel_set();
+  return kernels::kernel_set(options.force_portable ? kernels::Isa::PORTABLE : kernels::active_isa());
+}
+
 // Work (FLOPs, or ~8 per A value for the preparation phases) below which a phase stays on one
 // thread: 2 MFLOP per thread.
 constexpr double kMinParallelWork = 2e6;
@@ -117,6 +122,9 @@ struct MatmulPlan {
   float* a_rows;
   float* c_rows;
   float* a_packed = nullptr;    // [groups][rows_per_group * kp] micro-panels, or nullptr (small M)
+  // The bf16 path (kernels::bf16_path_applies): A packed as pairs of bfloat16 instead.
+  bool bf16 = false;
+  uint32_t* a_pairs = nullptr;  // [groups][rows_per_group * kp / 2]
   const float* bias = nullptr;  // n values or nullptr
   Activation activation = Activation::NONE;
   Tensor* out;
@@ -223,7 +231,7 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   const int64_t batches = ops_detail::volume(out_batch.span());
 
   MatmulPlan p;
-  p.ks = &kernels::kernel_set(options.force_portable ? kernels::Isa::PORTABLE : kernels::active_isa());
+  p.ks = &kernel_set_for(options);
   p.m = m;
   p.k = k;
   p.n = n;
@@ -298,7 +306,18 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   });
 
   // A packed into micro-panels once, shared by the threads that split N.
-  if (kernels::gemm_packs_a(*p.ks, p.rows_per_group, transpose_b)) {
+  p.bf16 = kernels::bf16_path_applies(*p.ks, a.dtype(), b.dtype(), p.rows_per_group, transpose_b);
+  if (p.bf16) {
+    p.a_pairs = scratch.acquire_as<uint32_t>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp / 2));
+    const int64_t blocks = kernels::gemm_row_blocks(p.rows_per_group);
+    run(p.groups * blocks, a_values * 8, [&](int64_t begin, int64_t end, int) {
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t g = item / blocks;
+        kernels::gemm_pack_a_block_bf16(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp, p.kp,
+                                        item % blocks, p.a_pairs + g * p.rows_per_group * p.kp / 2);
+      }
+    });
+  } else if (kernels::gemm_packs_a(*p.ks, p.rows_per_group, transpose_b)) {
     p.a_packed = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
     const int64_t blocks = kernels::gemm_row_blocks(p.rows_per_group);
     run(p.groups * blocks, a_values * 8, [&](int64_t begin, int64_t end, int) {
@@ -323,9 +342,14 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
       const int64_t nt_begin = nt_total * chunk / chunks, nt_end = nt_total * (chunk + 1) / chunks;
       const kernels::TileMatrix bm{b.data<std::byte>() + (p.fold ? 0 : (*p.b_index)(g)) * b_matrix_bytes, b.dtype(),
                                    b.padded_shape()[-2] / 32, b.padded_shape()[-1] / 32};
-      kernels::gemm_tile_b(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp,
-                           p.a_packed ? p.a_packed + g * p.rows_per_group * p.kp : nullptr, bm, transpose_b, nt_begin,
-                           nt_end, p.c_rows + g * p.rows_per_group * p.np, p.np);
+      float* c = p.c_rows + g * p.rows_per_group * p.np;
+      if (p.bf16)
+        kernels::gemm_tile_b_bf16(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp,
+                                  p.a_pairs + g * p.rows_per_group * p.kp / 2, bm, nt_begin, nt_end, c, p.np);
+      else
+        kernels::gemm_tile_b(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp,
+                             p.a_packed ? p.a_packed + g * p.rows_per_group * p.kp : nullptr, bm, transpose_b,
+                             nt_begin, nt_end, c, p.np);
       epilogue(p, g, nt_begin, nt_end);
     }
   };
@@ -333,6 +357,12 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
 }
 
 }  // namespace
+
+const char* matmul_kernel_path(DataType activation, DataType weight, int64_t rows, bool transpose_b,
+                               const MatmulOptions& options) {
+  const kernels::KernelSet& ks = kernel_set_for(options);
+  return kernels::bf16_path_applies(ks, activation, weight, rows, transpose_b) ? ks.bf16_path : to_string(ks.isa);
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, const MatmulOptions& options) {
   Tensor out;

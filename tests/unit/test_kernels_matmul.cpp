@@ -46,6 +46,8 @@ std::vector<Isa> isas() {
   std::vector<Isa> out{Isa::PORTABLE};
   if (kernels::best_supported_isa() >= Isa::AVX2) out.push_back(Isa::AVX2);
   if (kernels::best_supported_isa() >= Isa::AVX512) out.push_back(Isa::AVX512);
+  // bfloat16 products for bfloat16 activations (the bounds below hold: every product is exact).
+  if (kernels::best_supported_isa() >= Isa::AVX512_BF16) out.push_back(Isa::AVX512_BF16);
   return out;
 }
 
@@ -302,7 +304,11 @@ TEST_P(KernelsMatmulIsa, DecodeRowWithTinyWeightBlocks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, KernelsMatmulIsa, ::testing::ValuesIn(isas()),
-                         [](const auto& info) { return std::string(kernels::to_string(info.param)); });
+                         [](const auto& info) {
+                           std::string name = kernels::to_string(info.param);
+                           std::replace(name.begin(), name.end(), '-', '_');  // gtest names: no '-'
+                           return name;
+                         });
 
 // Linear: bias then activation, output in every dtype; reference in float64 from dequantised
 // inputs. Output rounding adds 2^-8 |y| (bfloat16) or 2^-(W-1) * max|block| (block floats, via

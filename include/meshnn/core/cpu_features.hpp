@@ -1,12 +1,17 @@
 // Which instruction set the hot loops use (the matmul kernels, the collectives' combines): the
-// best this CPU and OS support, capped by MESHNN_KERNELS=portable|avx2|avx512 (read once per
-// process; a request the CPU cannot run falls back to the best supported set below it) or by
-// set_isa_cap() in tests and benchmarks.
+// best this CPU and OS support, capped by MESHNN_KERNELS=portable|avx2|avx512|avx512-bf16 (read
+// once per process; a request the CPU cannot run falls back to the best supported set below it)
+// or by set_isa_cap() in tests and benchmarks.
+//
+// The levels are ordered: each includes the ones below it. AVX512_BF16 is AVX512 plus vdpbf16ps
+// (bfloat16 products accumulated in float32, two per lane and instruction); it changes only the
+// matmuls whose activations are bfloat16 and whose weights decode exactly to bfloat16 (see
+// ops/matmul.hpp). Capping at avx512 keeps float32 math everywhere.
 #pragma once
 
 namespace meshnn {
 
-enum class Isa { PORTABLE = 0, AVX2 = 1, AVX512 = 2 };
+enum class Isa { PORTABLE = 0, AVX2 = 1, AVX512 = 2, AVX512_BF16 = 3 };
 
 const char* to_string(Isa isa);
 Isa best_supported_isa();  // what this CPU (and OS) can run

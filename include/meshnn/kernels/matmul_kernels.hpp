@@ -2,12 +2,19 @@
 // public entry). Weights stay in their stored format: every kernel decodes B one 32x32 tile at a
 // time into a small L1-resident float buffer (or straight into registers for small M).
 //
-// Three instruction sets are compiled into every binary and chosen at run time:
-//   PORTABLE  plain C++ (whatever the baseline x86-64 / other target gives)
-//   AVX2      AVX2 + FMA + F16C          (src/kernels/*_avx2.cpp)
-//   AVX512    AVX-512F/BW/VL micro-kernel (src/kernels/*_avx512.cpp; decode shared with AVX2)
-// MESHNN_KERNELS=portable|avx2|avx512 caps the choice (a request the CPU cannot run falls back to
-// the best supported set below it).
+// Four instruction sets are compiled into every binary and chosen at run time:
+//   PORTABLE     plain C++ (whatever the baseline x86-64 / other target gives)
+//   AVX2         AVX2 + FMA + F16C          (src/kernels/*_avx2.cpp)
+//   AVX512       AVX-512F/BW/VL micro-kernel (src/kernels/*_avx512.cpp; decode shared with AVX2)
+//   AVX512_BF16  AVX512 plus a bfloat16-product micro-kernel (src/kernels/*_avx512bf16.cpp)
+// MESHNN_KERNELS=portable|avx2|avx512|avx512-bf16 caps the choice (a request the CPU cannot run
+// falls back to the best supported set below it).
+//
+// bfloat16 products (the "bf16 path"): when the activations are bfloat16 and the weights decode
+// exactly to bfloat16 (bfloat16, bfloat8_b, bfloat4_b: their magnitudes have at most 7 bits), A
+// and B are packed as pairs of bfloat16 along K and multiplied by vdpbf16ps, accumulating in
+// float32, as TT-NN's own devices multiply. The same driver runs a portable emulation of the
+// instruction (emulated_bf16_kernel_set), so the path's logic is tested on every machine.
 #pragma once
 
 #include <cstddef>
@@ -54,7 +61,28 @@ struct KernelSet {
   void (*small_m)(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
                   int64_t ldc);
   int small_m_max;
+  // bfloat16 products with float32 accumulation, nullptr where this set has none:
+  // C[mr][32] = (accumulate ? C : 0) + A_pairs * B_pairs over kc (even) values of K, where
+  // A_pairs is [kc/2][mr] and B_pairs [kc/2][32], each uint32 a bf16_pair; 1 <= mr <= bf16_max_mr.
+  void (*bf16_micro_kernel)(int mr, int64_t kc, const uint32_t* a_pairs, const uint32_t* b_pairs, float* c,
+                            int64_t ldc, bool accumulate) = nullptr;
+  int bf16_max_mr = 0;
+  // Decodes one tile (bfloat16, bfloat8_b or bfloat4_b: exact in bfloat16) into 16 rows of 32
+  // bf16_pairs, row kk holding tile rows 2kk and 2kk + 1 (dst row stride 32).
+  void (*decode_tile_bf16_pairs)(const std::byte* tile, DataType dtype, uint32_t* dst) = nullptr;
+  const char* bf16_path = nullptr;  // the path's name in reports: "avx512-bf16", "bf16-emulated"
 };
+
+// Two bfloat16 values along K in one 32-bit word, as vdpbf16ps reads them: element k (even) in
+// the low 16 bits, k + 1 in the high 16 bits.
+inline uint32_t bf16_pair(uint16_t even, uint16_t odd) { return uint32_t{even} | uint32_t{odd} << 16; }
+
+// One float32 lane of vdpbf16ps, exactly as the instruction computes it (Intel SDM): the odd
+// products first, then the even, each added to the accumulator with one rounding to nearest even
+// (bfloat16 x bfloat16 is exact in float32, so each step is one fused multiply-add); denormal
+// inputs (bfloat16 operands and the accumulator) count as zero and denormal results are flushed
+// to zero of the same sign; MXCSR is neither read nor written.
+float dpbf16_lane(float acc, uint32_t a_pair, uint32_t b_pair);
 
 const KernelSet& kernel_set(Isa isa);
 
@@ -62,6 +90,10 @@ const KernelSet& kernel_set(Isa isa);
 const KernelSet& portable_kernel_set();
 const KernelSet& avx2_kernel_set();
 const KernelSet& avx512_kernel_set();
+const KernelSet& avx512_bf16_kernel_set();  // avx512's float32 kernels plus vdpbf16ps
+// The portable set plus the bf16 path through dpbf16_lane: the same packing, blocking and
+// accumulation order as avx512-bf16, so both give the same bits (tests compare them).
+const KernelSet& emulated_bf16_kernel_set();
 
 // Scale of a block-float code: value = signed magnitude * block_float_scale(E, W).
 // 2^(E - 127 - (W - 1)), exact (denormal scales included).
@@ -84,5 +116,17 @@ bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed);
 int64_t gemm_row_blocks(int64_t m);
 void gemm_pack_a_block(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
                        float* packed);
+
+// The bf16 path's gemm_tile_b: A's values must be bfloat16 values held as float (they are
+// truncated to bfloat16, exactly), B bfloat16, bfloat8_b or bfloat4_b (not transposed); packed_a
+// (from gemm_pack_a_block_bf16: m * kp / 2 pairs, gemm_row_blocks(m) blocks) or nullptr.
+// Requires ks.bf16_micro_kernel.
+void gemm_tile_b_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const uint32_t* packed_a,
+                      const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc);
+void gemm_pack_a_block_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
+                            uint32_t* packed);
+// Whether a matmul of these operands can take the bf16 path of `ks` (products exact in bfloat16,
+// rows enough to amortise the packing: the small-M kernels stream float32 faster).
+bool bf16_path_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed);
 
 }  // namespace meshnn::kernels

@@ -4,8 +4,11 @@
 // bfloat4_b, kept in their stored format (decoded tile by tile inside the kernel); output dtype
 // chosen by MatmulOptions (default: the activation dtype). Work is spread over the rank's
 // ThreadPool by columns of 32 (and by batch when there are more batches than threads).
-// Kernels: AVX-512, AVX2/FMA or portable, chosen at run time (MESHNN_KERNELS=portable|avx2|avx512
-// caps the choice; see kernels/matmul_kernels.hpp). Each calling thread keeps its float32 scratch
+// Kernels: AVX-512, AVX2/FMA or portable, chosen at run time (MESHNN_KERNELS=portable|avx2|avx512|
+// avx512-bf16 caps the choice; see kernels/matmul_kernels.hpp). With bfloat16 activations and
+// bfloat16/bfloat8_b/bfloat4_b weights on a CPU with AVX512-BF16, matmuls of more than 4 rows
+// multiply in bfloat16 and accumulate in float32 (every product is exact; only the order of the
+// float32 sums differs from the float32 path); otherwise products are float32. Each calling thread keeps its float32 scratch
 // (activations as rows, the float32 accumulators: (M + ...) x (K + N) floats) between calls.
 #pragma once
 
@@ -26,6 +29,9 @@ struct MatmulOptions {
   // ThreadPool::parallel_for is not reentrant: do not call ops from inside a task of that pool.
   ThreadPool* pool = nullptr;
   bool force_portable = false;  // run the portable kernels whatever the CPU (tests, comparisons)
+  // Run the bf16 path through its portable emulation of vdpbf16ps (tests, on any CPU); applies to
+  // the same operands as the hardware path.
+  bool emulate_bf16 = false;
 };
 
 // a [..., M, K] (transpose_a: stored [..., K, M]) times b [..., K, N] (transpose_b: stored
@@ -51,6 +57,12 @@ void matmul_into(const Tensor& a, const Tensor& b, Tensor& output, bool transpos
 // volume or last dim is not N.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr, Activation activation = Activation::NONE,
               const MatmulOptions& options = {});
+
+// Which kernel path matmul takes for these operands: "avx512-bf16" or "bf16-emulated" (bfloat16
+// products), else the instruction set of the float32 kernels ("avx512", "avx2", "portable").
+// rows: M times the batches that share one weight matrix.
+const char* matmul_kernel_path(DataType activation, DataType weight, int64_t rows, bool transpose_b = false,
+                               const MatmulOptions& options = {});
 
 // The activation applied elementwise in float32 (the fused epilogue of linear and the gelu/silu/
 // relu ops use the same functions): gelu = x * Phi(x) with erf; gelu_tanh = 0.5 x (1 + tanh(

@@ -1,0 +1,109 @@
+// AVX512-BF16 inner loops: bfloat16 products accumulated in float32 by vdpbf16ps, two products
+// per lane and instruction (twice the float32 FMA's). Compiled with -mavx512bf16 (CMakeLists.txt:
+// files named *_avx512bf16.cpp) and run only after the dispatcher checked the CPU; like the other
+// ISA files it uses no std templates and keeps its helpers in an anonymous namespace.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "meshnn/kernels/matmul_kernels.hpp"
+
+// GCC 12 false positive inside avx512fintrin.h (_mm512_undefined_* used as a "don't care" source).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace meshnn::kernels {
+
+namespace avx2 {
+void decode_tile(const std::byte* tile, DataType dtype, float* dst, int64_t ld);
+}
+
+namespace {
+
+// C[MR][32] (+)= A_pairs[kc/2][MR] . B_pairs[kc/2][32]: 2*MR accumulators + 2 B vectors; MR = 14
+// uses 30 of the 32 zmm registers and each broadcast pair feeds two vdpbf16ps.
+template <int MR>
+void kernel_mr_x32(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  __m512 acc0[MR], acc1[MR];
+  // Every loop over MR is fully unrolled: otherwise GCC keeps a memory copy of the accumulator
+  // arrays and stores to it on every k.
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t kk = 0; kk < kc / 2; ++kk) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + kk * 32);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + kk * 32 + 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[kk * MR + i]));
+      acc0[i] = _mm512_dpbf16_ps(acc0[i], ai, b0);
+      acc1[i] = _mm512_dpbf16_ps(acc1[i], ai, b1);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    if (accumulate) {
+      acc0[i] = _mm512_add_ps(acc0[i], _mm512_loadu_ps(c + i * ldc));
+      acc1[i] = _mm512_add_ps(acc1[i], _mm512_loadu_ps(c + i * ldc + 16));
+    }
+    _mm512_storeu_ps(c + i * ldc, acc0[i]);
+    _mm512_storeu_ps(c + i * ldc + 16, acc1[i]);
+  }
+}
+
+// Two decoded rows (k even, k + 1) of 16 floats that are bfloat16 values -> 16 pairs: the top
+// halves of the floats are the bfloat16 bits, exactly.
+inline __m512i pair_rows(const float* even, const float* odd) {
+  const __m512i lo = _mm512_srli_epi32(_mm512_castps_si512(_mm512_load_ps(even)), 16);
+  const __m512i hi = _mm512_and_si512(_mm512_castps_si512(_mm512_load_ps(odd)), _mm512_set1_epi32(-65536));
+  return _mm512_or_si512(lo, hi);
+}
+
+void decode_tile_bf16_pairs(const std::byte* tile, DataType dtype, uint32_t* dst) {
+  alignas(64) float rows[32 * 32];
+  avx2::decode_tile(tile, dtype, rows, 32);
+  for (int kk = 0; kk < 16; ++kk) {
+    const float* even = rows + 2 * kk * 32;
+    _mm512_storeu_si512(dst + kk * 32, pair_rows(even, even + 32));
+    _mm512_storeu_si512(dst + kk * 32 + 16, pair_rows(even + 16, even + 48));
+  }
+}
+
+void micro_kernel(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  switch (mr) {
+    case 1: return kernel_mr_x32<1>(kc, a, b, c, ldc, accumulate);
+    case 2: return kernel_mr_x32<2>(kc, a, b, c, ldc, accumulate);
+    case 3: return kernel_mr_x32<3>(kc, a, b, c, ldc, accumulate);
+    case 4: return kernel_mr_x32<4>(kc, a, b, c, ldc, accumulate);
+    case 5: return kernel_mr_x32<5>(kc, a, b, c, ldc, accumulate);
+    case 6: return kernel_mr_x32<6>(kc, a, b, c, ldc, accumulate);
+    case 7: return kernel_mr_x32<7>(kc, a, b, c, ldc, accumulate);
+    case 8: return kernel_mr_x32<8>(kc, a, b, c, ldc, accumulate);
+    case 9: return kernel_mr_x32<9>(kc, a, b, c, ldc, accumulate);
+    case 10: return kernel_mr_x32<10>(kc, a, b, c, ldc, accumulate);
+    case 11: return kernel_mr_x32<11>(kc, a, b, c, ldc, accumulate);
+    case 12: return kernel_mr_x32<12>(kc, a, b, c, ldc, accumulate);
+    case 13: return kernel_mr_x32<13>(kc, a, b, c, ldc, accumulate);
+    default: return kernel_mr_x32<14>(kc, a, b, c, ldc, accumulate);
+  }
+}
+
+}  // namespace
+
+const KernelSet& avx512_bf16_kernel_set() {
+  static const KernelSet set = [] {
+    KernelSet s = avx512_kernel_set();
+    s.isa = Isa::AVX512_BF16;
+    s.bf16_micro_kernel = micro_kernel;
+    s.bf16_max_mr = 14;
+    s.bf16_path = "avx512-bf16";
+    s.decode_tile_bf16_pairs = decode_tile_bf16_pairs;
+    return s;
+  }();
+  return set;
+}
+
+}  // namespace meshnn::kernels

@@ -1,0 +1,297 @@
+// The bf16 path of matmul (bfloat16 products, float32 accumulation): the emulated instruction
+// against the hardware's bits, and the path (emulated everywhere, hardware where the CPU has
+// AVX512-BF16) against an independent float64 reference.
+//
+// Tolerances. Every product of two bfloat16 values is exact in float32, so the only rounding is
+// in the K float32 additions (any order): against the float64 product of the values the kernel
+// was given (A rounded to bfloat16, B decoded), |C - C64| <= K u sum_k |a_k b_k| with u = 2^-24
+// (gamma_K), plus K * 2^-126 for denormal partial sums flushed to zero. Against the float64
+// product of the original float activations, rounding A to bfloat16 adds at most
+// 2^-8 sum_k |a_k b_k| (relative error of round-to-nearest bfloat16: half of 2^-7).
+#include <gtest/gtest.h>
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <ostream>
+#include <random>
+#include <vector>
+
+#include "meshnn/core/thread_pool.hpp"
+#include "meshnn/kernels/matmul_kernels.hpp"
+#include "meshnn/ops/matmul.hpp"
+#include "meshnn/tensor/tensor.hpp"
+
+namespace meshnn {
+namespace {
+
+using kernels::dpbf16_lane;
+using kernels::Isa;
+
+float from_bits(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+uint32_t bits_of(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+uint16_t bf16(float x) { return static_cast<uint16_t>(bits_of(x) >> 16); }  // for exact bfloat16 values
+
+bool hardware_has_bf16() { return kernels::best_supported_isa() >= Isa::AVX512_BF16; }
+
+// 16 lanes of vdpbf16ps on the hardware.
+__attribute__((target("avx512bf16,avx512f"))) void hardware_dpbf16(const float* acc, const uint32_t* a,
+                                                                    const uint32_t* b, float* out) {
+  const __m512 r = _mm512_dpbf16_ps(_mm512_loadu_ps(acc), (__m512bh)_mm512_loadu_si512(a),
+                                    (__m512bh)_mm512_loadu_si512(b));
+  _mm512_storeu_ps(out, r);
+}
+
+TEST(Bf16Lane, OddProductsGoFirstEachRoundedOnce) {
+  // acc = 1, odd product 2^24, even product 1: odd first gives (1 + 2^24) -> 2^24 (tie to even),
+  // then + 1 -> 2^24 again; even first would give 2 + 2^24 exactly.
+  const uint32_t a = kernels::bf16_pair(bf16(1.0f), bf16(16777216.0f));
+  const uint32_t b = kernels::bf16_pair(bf16(1.0f), bf16(1.0f));
+  EXPECT_EQ(dpbf16_lane(1.0f, a, b), 16777216.0f);
+  // One product, one rounding: 3 * 3 = 9 exactly, 1 + 9 = 10.
+  EXPECT_EQ(dpbf16_lane(1.0f, kernels::bf16_pair(bf16(3.0f), 0), kernels::bf16_pair(bf16(3.0f), 0)), 10.0f);
+}
+
+TEST(Bf16Lane, DenormalsAreZeroInAndOut) {
+  const float tiny = std::ldexp(1.0f, -130);  // a float32 denormal whose top half is a bfloat16 denormal
+  const uint32_t one = kernels::bf16_pair(bf16(1.0f), 0);
+  // A denormal accumulator counts as zero.
+  EXPECT_EQ(bits_of(dpbf16_lane(tiny, 0, 0)), 0u);
+  // A denormal bfloat16 operand counts as zero: 1 * tiny + 0 = 0.
+  EXPECT_EQ(dpbf16_lane(0.0f, one, kernels::bf16_pair(bf16(tiny), 0)), 0.0f);
+  // A denormal result is flushed, keeping its sign: 2^-70 * -2^-70 = -2^-140.
+  const uint32_t p = kernels::bf16_pair(bf16(std::ldexp(1.0f, -70)), 0);
+  const uint32_t q = kernels::bf16_pair(bf16(-std::ldexp(1.0f, -70)), 0);
+  const float r = dpbf16_lane(0.0f, p, q);
+  EXPECT_EQ(r, 0.0f);
+  EXPECT_TRUE(std::signbit(r));
+}
+
+TEST(Bf16Lane, EmulationMatchesTheInstructionBitForBit) {
+  if (!hardware_has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16; the emulation's rules are tested above";
+  std::mt19937 rng(20);
+  // Exponents spread over the whole range, so products and sums underflow, overflow and cancel.
+  auto any_bf16 = [&] {
+    const uint32_t sign = rng() & 1, exponent = rng() % 256, mantissa = rng() & 0x7F;
+    return static_cast<uint16_t>(sign << 15 | exponent << 7 | mantissa);
+  };
+  auto near_one = [&] {
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    return bf16(from_bits(bits_of(d(rng)) & 0xFFFF0000u));
+  };
+  int64_t compared = 0, mismatched = 0;
+  for (int round = 0; round < 20000; ++round) {
+    float acc[16], out[16];
+    uint32_t a[16], b[16];
+    for (int i = 0; i < 16; ++i) {
+      const bool wide = round % 2 == 0;
+      a[i] = kernels::bf16_pair(wide ? any_bf16() : near_one(), wide ? any_bf16() : near_one());
+      b[i] = kernels::bf16_pair(wide ? any_bf16() : near_one(), wide ? any_bf16() : near_one());
+      acc[i] = wide ? from_bits(static_cast<uint32_t>(rng())) : std::ldexp(static_cast<float>(rng() % 1000), -5);
+    }
+    // The rounding cases of the test above, and a denormal accumulator.
+    acc[0] = 1.0f;
+    a[0] = kernels::bf16_pair(bf16(1.0f), bf16(16777216.0f));
+    b[0] = kernels::bf16_pair(bf16(1.0f), bf16(1.0f));
+    acc[1] = std::ldexp(1.0f, -130);
+    hardware_dpbf16(acc, a, b, out);
+    for (int i = 0; i < 16; ++i) {
+      const float want = out[i], got = dpbf16_lane(acc[i], a[i], b[i]);
+      ++compared;
+      // NaN payloads are not specified; a NaN must meet a NaN.
+      if (std::isnan(want) && std::isnan(got)) continue;
+      if (bits_of(want) != bits_of(got)) {
+        if (++mismatched <= 5)
+          ADD_FAILURE() << std::hexfloat << "acc " << acc[i] << " a 0x" << std::hex << a[i] << " b 0x" << b[i]
+                        << ": hardware " << want << ", emulation " << got;
+      }
+    }
+  }
+  EXPECT_EQ(mismatched, 0) << "of " << compared << " lanes";
+}
+
+std::vector<float> random_values(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Restores the default instruction-set choice when a test ends.
+struct IsaCap {
+  explicit IsaCap(Isa isa) { kernels::set_isa_cap(isa); }
+  ~IsaCap() { kernels::reset_isa_cap(); }
+};
+
+// The bf16 paths this machine runs: the emulation everywhere, the hardware where it exists.
+struct Bf16Path {
+  const char* name;
+  bool emulate;
+};
+
+void PrintTo(const Bf16Path& path, std::ostream* os) { *os << path.name; }
+
+std::vector<Bf16Path> bf16_paths() {
+  std::vector<Bf16Path> out{{"bf16-emulated", true}};
+  if (hardware_has_bf16()) out.push_back({"avx512-bf16", false});
+  return out;
+}
+
+MatmulOptions options_for(const Bf16Path& path, ThreadPool* pool = nullptr) {
+  MatmulOptions o;
+  o.emulate_bf16 = path.emulate;
+  o.output_dtype = DataType::FLOAT32;
+  o.pool = pool;
+  return o;
+}
+
+// a [batches_a..., M, K] x b [batches_b..., K, N] with numpy broadcasting of one leading dim pair
+// (shapes of rank 2 or 3 here), in float64 from the given values.
+struct Product {
+  std::vector<double> c, abs_sum;
+};
+
+Product float64_matmul(const std::vector<float>& a, const Shape& as, const std::vector<float>& b, const Shape& bs) {
+  const int64_t M = as[-2], K = as[-1], N = bs[-1];
+  const int64_t ba = as.rank() == 3 ? as[0] : 1, bb = bs.rank() == 3 ? bs[0] : 1, batches = std::max(ba, bb);
+  Product p;
+  p.c.assign(static_cast<size_t>(batches * M * N), 0.0);
+  p.abs_sum.assign(p.c.size(), 0.0);
+  for (int64_t t = 0; t < batches; ++t)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0, sa = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double x = a[((ba == 1 ? 0 : t) * M + m) * K + k], y = b[((bb == 1 ? 0 : t) * K + k) * N + n];
+          s += x * y;
+          sa += std::fabs(x * y);
+        }
+        p.c[(t * M + m) * N + n] = s;
+        p.abs_sum[(t * M + m) * N + n] = sa;
+      }
+  return p;
+}
+
+struct Case {
+  std::vector<int64_t> a, b;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {{5, 33}, {33, 31}},           // the fewest rows the path takes; one padded tile each way
+      {{7, 100}, {100, 65}},         // rows not a multiple of the micro-kernel's
+      {{37, 300}, {300, 129}},       // K over one K block (256), odd K (a pair straddles the padding)
+      {{29, 47}, {47, 96}},          // odd K inside one tile
+      {{2, 17, 40}, {40, 50}},       // batched a, one b (rows folded)
+      {{19, 40}, {3, 40, 35}},       // one a, batched b
+      {{3, 6, 64}, {3, 64, 33}},     // both batched
+      {{530, 70}, {70, 40}},         // more rows than one A block (480)
+  };
+  return all;
+}
+
+void check_against_float64(const Bf16Path& path, const Case& cs, DataType weight, uint32_t seed, ThreadPool* pool) {
+  const Shape as(cs.a), bs(cs.b);
+  const std::vector<float> a0 = random_values(as.volume(), seed), b0 = random_values(bs.volume(), seed + 1, 0.5f);
+  const Tensor a = Tensor::from_float(a0, as, DataType::BFLOAT16, Layout::TILE);
+  const Tensor b = Tensor::from_float(b0, bs, weight, Layout::TILE);
+  const MatmulOptions opt = options_for(path, pool);
+  const int64_t rows = as[-2] * (bs.rank() == 2 && as.rank() == 3 ? as[0] : 1);
+  ASSERT_STREQ(matmul_kernel_path(DataType::BFLOAT16, weight, rows, false, opt), path.name);
+  const std::vector<float> got = matmul(a, b, false, false, opt).to_float();
+
+  const std::vector<float> bq = b.to_float();
+  const Product given = float64_matmul(a.to_float(), as, bq, bs);  // what the kernel was handed
+  const Product original = float64_matmul(a0, as, bq, bs);         // before A was rounded
+  const int64_t K = as[-1];
+  const double gamma = static_cast<double>(K) * std::ldexp(1.0, -24), flushed = K * std::ldexp(1.0, -126);
+  ASSERT_EQ(got.size(), given.c.size());
+  int64_t bad_given = 0, bad_original = 0;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = gamma * given.abs_sum[i] + flushed;
+    worst = std::max(worst, std::fabs(got[i] - given.c[i]) / tol);
+    if (std::fabs(got[i] - given.c[i]) > tol) ++bad_given;
+    if (std::fabs(got[i] - original.c[i]) > gamma * original.abs_sum[i] + std::ldexp(original.abs_sum[i], -8) + flushed)
+      ++bad_original;
+  }
+  EXPECT_EQ(bad_given, 0) << "worst error / tolerance " << worst;
+  EXPECT_EQ(bad_original, 0);
+}
+
+class Bf16MatmulPath : public ::testing::TestWithParam<Bf16Path> {};
+
+TEST_P(Bf16MatmulPath, EveryWeightDtypeOddShapesMatchFloat64) {
+  uint32_t seed = 700;
+  for (DataType weight : {DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B})
+    for (const Case& cs : cases()) {
+      SCOPED_TRACE(::testing::Message() << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string() << " "
+                                        << to_string(weight));
+      check_against_float64(GetParam(), cs, weight, seed++, nullptr);
+    }
+}
+
+TEST_P(Bf16MatmulPath, ThreadsSplittingColumnsShareThePackedPairs) {
+  ThreadPool pool(2);
+  check_against_float64(GetParam(), {{300, 600}, {600, 300}}, DataType::BFLOAT8_B, 11, &pool);
+}
+
+TEST_P(Bf16MatmulPath, ActivationPaddingNeverLeaksIn) {
+  // NaN in a's tile padding (K..Kp) must meet neither the pairs nor the products.
+  const Shape as{9, 45}, bs{45, 40};
+  const Tensor a = Tensor::from_float(random_values(as.volume(), 3), as, DataType::BFLOAT16, Layout::TILE,
+                                      std::numeric_limits<float>::quiet_NaN());
+  const Tensor b = Tensor::from_float(random_values(bs.volume(), 4), bs, DataType::BFLOAT4_B, Layout::TILE);
+  for (float v : matmul(a, b, false, false, options_for(GetParam())).to_float()) EXPECT_FALSE(std::isnan(v));
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, Bf16MatmulPath, ::testing::ValuesIn(bf16_paths()),
+                         [](const auto& info) { return info.param.name[0] == 'b' ? "emulated" : "avx512_bf16"; });
+
+TEST(Bf16Matmul, HardwareAndEmulationGiveTheSameBits) {
+  if (!hardware_has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  // Same packing, blocking and order of sums: any difference is a difference in the instruction.
+  uint32_t seed = 900;
+  for (DataType weight : {DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B})
+    for (const Case& cs : cases()) {
+      const Tensor a = Tensor::from_float(random_values(Shape(cs.a).volume(), seed), Shape(cs.a), DataType::BFLOAT16,
+                                          Layout::TILE);
+      const Tensor b =
+          Tensor::from_float(random_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b), weight, Layout::TILE);
+      ++seed;
+      const std::vector<float> hw = matmul(a, b, false, false, options_for({"avx512-bf16", false})).to_float();
+      const std::vector<float> em = matmul(a, b, false, false, options_for({"bf16-emulated", true})).to_float();
+      EXPECT_EQ(hw, em) << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string() << " " << to_string(weight);
+    }
+}
+
+TEST(Bf16Matmul, PathChoice) {
+  // The path takes bfloat16 activations with weights exact in bfloat16, beyond the small-M rows.
+  const MatmulOptions emulated = options_for({"bf16-emulated", true});
+  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 128, false, emulated), "bf16-emulated");
+  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 4, false, emulated), "portable");
+  EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT8_B, 128, false, emulated), "portable");
+  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::FLOAT32, 128, false, emulated), "portable");
+  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT16, 128, true, emulated), "portable");
+  if (hardware_has_bf16()) {
+    EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 32), "avx512-bf16");
+    IsaCap cap(Isa::AVX512);  // MESHNN_KERNELS=avx512 keeps float32 products
+    EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 32), "avx512");
+  }
+}
+
+}  // namespace
+}  // namespace meshnn
