@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "avx512_decode.hpp"
 #include "isa_local.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 
@@ -121,13 +122,6 @@ inline void bfp4_face_one_row(const uint8_t* codes, const float* coef, __m512& o
   const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
   // lane 2m: column m, lane 2m + 1: column 8 + m
   out = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15), sum);
-}
-
-// bfloat8_b face row (16 codes) -> 16 floats in column order (magnitudes, scale not applied).
-inline __m512 bfp8_row(const uint8_t* p) {
-  const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i v = _mm_sign_epi8(_mm_and_si128(codes, _mm_set1_epi8(0x7F)), codes);
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v));
 }
 
 // How far ahead of the tile being decoded the weights are prefetched: the hardware prefetcher

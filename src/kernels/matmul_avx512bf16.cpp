@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "avx512_decode.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 
 // GCC 12 false positive inside avx512fintrin.h (_mm512_undefined_* used as a "don't care" source).
@@ -16,10 +17,6 @@
 #endif
 
 namespace meshnn::kernels {
-
-namespace avx2 {
-void decode_tile(const std::byte* tile, DataType dtype, float* dst, int64_t ld);
-}
 
 namespace {
 
@@ -54,21 +51,51 @@ void kernel_mr_x32(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, i
   }
 }
 
-// Two decoded rows (k even, k + 1) of 16 floats that are bfloat16 values -> 16 pairs: the top
-// halves of the floats are the bfloat16 bits, exactly.
-inline __m512i pair_rows(const float* even, const float* odd) {
-  const __m512i lo = _mm512_srli_epi32(_mm512_castps_si512(_mm512_load_ps(even)), 16);
-  const __m512i hi = _mm512_and_si512(_mm512_castps_si512(_mm512_load_ps(odd)), _mm512_set1_epi32(-65536));
+// Two rows of 16 floats (k even, k + 1) that hold bfloat16 values -> 16 pairs: the top halves of
+// the floats are the bfloat16 bits, exactly.
+inline __m512i pair_rows(__m512 even, __m512 odd) {
+  const __m512i lo = _mm512_srli_epi32(_mm512_castps_si512(even), 16);
+  const __m512i hi = _mm512_and_si512(_mm512_castps_si512(odd), _mm512_set1_epi32(-65536));
   return _mm512_or_si512(lo, hi);
 }
 
+// Face row `block` (= face * 16 + row) of a block-float tile as 16 floats, scale applied.
+template <DataType D>
+inline __m512 block_float_row(const uint8_t* tile, int block, const float* scales) {
+  const __m512 magnitudes = D == DataType::BFLOAT8_B ? bfp8_row(tile + 64 + block * 16) : bfp4_row(tile + 64 + block * 8);
+  return _mm512_mul_ps(magnitudes, _mm512_set1_ps(scales[tile[block]]));
+}
+
+// Straight from the stored tile to pairs, no float tile in between: face f's rows 2q and 2q + 1
+// are K rows (f / 2) * 16 + 2q, + 1 of columns (f % 2) * 16 .. + 15, i.e. pair row (f / 2) * 8 + q.
+template <DataType D>
+void decode_pairs_t(const std::byte* tile, uint32_t* dst) {
+  const uint8_t* t8 = reinterpret_cast<const uint8_t*>(tile);
+  const float* scales = block_float_scale_table(D);
+  for (int f = 0; f < 4; ++f)
+    for (int q = 0; q < 8; ++q) {
+      const int block = f * 16 + 2 * q;
+      __m512i pairs;
+      if constexpr (D == DataType::BFLOAT16) {
+        const uint16_t* rows = reinterpret_cast<const uint16_t*>(tile) + block * 16;
+        const __m512i even = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows)));
+        const __m512i odd = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + 16)));
+        pairs = _mm512_or_si512(even, _mm512_slli_epi32(odd, 16));
+      } else {
+        pairs = pair_rows(block_float_row<D>(t8, block, scales), block_float_row<D>(t8, block + 1, scales));
+      }
+      _mm512_storeu_si512(dst + ((f / 2) * 8 + q) * 32 + (f % 2) * 16, pairs);
+    }
+}
+
 void decode_tile_bf16_pairs(const std::byte* tile, DataType dtype, uint32_t* dst) {
-  alignas(64) float rows[32 * 32];
-  avx2::decode_tile(tile, dtype, rows, 32);
-  for (int kk = 0; kk < 16; ++kk) {
-    const float* even = rows + 2 * kk * 32;
-    _mm512_storeu_si512(dst + kk * 32, pair_rows(even, even + 32));
-    _mm512_storeu_si512(dst + kk * 32 + 16, pair_rows(even + 16, even + 48));
+  switch (dtype) {
+    case DataType::BFLOAT16:
+      return decode_pairs_t<DataType::BFLOAT16>(tile, dst);
+    case DataType::BFLOAT8_B:
+      return decode_pairs_t<DataType::BFLOAT8_B>(tile, dst);
+    default:
+      return decode_pairs_t<DataType::BFLOAT4_B>(tile, dst);
   }
 }
 

@@ -134,9 +134,25 @@ struct MatmulPlan {
   bool rows_only = false;
 };
 
-float epilogue_value(const MatmulPlan& p, float v, int64_t column) {
-  if (p.bias) v += p.bias[column];
-  return p.activation == Activation::NONE ? v : apply_activation(p.activation, v);
+// Bias and activation of `count` consecutive values of one output row, starting at `column`:
+// plain loops over contiguous runs, which the compiler vectorises.
+void epilogue_run(const MatmulPlan& p, const float* src, int64_t column, int64_t count, float* dst) {
+  if (count <= 0) return;
+  if (p.bias != nullptr) {
+    for (int64_t i = 0; i < count; ++i) dst[i] = src[i] + p.bias[column + i];
+  } else if (dst != src) {
+    std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
+  }
+  if (p.activation != Activation::NONE)
+    for (int64_t i = 0; i < count; ++i) dst[i] = apply_activation(p.activation, dst[i]);
+}
+
+// One output row's 32 columns of tile column nt (cols valid) into a tile row in face order: columns
+// 0-15 to the left face row, 16-31 to the right one (256 floats on); the invalid columns get 0.
+void epilogue_tile_row(const MatmulPlan& p, const float* crow, int64_t nt, int64_t cols, float* face_row) {
+  epilogue_run(p, crow, nt * 32, std::min<int64_t>(cols, 16), face_row);
+  epilogue_run(p, crow + 16, nt * 32 + 16, cols - 16, face_row + 256);
+  for (int64_t col = cols; col < 32; ++col) face_row[col < 16 ? col : col + 240] = 0.0f;
 }
 
 // epilogue() for rows_only: each valid row's 32 values go straight to its two face rows.
@@ -155,16 +171,16 @@ void epilogue_rows(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t
             p.out->data<std::byte>() + static_cast<size_t>((out_batch * p.out_mt + mt) * out_nt + nt) * bytes;
         for (int64_t r = 0; r < rows; ++r) {
           const float* crow = c + (mt * 32 + r) * p.np + nt * 32;
+          if (f32) {
+            epilogue_tile_row(p, crow, nt, cols, reinterpret_cast<float*>(tile) + tile_element_index(r, 0));
+            continue;
+          }
           alignas(64) float row[32];
-          for (int64_t col = 0; col < 32; ++col) row[col] = col < cols ? epilogue_value(p, crow[col], nt * 32 + col) : 0.0f;
+          epilogue_run(p, crow, nt * 32, cols, row);
+          for (int64_t col = cols; col < 32; ++col) row[col] = 0.0f;
           for (int64_t half = 0; half < 2; ++half) {
-            const int64_t at = tile_element_index(r, 16 * half);
-            if (f32) {
-              std::memcpy(reinterpret_cast<float*>(tile) + at, row + 16 * half, 16 * sizeof(float));
-            } else {
-              uint16_t* d = reinterpret_cast<uint16_t*>(tile) + at;
-              for (int i = 0; i < 16; ++i) d[i] = float_to_bfloat16(row[16 * half + i]);
-            }
+            uint16_t* d = reinterpret_cast<uint16_t*>(tile) + tile_element_index(r, 16 * half);
+            for (int i = 0; i < 16; ++i) d[i] = float_to_bfloat16(row[16 * half + i]);
           }
         }
       }
@@ -172,7 +188,8 @@ void epilogue_rows(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t
 }
 
 // Bias, activation and encoding of output tiles (mt over all output batches' tile rows) for the
-// tile columns [nt_begin, nt_end) of one group.
+// tile columns [nt_begin, nt_end) of one group. float32 tiles are written in place; other formats
+// go through one tile of floats in face order.
 void epilogue(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_end) {
   const DataType dtype = p.out->dtype();
   if (p.rows_only && (dtype == DataType::FLOAT32 || dtype == DataType::BFLOAT16)) {
@@ -181,25 +198,24 @@ void epilogue(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_e
   }
   const int64_t out_nt = p.np / 32;
   const int64_t batches_in_group = p.rows_per_group / p.m;
-  alignas(64) float faces[32 * 32];
+  alignas(64) float scratch[32 * 32];
   for (int64_t bi = 0; bi < batches_in_group; ++bi) {
     const int64_t out_batch = group * batches_in_group + bi;
     const float* c = p.c_rows + (group * p.rows_per_group + bi * p.m) * p.np;
     for (int64_t mt = 0; mt < p.out_mt; ++mt)
       for (int64_t nt = nt_begin; nt < nt_end; ++nt) {
-        // Padding stays 0; only the valid rows (often 1 of 32 in decode) are read and activated.
-        std::memset(faces, 0, sizeof faces);
-        const int64_t rows = std::min<int64_t>(32, p.m - mt * 32), cols = std::min<int64_t>(32, p.n - nt * 32);
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* crow = c + (mt * 32 + r) * p.np + nt * 32;
-          float* face_row = faces + tile_element_index(r, 0);
-          // Columns 16..31 live in the next face (256 floats on).
-          for (int64_t col = 0; col < cols; ++col)
-            face_row[col < 16 ? col : col + 240] = epilogue_value(p, crow[col], nt * 32 + col);
-        }
         const int64_t tile_index = (out_batch * p.out_mt + mt) * out_nt + nt;
         std::byte* dst = p.out->data<std::byte>() + static_cast<size_t>(tile_index) * tile_bytes(dtype);
-        encode_storage(faces, dtype, kTileVolume, dst);
+        float* faces = dtype == DataType::FLOAT32 ? reinterpret_cast<float*>(dst) : scratch;
+        // Only the valid rows (often 1 of 32 in decode) are read and activated; padding rows are 0.
+        const int64_t rows = std::min<int64_t>(32, p.m - mt * 32), cols = std::min<int64_t>(32, p.n - nt * 32);
+        for (int64_t r = 0; r < rows; ++r)
+          epilogue_tile_row(p, c + (mt * 32 + r) * p.np + nt * 32, nt, cols, faces + tile_element_index(r, 0));
+        for (int64_t r = rows; r < 32; ++r) {
+          std::memset(faces + tile_element_index(r, 0), 0, 16 * sizeof(float));
+          std::memset(faces + tile_element_index(r, 16), 0, 16 * sizeof(float));
+        }
+        if (dtype != DataType::FLOAT32) encode_storage(faces, dtype, kTileVolume, dst);
       }
   }
 }
