@@ -1,17 +1,24 @@
 // meshnn-kernel-bench: matmul GFLOP/s and weight GB/s per weight format, beside OpenBLAS sgemm
-// (sgemv for M = 1) on float32 weights of the same shape, measured in the same run.
+// (sgemv for M = 1) on float32 weights of the same shape, and with bfloat16 activations beside
+// oneDNN's bfloat16 matmul (bfloat16 weights, float32 output), all measured in the same run.
 //
 //   meshnn-kernel-bench [--threads 1,2] [--shapes prefill128,decode1,...|MxKxN,...]
 //                       [--dtypes float32,bfloat16,bfloat8_b,bfloat4_b] [--act float32|bfloat16]
 //                       [--min-time S] [--openblas-threads same|N] [--ceiling] [--json FILE]
 //
-// The machine's single-core peak FMA rate (for the instruction set the kernels use) and read
-// bandwidth (one thread streaming 1 GiB) are measured first; "%peak" is GFLOP/s against the
-// peak times threads, "%bw" weight bytes/s against the single-core read bandwidth.
+// The machine's single-core peak FMA rate (for the instruction set the kernels use; on a CPU with
+// AVX512-BF16 also the vdpbf16ps rate) and read bandwidth (one thread streaming 1 GiB) are measured
+// first; "%peak" is GFLOP/s against the peak of the row's path (the vdpbf16ps peak for rows on our
+// avx512-bf16 path, else the float32 FMA peak) times threads, "%bw" weight bytes/s against the
+// single-core read bandwidth. "path" is the kernel path our matmul takes (matmul_kernel_path).
 // OpenBLAS runs with the same number of threads as our row (--openblas-threads N pins it, e.g. 1
 // for a single-threaded baseline everywhere). For each shape and weight format, every thread count
 // of ours and OpenBLAS run in alternation, round by round; each reports its best time. JSON
 // records carry openblas_threads.
+// oneDNN (with --act bfloat16, when built with it: apps/kernel_bench_onednn.cpp) runs with our
+// row's threads in the same alternation: activations bfloat16 [M,K] row-major, weights rounded to
+// bfloat16 and reordered once, outside the timed runs, to the layout the primitive chooses.
+// "r_dnnl" = ours / oneDNN; "oneDNN impl" is its implementation (e.g. brg:avx512_core_bf16).
 //
 // Worker threads are pinned one per core, as the Runtime pins a rank's workers.
 // --ceiling: for every thread count T > 1, also T independent 1-thread matmuls at once, one per
@@ -27,12 +34,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "kernel_bench_onednn.hpp"
 #include "meshnn/io/json_output.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/ops/matmul.hpp"
@@ -57,7 +67,7 @@ struct BenchShape {
 const std::vector<BenchShape> kShapes = {
     {"prefill128", 128, 4544, 18176}, {"prefill2048", 2048, 4544, 4544}, {"decode32", 32, 4544, 18176},
     {"decode1", 1, 4544, 18176},      {"decode32_70b", 32, 8192, 3584},  {"decode1_70b", 1, 8192, 3584},
-    {"cube1024", 1024, 1024, 1024},
+    {"cube1024", 1024, 1024, 1024},   {"tinyllama_ff1", 128, 2048, 5632}, {"tinyllama_ff2", 128, 5632, 2048},
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -127,6 +137,28 @@ __attribute__((target("avx2,fma"))) double peak_gflops_avx2() {
   }
   if (sink == 12345.0f) std::puts("");
   return 12.0 * 8 * 2 * iters / t / 1e9;
+}
+
+// The same for vdpbf16ps (AVX512-BF16): 16 lanes x 2 bfloat16 products, each accumulated, so
+// 64 FLOPs per instruction. 16 chains: its latency is longer than an FMA's (12 chains reach ~92% of
+// what 16 do on Zen 5). Small products (1e-2 x 1e-5) keep the sums normal and finite.
+__attribute__((target("avx512bf16,avx512f"))) double peak_gflops_avx512_bf16() {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-2f), _mm512_set1_ps(1e-2f));
+  const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-5f), _mm512_set1_ps(1e-5f));
+  const int64_t iters = 15'000'000;
+  const auto t0 = Clock::now();
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
+  const double t = seconds_since(t0);
+  float buf[16], sink = 0;
+  for (int i = 0; i < 16; ++i) {
+    _mm512_storeu_ps(buf, acc[i]);
+    sink += buf[0];
+  }
+  if (sink == 12345.0f) std::puts("");
+  return 16.0 * 64 * iters / t / 1e9;
 }
 
 // One pass summing buf with wide loads (4 chains so the adds never limit a memory-bound loop).
@@ -297,7 +329,8 @@ BenchOptions parse_options(int argc, char** argv) {
   std::string blas_threads = "same";
   std::string shape_help = "shapes: names or MxKxN, comma-separated:";
   for (const auto& s : kShapes) shape_help += fmt::format(" {}={}x{}x{}", s.name, s.m, s.k, s.n);
-  CLI::App cli("GFLOP/s and weight GB/s of meshnn's matmul beside single-thread OpenBLAS.", "meshnn-kernel-bench");
+  CLI::App cli("GFLOP/s and weight GB/s of meshnn's matmul beside OpenBLAS (and oneDNN with --act bfloat16).",
+               "meshnn-kernel-bench");
   cli.add_option("--threads", threads, "worker thread counts, e.g. 1,2")->type_name("LIST")->check(parsed_by(parse_thread_counts));
   cli.add_option("--shapes", shapes, shape_help + " (default: all)")->type_name("LIST")->check(parsed_by(parse_shapes));
   cli.add_option("--dtypes", dtypes, "weight dtypes")->type_name("LIST")->check(parsed_by(parse_dtypes));
@@ -342,19 +375,33 @@ int bench_main(int argc, char** argv) {
     return 0;
   }
   const kernels::Isa isa = kernels::active_isa();
+  // The vdpbf16ps peak whenever the CPU has it (oneDNN uses it even where MESHNN_KERNELS caps ours).
+  const bool cpu_bf16 = kernels::best_supported_isa() >= kernels::Isa::AVX512_BF16;
   // Best of several runs: the first ones may meet a core still ramping its clock, or a neighbour.
-  double peak = 0;
-  for (int run = 0; run < 5; ++run)
-    peak = std::max(peak, isa == kernels::Isa::AVX512 ? peak_gflops_avx512()
+  double peak = 0, peak_bf16 = 0;
+  for (int run = 0; run < 5; ++run) {
+    peak = std::max(peak, isa >= kernels::Isa::AVX512 ? peak_gflops_avx512()
                           : isa == kernels::Isa::AVX2 ? peak_gflops_avx2()
                                                       : peak_gflops_avx2() / 4);  // nominal for the portable path
+    if (cpu_bf16) peak_bf16 = std::max(peak_bf16, peak_gflops_avx512_bf16());
+  }
   const double bandwidth = read_bandwidth_gbps();
-  fmt::print("# kernels: {}  single-core peak {:.1f} GFLOP/s  single-core read bandwidth {:.1f} GB/s\n",
-             kernels::to_string(isa), peak, bandwidth);
+  fmt::print("# kernels: {}  single-core peak {:.1f} GFLOP/s{}  single-core read bandwidth {:.1f} GB/s\n",
+             kernels::to_string(isa), peak,
+             cpu_bf16 ? fmt::format(" float32 FMA, {:.1f} GFLOP/s bfloat16 (vdpbf16ps)", peak_bf16) : "", bandwidth);
   fmt::print("# activations {}, output float32; OpenBLAS float32 sgemm (sgemv for M=1) with the same threads\n",
              to_string(act));
-  fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}{}\n", "op", "M", "K", "N",
-             "weights", "thr", "GFLOP/s", "%peak", "weightGB/s", "%bw", "OpenBLAS", "ratio",
+  // oneDNN is the peer of our bfloat16 path: measured only with bfloat16 activations.
+  const bool with_onednn = act == DataType::BFLOAT16 && bench::onednn_available();
+  if (with_onednn)
+    fmt::print("# {}: bfloat16 x bfloat16 -> float32, weights in its chosen layout, with our row's threads\n",
+               bench::onednn_description());
+  else
+    fmt::print("# oneDNN: {}\n",
+               bench::onednn_available() ? "measured with --act bfloat16 only" : bench::onednn_description());
+  fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:<11} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}{}{}\n", "op", "M", "K",
+             "N", "weights", "thr", "path", "GFLOP/s", "%peak", "weightGB/s", "%bw", "OpenBLAS", "ratio",
+             with_onednn ? fmt::format(" {:>9} {:>6} {:<{}}", "oneDNN", "r_dnnl", "oneDNN impl", ceiling ? 20 : 0) : "",
              ceiling ? "   ceiling of_ceil" : "");
 
 #ifdef MESHNN_HAVE_OPENBLAS
@@ -382,6 +429,20 @@ int bench_main(int argc, char** argv) {
     const std::vector<float> a_values = random_values(s.m * s.k, 1), w_values = random_values(s.k * s.n, 2);
     const Tensor a = Tensor::from_float(a_values, Shape{s.m, s.k}, act, Layout::TILE);
     std::vector<float> blas_c(static_cast<size_t>(s.m * s.n));
+    // oneDNN for each of our thread counts, set up once per shape (the same bfloat16 weights for
+    // every weight format: OpenBLAS's float32 weights rounded) and timed beside every format's rows.
+    // Null where oneDNN has no such matmul (2.6 has none for bfloat16 below AVX-512).
+    std::vector<std::unique_ptr<bench::OnednnMatmul>> onednn;
+    if (with_onednn)
+      for (int threads : thread_counts) {
+        try {
+          onednn.push_back(
+              std::make_unique<bench::OnednnMatmul>(s.m, s.k, s.n, a_values.data(), w_values.data(), threads));
+        } catch (const std::exception& e) {
+          fmt::print("# oneDNN, {}x{}x{}, {} thread(s): not measured: {}\n", s.m, s.k, s.n, threads, e.what());
+          onednn.push_back(nullptr);
+        }
+      }
     for (DataType wd : dtypes) {
       const Tensor w = Tensor::from_float(w_values, Shape{s.k, s.n}, wd, Layout::TILE);
       // The ceiling's weights: for each multi-thread count, one column slice per worker.
@@ -389,7 +450,7 @@ int bench_main(int argc, char** argv) {
       if (ceiling)
         for (size_t i = 0; i < thread_counts.size(); ++i)
           if (thread_counts[i] > 1) slices[i] = column_slices(w_values, s, wd, thread_counts[i]);
-      // Every thread count of ours, then every OpenBLAS thread count, in one alternation.
+      // Every thread count of ours, then every OpenBLAS and oneDNN thread count, in one alternation.
       // Each run writes into an output it keeps, as a decode step does (matmul_into).
       std::vector<std::function<void()>> runs;
       for (const auto& pool : pools)
@@ -406,6 +467,12 @@ int bench_main(int argc, char** argv) {
 #endif
           openblas_run(s, a_values, w_values, blas_c);
         });
+      std::vector<size_t> onednn_run(thread_counts.size(), 0);  // 0: none
+      for (size_t i = 0; i < onednn.size(); ++i)
+        if (onednn[i]) {
+          onednn_run[i] = runs.size();
+          runs.push_back([peer = onednn[i].get()] { peer->run(); });
+        }
       std::vector<size_t> ceiling_run(thread_counts.size(), 0);
       for (size_t i = 0; i < thread_counts.size(); ++i) {
         if (slices[i].empty()) continue;
@@ -433,29 +500,43 @@ int bench_main(int argc, char** argv) {
         const double weight_gbps = static_cast<double>(w.size_bytes()) / t / 1e9;
         const double ratio = blas > 0 ? gflops / blas : 0.0;
         const double ceiling_gflops = ceiling_run[i] > 0 ? flops / best[ceiling_run[i]] / 1e9 : 0.0;
+        const double onednn_gflops = onednn_run[i] > 0 ? flops / best[onednn_run[i]] / 1e9 : 0.0;  // 0: not measured
+        const std::string onednn_impl = onednn_run[i] > 0 ? onednn[i]->impl() : "-";
         const std::string op = s.m == 1 ? "matmul(gemv)" : "matmul";
-        fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:>9.1f} {:>5.0f}% {:>9.2f} {:>5.0f}% {:>9.1f} {:>6.2f}",
-                   op, s.m, s.k, s.n, to_string(wd), threads, gflops, 100 * gflops / (peak * threads), weight_gbps,
-                   100 * weight_gbps / bandwidth, blas, ratio);
+        const char* path = matmul_kernel_path(act, wd, s.m);
+        const double row_peak = std::string_view(path) == "avx512-bf16" ? peak_bf16 : peak;
+        fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:<11} "
+                   "{:>9.1f} {:>5.0f}% {:>9.2f} {:>5.0f}% {:>9.1f} {:>6.2f}",
+                   op, s.m, s.k, s.n, to_string(wd), threads, path, gflops, 100 * gflops / (row_peak * threads),
+                   weight_gbps, 100 * weight_gbps / bandwidth, blas, ratio);
+        if (with_onednn)  // the impl padded only where the ceiling's columns follow
+          fmt::print(" {:>9} {:>6} {}", onednn_gflops > 0 ? fmt::format("{:.1f}", onednn_gflops) : "-",
+                     onednn_gflops > 0 ? fmt::format("{:.2f}", gflops / onednn_gflops) : "-",
+                     ceiling_gflops > 0 ? fmt::format("{:<20}", onednn_impl) : onednn_impl);
         if (ceiling_gflops > 0) fmt::print(" {:>9.1f} {:>7.2f}", ceiling_gflops, gflops / ceiling_gflops);
         fmt::print("\n");
         std::fflush(stdout);
-        // Figures to the places that the records in docs/measurements/ have always had.
-        nlohmann::ordered_json record = {{"op", op},
-                                         {"M", s.m},
-                                         {"K", s.k},
-                                         {"N", s.n},
-                                         {"weight_dtype", to_string(wd)},
-                                         {"threads", threads},
-                                         {"gflops", io::round_to(gflops, 3)},
-                                         {"weight_GBps", io::round_to(weight_gbps, 3)},
-                                         {"openblas_gflops", io::round_to(blas, 3)},
-                                         {"ratio", io::round_to(ratio, 4)},
-                                         {"openblas_threads", openblas_threads > 0 ? openblas_threads : threads},
-                                         {"activation_dtype", to_string(act)},
-                                         {"isa", kernels::to_string(isa)},
-                                         {"peak_gflops", io::round_to(peak, 1)},
-                                         {"read_GBps", io::round_to(bandwidth, 2)}};
+        // Figures to the places that the records in docs/measurements/ have always had; null: not measured.
+        using J = nlohmann::ordered_json;
+        J record = {{"op", op},
+                    {"M", s.m},
+                    {"K", s.k},
+                    {"N", s.n},
+                    {"weight_dtype", to_string(wd)},
+                    {"threads", threads},
+                    {"gflops", io::round_to(gflops, 3)},
+                    {"weight_GBps", io::round_to(weight_gbps, 3)},
+                    {"openblas_gflops", io::round_to(blas, 3)},
+                    {"ratio", io::round_to(ratio, 4)},
+                    {"openblas_threads", openblas_threads > 0 ? openblas_threads : threads},
+                    {"onednn_gflops", onednn_gflops > 0 ? J(io::round_to(onednn_gflops, 3)) : J()},
+                    {"onednn_impl", onednn_gflops > 0 ? J(onednn_impl) : J()},
+                    {"activation_dtype", to_string(act)},
+                    {"isa", kernels::to_string(isa)},
+                    {"path", path},
+                    {"peak_gflops", io::round_to(peak, 1)},
+                    {"peak_gflops_bf16", cpu_bf16 ? J(io::round_to(peak_bf16, 1)) : J()},
+                    {"read_GBps", io::round_to(bandwidth, 2)}};
         if (ceiling_gflops > 0) record["ceiling_gflops"] = io::round_to(ceiling_gflops, 3);
         records.push_back(record.dump());
       }

@@ -19,7 +19,9 @@ namespace meshnn::kernels {
 namespace {
 
 // Block sizes (tuned on a Sapphire Rapids core: 48 KiB L1d, 2 MiB L2).
-constexpr int64_t kKc = 256;     // multiple of 32 (whole tiles); B panel 256 x 32 floats = 32 KiB (L1)
+// K block: a multiple of 32 (whole tiles) whose B panel, kc x 32 values, fills about 32 KiB of L1.
+constexpr int64_t kKcFloat32 = 256;  // 256 x 32 floats
+constexpr int64_t kKcBf16 = 512;     // 512 x 32 bfloat16 (256 measured slower: more C reloads)
 constexpr int64_t kMc = 480;     // rows of A per block; the C block 480 x 256 floats = 480 KiB (L2)
 constexpr int64_t kNcTiles = 8;  // tile columns per C block
 
@@ -74,6 +76,7 @@ void decode_b_panel(const KernelSet& ks, const TileMatrix& b, bool transposed, i
 struct Float32Products {
   using Element = float;
   static constexpr int64_t kValuesPerElement = 1;
+  static constexpr int64_t kKc = kKcFloat32;
   static int max_mr(const KernelSet& ks) { return ks.max_mr; }
   static void pack(const float* a, int64_t lda, int64_t mc, int64_t kc, int max_mr, float* dst) {
     pack_a(a, lda, mc, kc, max_mr, dst);
@@ -98,6 +101,7 @@ inline uint16_t bf16_bits(float x) {
 struct Bf16Products {
   using Element = uint32_t;
   static constexpr int64_t kValuesPerElement = 2;
+  static constexpr int64_t kKc = kKcBf16;
   static int max_mr(const KernelSet& ks) { return ks.bf16_max_mr; }
   // [kc/2][mr] pairs per micro-panel.
   static void pack(const float* a, int64_t lda, int64_t mc, int64_t kc, int max_mr, uint32_t* dst) {
@@ -128,8 +132,8 @@ struct Bf16Products {
 // mc rows of A, all of K: K block after K block, micro-panels inside each.
 template <class P>
 void pack_rows(const float* a, int64_t lda, int64_t mc, int64_t kp, int max_mr, typename P::Element* dst) {
-  for (int64_t k0 = 0; k0 < kp; k0 += kKc)
-    P::pack(a + k0, lda, mc, std::min(kKc, kp - k0), max_mr, dst + k0 * mc / P::kValuesPerElement);
+  for (int64_t k0 = 0; k0 < kp; k0 += P::kKc)
+    P::pack(a + k0, lda, mc, std::min(P::kKc, kp - k0), max_mr, dst + k0 * mc / P::kValuesPerElement);
 }
 
 template <class P>
@@ -144,6 +148,7 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
                   const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
   using Element = typename P::Element;
   constexpr int64_t kPerElement = P::kValuesPerElement;
+  constexpr int64_t kKc = P::kKc;
   const int max_mr = P::max_mr(ks);
   const int64_t kp = (b_transposed ? b.tile_cols : b.tile_rows) * 32;
   // Per-thread buffers, reused across calls (each ThreadPool worker is a long-lived thread).
@@ -185,10 +190,16 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
           int64_t row = i0;
           for (int64_t p = 0; p < panels; ++p) {
             const int mr = micro_rows(mc, max_mr, p);
-            for (int64_t line = next_lines * p / panels; line < next_lines * (p + 1) / panels; ++line) {
-              const int64_t t = next_k0 / 32 + line / lines_per_tile;
+            const int64_t first = next_lines * p / panels, end = next_lines * (p + 1) / panels;
+            int64_t t = next_k0 / 32 + first / lines_per_tile, offset = first % lines_per_tile * 64;
+            for (int64_t line = first; line < end; ++line) {
               const std::byte* tile = b_transposed ? b.tile(next_nt, t) : b.tile(t, next_nt);
-              __builtin_prefetch(tile + (line % lines_per_tile) * 64);
+              __builtin_prefetch(tile + offset);
+              offset += 64;
+              if (offset == lines_per_tile * 64) {
+                offset = 0;
+                ++t;
+              }
             }
             // Fetch the next micro-panel's C rows (ldc apart) while this one computes.
             if (k0 > 0 && p + 1 < panels)

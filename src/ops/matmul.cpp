@@ -377,7 +377,9 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
 const char* matmul_kernel_path(DataType activation, DataType weight, int64_t rows, bool transpose_b,
                                const MatmulOptions& options) {
   const kernels::KernelSet& ks = kernel_set_for(options);
-  return kernels::bf16_path_applies(ks, activation, weight, rows, transpose_b) ? ks.bf16_path : to_string(ks.isa);
+  if (kernels::bf16_path_applies(ks, activation, weight, rows, transpose_b)) return ks.bf16_path;
+  // The avx512-bf16 set's float32 products are avx512's.
+  return to_string(ks.isa == kernels::Isa::AVX512_BF16 ? kernels::Isa::AVX512 : ks.isa);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, const MatmulOptions& options) {

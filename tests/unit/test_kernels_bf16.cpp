@@ -288,6 +288,8 @@ TEST(Bf16Matmul, PathChoice) {
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT16, 128, true, emulated), "portable");
   if (hardware_has_bf16()) {
     EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 32), "avx512-bf16");
+    EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT4_B, 32), "avx512");
+    EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 1), "avx512");
     IsaCap cap(Isa::AVX512);  // MESHNN_KERNELS=avx512 keeps float32 products
     EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 32), "avx512");
   }
