@@ -19,6 +19,8 @@
 // row's threads in the same alternation: activations bfloat16 [M,K] row-major, weights rounded to
 // bfloat16 and reordered once, outside the timed runs, to the layout the primitive chooses.
 // "r_dnnl" = ours / oneDNN; "oneDNN impl" is its implementation (e.g. brg:avx512_core_bf16).
+// Rows on our avx512-bf16 path also time the same matmul with float32 products (the avx512 set)
+// in the alternation and print the bf16 path's speed-up over it.
 //
 // Worker threads are pinned one per core, as the Runtime pins a rank's workers.
 // --ceiling: for every thread count T > 1, also T independent 1-thread matmuls at once, one per
@@ -473,6 +475,22 @@ int bench_main(int argc, char** argv) {
           onednn_run[i] = runs.size();
           runs.push_back([peer = onednn[i].get()] { peer->run(); });
         }
+      // Where our row takes bfloat16 products, the same call with float32 products (the avx512
+      // set: what MESHNN_KERNELS=avx512 runs), so the path's gain is measured in the same run.
+      const bool bf16_row = std::string_view(matmul_kernel_path(act, wd, s.m)) == "avx512-bf16";
+      std::vector<size_t> float32_run(thread_counts.size(), 0);  // 0: none
+      if (bf16_row)
+        for (size_t i = 0; i < pools.size(); ++i) {
+          float32_run[i] = runs.size();
+          runs.push_back([&a, &w, pool = pools[i].get(), out = Tensor()]() mutable {
+            MatmulOptions opt;
+            opt.output_dtype = DataType::FLOAT32;
+            opt.pool = pool;
+            kernels::set_isa_cap(kernels::Isa::AVX512);
+            matmul_into(a, w, out, false, false, opt);
+            kernels::reset_isa_cap();
+          });
+        }
       std::vector<size_t> ceiling_run(thread_counts.size(), 0);
       for (size_t i = 0; i < thread_counts.size(); ++i) {
         if (slices[i].empty()) continue;
@@ -501,6 +519,7 @@ int bench_main(int argc, char** argv) {
         const double ratio = blas > 0 ? gflops / blas : 0.0;
         const double ceiling_gflops = ceiling_run[i] > 0 ? flops / best[ceiling_run[i]] / 1e9 : 0.0;
         const double onednn_gflops = onednn_run[i] > 0 ? flops / best[onednn_run[i]] / 1e9 : 0.0;  // 0: not measured
+        const double float32_gflops = float32_run[i] > 0 ? flops / best[float32_run[i]] / 1e9 : 0.0;  // 0: not measured
         const std::string onednn_impl = onednn_run[i] > 0 ? onednn[i]->impl() : "-";
         const std::string op = s.m == 1 ? "matmul(gemv)" : "matmul";
         const char* path = matmul_kernel_path(act, wd, s.m);
@@ -514,6 +533,7 @@ int bench_main(int argc, char** argv) {
                      onednn_gflops > 0 ? fmt::format("{:.2f}", gflops / onednn_gflops) : "-",
                      ceiling_gflops > 0 ? fmt::format("{:<20}", onednn_impl) : onednn_impl);
         if (ceiling_gflops > 0) fmt::print(" {:>9.1f} {:>7.2f}", ceiling_gflops, gflops / ceiling_gflops);
+        if (float32_gflops > 0) fmt::print("  float32 products {:.1f} GFLOP/s, bf16 x{:.2f}", float32_gflops, gflops / float32_gflops);
         fmt::print("\n");
         std::fflush(stdout);
         // Figures to the places that the records in docs/measurements/ have always had; null: not measured.
@@ -531,6 +551,7 @@ int bench_main(int argc, char** argv) {
                     {"openblas_threads", openblas_threads > 0 ? openblas_threads : threads},
                     {"onednn_gflops", onednn_gflops > 0 ? J(io::round_to(onednn_gflops, 3)) : J()},
                     {"onednn_impl", onednn_gflops > 0 ? J(onednn_impl) : J()},
+                    {"float32_products_gflops", float32_gflops > 0 ? J(io::round_to(float32_gflops, 3)) : J()},
                     {"activation_dtype", to_string(act)},
                     {"isa", kernels::to_string(isa)},
                     {"path", path},
