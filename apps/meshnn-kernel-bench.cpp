@@ -263,13 +263,18 @@ void openblas_run(const BenchShape& s, const std::vector<float>& a, const std::v
 // ratios the benchmark reports (ours against OpenBLAS, 2 threads against 1) compare rows measured
 // side by side, since one function's own time drifts by more than the differences it is compared
 // on over a few seconds (docs/design-measurements.md §15).
+// Each run is followed by an untimed pause: OpenMP's threads (oneDNN's) keep spinning for a while
+// after a parallel region, and left running they took the core of our second worker (our 2-thread
+// rows then ran at the 1-thread rate). The pause lets them go to sleep before the next run.
 std::vector<double> best_times_alternating(const std::vector<std::function<void()>>& fns, double min_time) {
+  constexpr auto kSettle = std::chrono::milliseconds(20);
   for (const auto& fn : fns) fn();
   std::vector<double> best(fns.size(), 1e30);
   double slowest_total = 0;
   for (int rounds = 0; rounds < 3 || slowest_total < min_time; ++rounds) {
     double slowest = 0;
     for (size_t i = 0; i < fns.size(); ++i) {
+      std::this_thread::sleep_for(kSettle);
       const auto t0 = Clock::now();
       fns[i]();
       const double t = seconds_since(t0);
