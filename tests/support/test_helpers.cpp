@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <random>
 
 #include "meshnn/core/hash.hpp"
 #include "meshnn/distributed/distribute.hpp"
@@ -14,6 +15,14 @@ std::vector<float> transpose(const std::vector<float>& v, int64_t rows, int64_t 
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
   return t;
+}
+
+std::vector<float> normal_values(int64_t count, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (float& x : v) x = dist(rng);
+  return v;
 }
 
 std::vector<float> seeded_values(int64_t count, uint64_t seed, bool integers) {

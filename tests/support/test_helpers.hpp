@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "meshnn/core/cpu_features.hpp"
 #include "meshnn/tensor/mesh_tensor.hpp"
 #include "meshnn/tensor/tensor.hpp"
 
@@ -16,6 +17,18 @@ namespace meshnn::testing {
 // Seeded values every rank computes identically (no RNG state shared with anything else):
 // a hash of (seed, index) mapped to [-1, 1) and, with `integers`, to small integers.
 std::vector<float> seeded_values(int64_t count, uint64_t seed, bool integers = false);
+
+// Normally distributed values (mean 0, standard deviation `scale`) from std::mt19937(seed): the
+// single-process tests' random operands.
+std::vector<float> normal_values(int64_t count, uint32_t seed, float scale = 1.0f);
+
+// Caps the kernels' instruction set (core/cpu_features.hpp) for one scope, restoring the default.
+struct ScopedIsaCap {
+  explicit ScopedIsaCap(Isa isa) { set_isa_cap(isa); }
+  ~ScopedIsaCap() { reset_isa_cap(); }
+  ScopedIsaCap(const ScopedIsaCap&) = delete;
+  ScopedIsaCap& operator=(const ScopedIsaCap&) = delete;
+};
 
 // A [rows, cols] row-major matrix transposed to [cols, rows].
 std::vector<float> transpose(const std::vector<float>& v, int64_t rows, int64_t cols);

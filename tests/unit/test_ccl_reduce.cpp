@@ -12,6 +12,7 @@
 
 #include "meshnn/ccl/reduce.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
+#include "support/test_helpers.hpp"
 
 namespace {
 
@@ -21,10 +22,7 @@ using meshnn::ccl::Reduction;
 using meshnn::ccl::ResultStores;
 namespace kernels = meshnn::kernels;
 
-struct IsaCap {
-  explicit IsaCap(kernels::Isa isa) { kernels::set_isa_cap(isa); }
-  ~IsaCap() { kernels::reset_isa_cap(); }
-};
+using IsaCap = meshnn::testing::ScopedIsaCap;
 
 std::vector<kernels::Isa> isas() {
   std::vector<kernels::Isa> out{kernels::Isa::PORTABLE};

@@ -23,6 +23,7 @@
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/tensor/tensor.hpp"
+#include "support/test_helpers.hpp"
 
 namespace meshnn {
 namespace {
@@ -122,19 +123,9 @@ TEST(Bf16Lane, EmulationMatchesTheInstructionBitForBit) {
   EXPECT_EQ(mismatched, 0) << "of " << compared << " lanes";
 }
 
-std::vector<float> random_values(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::normal_values;
 
-// Restores the default instruction-set choice when a test ends.
-struct IsaCap {
-  explicit IsaCap(Isa isa) { kernels::set_isa_cap(isa); }
-  ~IsaCap() { kernels::reset_isa_cap(); }
-};
+using IsaCap = testing::ScopedIsaCap;
 
 // The bf16 paths this machine runs: the emulation everywhere, the hardware where it exists.
 struct Bf16Path {
@@ -205,7 +196,7 @@ const std::vector<Case>& cases() {
 
 void check_against_float64(const Bf16Path& path, const Case& cs, DataType weight, uint32_t seed, ThreadPool* pool) {
   const Shape as(cs.a), bs(cs.b);
-  const std::vector<float> a0 = random_values(as.volume(), seed), b0 = random_values(bs.volume(), seed + 1, 0.5f);
+  const std::vector<float> a0 = normal_values(as.volume(), seed), b0 = normal_values(bs.volume(), seed + 1, 0.5f);
   const Tensor a = Tensor::from_float(a0, as, DataType::BFLOAT16, Layout::TILE);
   const Tensor b = Tensor::from_float(b0, bs, weight, Layout::TILE);
   const MatmulOptions opt = options_for(path, pool);
@@ -252,9 +243,9 @@ TEST_P(Bf16MatmulPath, ThreadsSplittingColumnsShareThePackedPairs) {
 TEST_P(Bf16MatmulPath, ActivationPaddingNeverLeaksIn) {
   // NaN in a's tile padding (K..Kp) must meet neither the pairs nor the products.
   const Shape as{9, 45}, bs{45, 40};
-  const Tensor a = Tensor::from_float(random_values(as.volume(), 3), as, DataType::BFLOAT16, Layout::TILE,
+  const Tensor a = Tensor::from_float(normal_values(as.volume(), 3), as, DataType::BFLOAT16, Layout::TILE,
                                       std::numeric_limits<float>::quiet_NaN());
-  const Tensor b = Tensor::from_float(random_values(bs.volume(), 4), bs, DataType::BFLOAT4_B, Layout::TILE);
+  const Tensor b = Tensor::from_float(normal_values(bs.volume(), 4), bs, DataType::BFLOAT4_B, Layout::TILE);
   for (float v : matmul(a, b, false, false, options_for(GetParam())).to_float()) EXPECT_FALSE(std::isnan(v));
 }
 
@@ -267,10 +258,10 @@ TEST(Bf16Matmul, HardwareAndEmulationGiveTheSameBits) {
   uint32_t seed = 900;
   for (DataType weight : {DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B})
     for (const Case& cs : cases()) {
-      const Tensor a = Tensor::from_float(random_values(Shape(cs.a).volume(), seed), Shape(cs.a), DataType::BFLOAT16,
+      const Tensor a = Tensor::from_float(normal_values(Shape(cs.a).volume(), seed), Shape(cs.a), DataType::BFLOAT16,
                                           Layout::TILE);
       const Tensor b =
-          Tensor::from_float(random_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b), weight, Layout::TILE);
+          Tensor::from_float(normal_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b), weight, Layout::TILE);
       ++seed;
       const std::vector<float> hw = matmul(a, b, false, false, options_for({"avx512-bf16", false})).to_float();
       const std::vector<float> em = matmul(a, b, false, false, options_for({"bf16-emulated", true})).to_float();

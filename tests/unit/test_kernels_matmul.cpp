@@ -28,19 +28,14 @@
 #include "meshnn/ops/pcc.hpp"
 #include "meshnn/core/thread_pool.hpp"
 #include "meshnn/tensor/tensor.hpp"
+#include "support/test_helpers.hpp"
 
 namespace meshnn {
 namespace {
 
 using kernels::Isa;
 
-std::vector<float> random_values(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::normal_values;
 
 std::vector<Isa> isas() {
   std::vector<Isa> out{Isa::PORTABLE};
@@ -51,11 +46,7 @@ std::vector<Isa> isas() {
   return out;
 }
 
-// Restores the default ISA choice when a test ends.
-struct IsaCap {
-  explicit IsaCap(Isa isa) { kernels::set_isa_cap(isa); }
-  ~IsaCap() { kernels::reset_isa_cap(); }
-};
+using IsaCap = testing::ScopedIsaCap;
 
 // Float64 reference: c[batch][m][n] with numpy broadcasting of the leading dims, written without
 // the library's broadcast helper. Also returns sum |a||b| and sum |a| * blockmax(b) per element.
@@ -165,7 +156,7 @@ struct Case {
 // Checks one matmul; returns the number of elements outside the bounds (reported via gtest).
 void check_matmul(const Case& cs, DataType adt, DataType bdt, Isa isa, uint32_t seed) {
   const Shape as(cs.a), bs(cs.b);
-  const std::vector<float> a0 = random_values(as.volume(), seed), b0 = random_values(bs.volume(), seed + 1, 0.5f);
+  const std::vector<float> a0 = normal_values(as.volume(), seed), b0 = normal_values(bs.volume(), seed + 1, 0.5f);
   const Tensor a = Tensor::from_float(a0, as, adt, Layout::TILE);
   // Blocks of B run along its stored rows, so transposed B has them along K.
   const Tensor b = Tensor::from_float(b0, bs, bdt, Layout::TILE);
@@ -242,7 +233,7 @@ TEST_P(KernelsMatmulIsa, PrefillBlockingAllLoopsWithThreads) {
   // with two threads sharing the packed A.
   ThreadPool pool(2);
   const Shape as{1000, 600}, bs{600, 300};
-  const std::vector<float> a0 = random_values(as.volume(), 41), b0 = random_values(bs.volume(), 42, 0.5f);
+  const std::vector<float> a0 = normal_values(as.volume(), 41), b0 = normal_values(bs.volume(), 42, 0.5f);
   const Tensor a = Tensor::from_float(a0, as, DataType::BFLOAT16, Layout::TILE);
   const Tensor b = Tensor::from_float(b0, bs, DataType::BFLOAT8_B, Layout::TILE);
   IsaCap cap(GetParam());
@@ -260,13 +251,13 @@ TEST_P(KernelsMatmulIsa, PrefillBlockingAllLoopsWithThreads) {
 TEST_P(KernelsMatmulIsa, ActivationPaddingNeverLeaksIn) {
   // The padding of a (columns K..Kp) may hold anything, here NaN; the kernels must not use it.
   const Shape as{5, 40}, bs{40, 20};
-  const std::vector<float> a0 = random_values(as.volume(), 43), b0 = random_values(bs.volume(), 44);
+  const std::vector<float> a0 = normal_values(as.volume(), 43), b0 = normal_values(bs.volume(), 44);
   const Tensor a = Tensor::from_float(a0, as, DataType::FLOAT32, Layout::TILE, std::nanf(""));
   const Tensor b = Tensor::from_float(b0, bs, DataType::BFLOAT4_B, Layout::TILE);
   IsaCap cap(GetParam());
   for (const std::vector<float>& c :
        {matmul(a, b).to_float(),
-        matmul(Tensor::from_float(random_values(40, 45), Shape{1, 40}, DataType::FLOAT32, Layout::TILE, std::nanf("")),
+        matmul(Tensor::from_float(normal_values(40, 45), Shape{1, 40}, DataType::FLOAT32, Layout::TILE, std::nanf("")),
                b)
             .to_float()})
     for (float v : c) EXPECT_FALSE(std::isnan(v));
@@ -285,11 +276,11 @@ TEST_P(KernelsMatmulIsa, DecodeRowWithTinyWeightBlocks) {
   // of magnitude down to 1e-37 (shared exponents below 31, some below W) must stay exact, also
   // where a whole output column is tiny. Rows of B scaled by 2^-(4k % 130).
   const Shape as{1, 96}, bs{96, 64};
-  std::vector<float> b0 = random_values(bs.volume(), 51, 0.5f);
+  std::vector<float> b0 = normal_values(bs.volume(), 51, 0.5f);
   for (int64_t k = 0; k < 96; ++k)
     for (int64_t n = 0; n < 64; ++n) b0[k * 64 + n] = std::ldexp(b0[k * 64 + n], -static_cast<int>((4 * k) % 130));
   for (int64_t k = 0; k < 96; ++k) b0[k * 64 + 63] = std::ldexp(1.0f + 0.01f * static_cast<float>(k), -110);
-  const Tensor a = Tensor::from_float(random_values(as.volume(), 52), as, DataType::FLOAT32, Layout::TILE);
+  const Tensor a = Tensor::from_float(normal_values(as.volume(), 52), as, DataType::FLOAT32, Layout::TILE);
   for (DataType bdt : {DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
     SCOPED_TRACE(to_string(bdt));
     const Tensor b = Tensor::from_float(b0, bs, bdt, Layout::TILE);
@@ -315,7 +306,7 @@ INSTANTIATE_TEST_SUITE_P(Isas, KernelsMatmulIsa, ::testing::ValuesIn(isas()),
 // PCC only since the block max of the output is what the kernel chose).
 TEST(KernelsLinear, BiasAndActivationsAllOutputDtypes) {
   const int64_t M = 13, K = 75, N = 90;
-  const std::vector<float> x0 = random_values(M * K, 1), w0 = random_values(K * N, 2, 0.3f), b0 = random_values(N, 3);
+  const std::vector<float> x0 = normal_values(M * K, 1), w0 = normal_values(K * N, 2, 0.3f), b0 = normal_values(N, 3);
   const Tensor x = Tensor::from_float(x0, Shape{M, K}, DataType::BFLOAT16, Layout::TILE);
   const Tensor w = Tensor::from_float(w0, Shape{K, N}, DataType::BFLOAT8_B, Layout::TILE);
   const Tensor bias = Tensor::from_float(b0, Shape{N}, DataType::BFLOAT16, Layout::ROW_MAJOR);
@@ -374,8 +365,8 @@ TEST(KernelsMatmul, ThreadsGiveBitwiseTheSameResult) {
     const Shape as(shape.size() == 3 ? std::vector<int64_t>{shape[0], shape[1]}
                                      : std::vector<int64_t>{shape[0], shape[1], shape[2], shape[3]});
     const Shape bs = shape.size() == 3 ? Shape{shape[1], shape[2]} : Shape{shape[0], 1, shape[3], 45};
-    const Tensor a = Tensor::from_float(random_values(as.volume(), 5), as, DataType::FLOAT32, Layout::TILE);
-    const Tensor b = Tensor::from_float(random_values(bs.volume(), 6), bs, DataType::BFLOAT8_B, Layout::TILE);
+    const Tensor a = Tensor::from_float(normal_values(as.volume(), 5), as, DataType::FLOAT32, Layout::TILE);
+    const Tensor b = Tensor::from_float(normal_values(bs.volume(), 6), bs, DataType::BFLOAT8_B, Layout::TILE);
     MatmulOptions one, two;
     two.pool = &pool;
     const std::vector<float> c1 = matmul(a, b, false, false, one).to_float();
@@ -390,8 +381,8 @@ TEST(KernelsMatmul, OutputTilePaddingIsWrittenEvenInReusedMemory) {
   // is what the allocator hands out next, so a byte the epilogue skipped shows as junk. Expected:
   // the same logical values stored afresh, whose padding is zero.
   const Shape as{1, 40}, bs{40, 20};
-  const Tensor a = Tensor::from_float(random_values(as.volume(), 61), as, DataType::FLOAT32, Layout::TILE);
-  const Tensor b = Tensor::from_float(random_values(bs.volume(), 62), bs, DataType::BFLOAT8_B, Layout::TILE);
+  const Tensor a = Tensor::from_float(normal_values(as.volume(), 61), as, DataType::FLOAT32, Layout::TILE);
+  const Tensor b = Tensor::from_float(normal_values(bs.volume(), 62), bs, DataType::BFLOAT8_B, Layout::TILE);
   for (DataType out : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
     SCOPED_TRACE(to_string(out));
     {
@@ -408,8 +399,8 @@ TEST(KernelsMatmul, OutputTilePaddingIsWrittenEvenInReusedMemory) {
 }
 
 TEST(KernelsMatmul, PortableAndVectorPathsAgree) {
-  const Tensor a = Tensor::from_float(random_values(33 * 130, 8), Shape{33, 130}, DataType::FLOAT32, Layout::TILE);
-  const Tensor b = Tensor::from_float(random_values(130 * 77, 9), Shape{130, 77}, DataType::BFLOAT4_B, Layout::TILE);
+  const Tensor a = Tensor::from_float(normal_values(33 * 130, 8), Shape{33, 130}, DataType::FLOAT32, Layout::TILE);
+  const Tensor b = Tensor::from_float(normal_values(130 * 77, 9), Shape{130, 77}, DataType::BFLOAT4_B, Layout::TILE);
   MatmulOptions portable;
   portable.force_portable = true;
   portable.output_dtype = DataType::FLOAT32;
@@ -419,8 +410,8 @@ TEST(KernelsMatmul, PortableAndVectorPathsAgree) {
 }
 
 TEST(KernelsMatmul, ValidationNamesTheValues) {
-  const Tensor a = Tensor::from_float(random_values(4 * 8, 1), Shape{4, 8}, DataType::FLOAT32, Layout::TILE);
-  const Tensor b = Tensor::from_float(random_values(9 * 5, 1), Shape{9, 5}, DataType::FLOAT32, Layout::TILE);
+  const Tensor a = Tensor::from_float(normal_values(4 * 8, 1), Shape{4, 8}, DataType::FLOAT32, Layout::TILE);
+  const Tensor b = Tensor::from_float(normal_values(9 * 5, 1), Shape{9, 5}, DataType::FLOAT32, Layout::TILE);
   try {
     matmul(a, b);
     FAIL() << "expected meshnn::Error";
@@ -428,13 +419,13 @@ TEST(KernelsMatmul, ValidationNamesTheValues) {
     EXPECT_NE(std::string(e.what()).find("K=8"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("K=9"), std::string::npos) << e.what();
   }
-  const Tensor a3 = Tensor::from_float(random_values(2 * 4 * 9, 1), Shape{2, 4, 9}, DataType::FLOAT32, Layout::TILE);
-  const Tensor b3 = Tensor::from_float(random_values(3 * 9 * 5, 1), Shape{3, 9, 5}, DataType::FLOAT32, Layout::TILE);
+  const Tensor a3 = Tensor::from_float(normal_values(2 * 4 * 9, 1), Shape{2, 4, 9}, DataType::FLOAT32, Layout::TILE);
+  const Tensor b3 = Tensor::from_float(normal_values(3 * 9 * 5, 1), Shape{3, 9, 5}, DataType::FLOAT32, Layout::TILE);
   EXPECT_THROW(matmul(a3, b3), Error);
-  const Tensor rm = Tensor::from_float(random_values(4 * 8, 1), Shape{4, 8}, DataType::FLOAT32, Layout::ROW_MAJOR);
+  const Tensor rm = Tensor::from_float(normal_values(4 * 8, 1), Shape{4, 8}, DataType::FLOAT32, Layout::ROW_MAJOR);
   EXPECT_THROW(matmul(rm, rm), Error);
-  const Tensor bias = Tensor::from_float(random_values(4, 1), Shape{4}, DataType::FLOAT32, Layout::ROW_MAJOR);
-  const Tensor w = Tensor::from_float(random_values(8 * 5, 1), Shape{8, 5}, DataType::FLOAT32, Layout::TILE);
+  const Tensor bias = Tensor::from_float(normal_values(4, 1), Shape{4}, DataType::FLOAT32, Layout::ROW_MAJOR);
+  const Tensor w = Tensor::from_float(normal_values(8 * 5, 1), Shape{8, 5}, DataType::FLOAT32, Layout::TILE);
   EXPECT_THROW(linear(a, w, &bias), Error);
 }
 

@@ -17,17 +17,12 @@
 #include "meshnn/ops/normalization.hpp"
 #include "meshnn/ops/pcc.hpp"
 #include "meshnn/tensor/tensor.hpp"
+#include "support/test_helpers.hpp"
 
 namespace meshnn {
 namespace {
 
-std::vector<float> random_values(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::normal_values;
 
 Tensor f32(const std::vector<float>& v, const Shape& s, Layout layout = Layout::TILE) {
   return Tensor::from_float(v, s, DataType::FLOAT32, layout);
@@ -55,7 +50,7 @@ TEST(OpsActivations, EdgeValuesMatchFloat64) {
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> x{-1e4f, -100.f, -20.f, -5.f, -1.f,  -1e-3f, 0.f,  1e-3f,
                        0.5f,  1.f,    3.f,   20.f, 100.f, 1e4f,   -inf, inf};
-  const std::vector<float> r = random_values(61, 3, 3.0f);
+  const std::vector<float> r = normal_values(61, 3, 3.0f);
   x.insert(x.end(), r.begin(), r.end());
   const Shape s{static_cast<int64_t>(x.size())};
   std::vector<double> g, gt, si, re;
@@ -91,7 +86,7 @@ TEST(OpsActivations, EdgeValuesMatchFloat64) {
 
 TEST(OpsEltwise, BroadcastingAddSubMul) {
   const Shape as{2, 3, 37, 45}, bs{3, 1, 45};
-  const std::vector<float> av = random_values(as.volume(), 1), bv = random_values(bs.volume(), 2);
+  const std::vector<float> av = normal_values(as.volume(), 1), bv = normal_values(bs.volume(), 2);
   for (DataType dt : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B}) {
     const Tensor a = Tensor::from_float(av, as, dt, Layout::TILE);
     const Tensor b = Tensor::from_float(bv, bs, DataType::FLOAT32, Layout::ROW_MAJOR);
@@ -119,14 +114,14 @@ TEST(OpsEltwise, BroadcastingAddSubMul) {
     EXPECT_EQ(add(a, b).shape(), as);
     EXPECT_EQ(add(a, b).dtype(), dt);
   }
-  EXPECT_THROW(add(f32(av, as), f32(random_values(4, 1), Shape{4})), Error);
+  EXPECT_THROW(add(f32(av, as), f32(normal_values(4, 1), Shape{4})), Error);
 }
 
 // Same shapes take the row path (rows read and written in the stored layout): values as float64
 // says, in a's dtype, and the tile padding stays 0 even where the inputs' padding is not.
 TEST(OpsEltwise, SameShapeRowPathMatchesFloat64AndKeepsPaddingZero) {
   const Shape s{2, 3, 37, 45};
-  const std::vector<float> av = random_values(s.volume(), 11), bv = random_values(s.volume(), 12);
+  const std::vector<float> av = normal_values(s.volume(), 11), bv = normal_values(s.volume(), 12);
   for (DataType dt : {DataType::FLOAT32, DataType::BFLOAT16})
     for (Layout layout : {Layout::TILE, Layout::ROW_MAJOR}) {
       const Tensor a = Tensor::from_float(av, s, dt, layout, /*pad_value=*/7.0f);
@@ -152,7 +147,7 @@ TEST(OpsEltwise, SameShapeRowPathMatchesFloat64AndKeepsPaddingZero) {
 
 TEST(OpsNorm, RmsNormRowPathOverTilesAndBatches) {
   const Shape s{2, 37, 70};
-  const std::vector<float> x = random_values(s.volume(), 13), g = random_values(70, 14);
+  const std::vector<float> x = normal_values(s.volume(), 13), g = normal_values(70, 14);
   const Tensor tg = f32(g, Shape{70}, Layout::ROW_MAJOR);
   for (DataType dt : {DataType::FLOAT32, DataType::BFLOAT16}) {
     const Tensor tx = Tensor::from_float(x, s, dt, Layout::TILE, 5.0f);
@@ -174,7 +169,7 @@ TEST(OpsNorm, RmsNormRowPathOverTilesAndBatches) {
 // bfloat16 outputs, whole tiles for block floats); padding columns and rows are 0.
 TEST(OpsEltwise, SwigluOfFusedGateUpMatchesFloat64) {
   const int64_t rows = 37, width = 200, half = 224;
-  const std::vector<float> v = random_values(rows * 2 * half, 15, 4.0f);
+  const std::vector<float> v = normal_values(rows * 2 * half, 15, 4.0f);
   const Tensor gate_up = f32(v, Shape{1, rows, 2 * half});
   std::vector<double> expected;
   for (int64_t r = 0; r < rows; ++r)
@@ -197,7 +192,7 @@ TEST(OpsEltwise, SwigluOfFusedGateUpMatchesFloat64) {
 }
 
 TEST(OpsEltwise, TypecastRoundTrips) {
-  const std::vector<float> v = random_values(33 * 40, 4);
+  const std::vector<float> v = normal_values(33 * 40, 4);
   const Tensor t = f32(v, Shape{33, 40});
   const Tensor b = typecast(t, DataType::BFLOAT16);
   EXPECT_EQ(b.dtype(), DataType::BFLOAT16);
@@ -212,8 +207,8 @@ TEST(OpsNorm, RmsAndLayerNormWithResidualMatchFloat64) {
   const int64_t rows = 7, w = 70;
   const Shape s{1, rows, w};
   // Rows offset by 100 so a one-pass variance would lose digits.
-  std::vector<float> x = random_values(rows * w, 5), res = random_values(rows * w, 6), g = random_values(w, 7),
-                     bias = random_values(w, 8);
+  std::vector<float> x = normal_values(rows * w, 5), res = normal_values(rows * w, 6), g = normal_values(w, 7),
+                     bias = normal_values(w, 8);
   for (float& e : x) e += 100.0f;
   const Tensor tx = f32(x, s), tr = f32(res, s), tg = f32(g, Shape{w}, Layout::ROW_MAJOR),
                tb = f32(bias, Shape{1, w}, Layout::ROW_MAJOR);
@@ -238,7 +233,7 @@ TEST(OpsNorm, RmsAndLayerNormWithResidualMatchFloat64) {
   // 1/std ~ 1 in layer_norm): 1e-5 absolute covers it.
   expect_close(rms_norm(tx, 1e-5f, &tg, &tr).to_float(), rms, 16 * kUlp, 1e-6, "rms_norm");
   expect_close(layer_norm(tx, 1e-5f, &tg, &tb, &tr).to_float(), ln, 16 * kUlp, 2e-5, "layer_norm");
-  const Tensor short_weight = f32(random_values(w - 1, 1), Shape{w - 1}, Layout::ROW_MAJOR);
+  const Tensor short_weight = f32(normal_values(w - 1, 1), Shape{w - 1}, Layout::ROW_MAJOR);
   EXPECT_THROW(rms_norm(tx, 1e-5f, &short_weight, &tr), Error);
   const Tensor wrong = f32(res, Shape{rows, w});
   EXPECT_THROW(layer_norm(tx, 1e-5f, &tg, &tb, &wrong), Error);
@@ -247,7 +242,7 @@ TEST(OpsNorm, RmsAndLayerNormWithResidualMatchFloat64) {
 TEST(OpsSoftmax, StableWithMasksAndLargeValues) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const int64_t rows = 5, n = 37;
-  std::vector<float> x = random_values(rows * n, 9, 10.0f);
+  std::vector<float> x = normal_values(rows * n, 9, 10.0f);
   for (int64_t i = 0; i < n; ++i) x[0 * n + i] += 1e4f;                   // large values: exp would overflow
   for (int64_t i = n / 2; i < n; ++i) x[1 * n + i] = ninf;                // causal-style mask
   for (int64_t i = 0; i < n; ++i) x[2 * n + i] = (i == 3) ? 5.0f : ninf;  // one survivor -> exactly 1
@@ -265,7 +260,7 @@ TEST(OpsSoftmax, StableWithMasksAndLargeValues) {
   EXPECT_EQ(got[2 * n + 3], 1.0f);
   EXPECT_EQ(got[1 * n + n - 1], 0.0f);
   // dim = 0 equals softmax of the transpose.
-  const std::vector<float> y = random_values(6 * 9, 10);
+  const std::vector<float> y = normal_values(6 * 9, 10);
   const Tensor ty = f32(y, Shape{6, 9});
   const int perm[] = {1, 0};
   EXPECT_EQ(permute(softmax(ty, 0), perm).to_float(), softmax(permute(ty, perm), -1).to_float());
@@ -275,7 +270,7 @@ TEST(OpsSoftmax, StableWithMasksAndLargeValues) {
 
 TEST(OpsEmbedding, GathersRowsAndChecksIds) {
   const int64_t vocab = 50, d = 40;
-  const std::vector<float> table = random_values(vocab * d, 11);
+  const std::vector<float> table = normal_values(vocab * d, 11);
   const Tensor t = Tensor::from_float(table, Shape{vocab, d}, DataType::BFLOAT16, Layout::ROW_MAJOR);
   const std::vector<uint32_t> ids{3, 0, 49, 3, 17};
   const Tensor e = embedding(Tensor::from_uint32(ids, Shape{1, 5}, Layout::ROW_MAJOR), t);
@@ -299,7 +294,7 @@ double rotary_ref(const std::vector<float>& x, int64_t row, int64_t i, int64_t d
 TEST(OpsRotary, PrefillWithOffsetAndDecodeMatchHf) {
   const int64_t d = 64, seq = 19, heads = 3, offset = 5;
   const RotaryTables tables = make_rotary_tables(d, 128);
-  const std::vector<float> x = random_values(heads * seq * d, 12);
+  const std::vector<float> x = normal_values(heads * seq * d, 12);
   const Tensor tx = f32(x, Shape{1, heads, seq, d});
   std::vector<double> ref;
   for (int64_t h = 0; h < heads; ++h)
@@ -312,7 +307,7 @@ TEST(OpsRotary, PrefillWithOffsetAndDecodeMatchHf) {
   // Decode: users at their own positions.
   const int64_t users = 4;
   const std::vector<int64_t> pos{0, 7, 31, 100};
-  const std::vector<float> xd = random_values(users * heads * d, 13);
+  const std::vector<float> xd = normal_values(users * heads * d, 13);
   std::vector<double> refd;
   for (int64_t u = 0; u < users; ++u)
     for (int64_t h = 0; h < heads; ++h)
@@ -354,8 +349,8 @@ std::vector<double> naive_attention(const std::vector<float>& q, const std::vect
 
 TEST(OpsAttention, PrefillCausalGqaMatchesNaiveFloat64) {
   const int64_t b = 2, hq = 4, hkv = 2, s = 21, d = 40;
-  const std::vector<float> q = random_values(b * hq * s * d, 14), k = random_values(b * hkv * s * d, 15),
-                           v = random_values(b * hkv * s * d, 16);
+  const std::vector<float> q = normal_values(b * hq * s * d, 14), k = normal_values(b * hkv * s * d, 15),
+                           v = normal_values(b * hkv * s * d, 16);
   for (bool causal : {false, true}) {
     const Tensor out = scaled_dot_product_attention(f32(q, Shape{b, hq, s, d}), f32(k, Shape{b, hkv, s, d}),
                                                     f32(v, Shape{b, hkv, s, d}), causal);
@@ -366,7 +361,7 @@ TEST(OpsAttention, PrefillCausalGqaMatchesNaiveFloat64) {
   }
   // More keys than queries (chunked prefill): the queries are the last S positions.
   const int64_t skv = 30;
-  const std::vector<float> k2 = random_values(b * hkv * skv * d, 17), v2 = random_values(b * hkv * skv * d, 18);
+  const std::vector<float> k2 = normal_values(b * hkv * skv * d, 17), v2 = normal_values(b * hkv * skv * d, 18);
   const Tensor out = scaled_dot_product_attention(f32(q, Shape{b, hq, s, d}), f32(k2, Shape{b, hkv, skv, d}),
                                                   f32(v2, Shape{b, hkv, skv, d}), true);
   expect_close(out.to_float(), naive_attention(q, k2, v2, b, hq, hkv, s, skv, d, true), 1e-5, 1e-5, "chunked");
@@ -380,12 +375,12 @@ TEST(OpsAttention, DecodeAgainstCacheAtPerUserPositions) {
   const std::vector<int64_t> pos{0, 17, 39};
   for (DataType cache_dt : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B}) {
     SCOPED_TRACE(to_string(cache_dt));
-    const std::vector<float> k0 = random_values(b * hkv * smax * d, 19), v0 = random_values(b * hkv * smax * d, 20);
+    const std::vector<float> k0 = normal_values(b * hkv * smax * d, 19), v0 = normal_values(b * hkv * smax * d, 20);
     Tensor kc = Tensor::from_float(k0, Shape{b, hkv, smax, d}, cache_dt, Layout::TILE);
     Tensor vc = Tensor::from_float(v0, Shape{b, hkv, smax, d}, cache_dt, Layout::TILE);
     const Tensor k_before = kc;
     // New token per user written at its position; every other row keeps its bits.
-    const std::vector<float> kn = random_values(b * hkv * d, 21), vn = random_values(b * hkv * d, 22);
+    const std::vector<float> kn = normal_values(b * hkv * d, 21), vn = normal_values(b * hkv * d, 22);
     update_cache(kc, f32(kn, Shape{1, b, hkv, d}), pos);
     update_cache(vc, f32(vn, Shape{1, b, hkv, d}), pos);
     const std::vector<float> kq = kc.to_float(), kb = k_before.to_float(), vq = vc.to_float();
@@ -403,21 +398,21 @@ TEST(OpsAttention, DecodeAgainstCacheAtPerUserPositions) {
           }
     EXPECT_EQ(changed_elsewhere, 0);
 
-    const std::vector<float> q = random_values(b * hq * d, 23);
+    const std::vector<float> q = normal_values(b * hq * d, 23);
     const Tensor out = scaled_dot_product_attention_decode(f32(q, Shape{1, b, hq, d}), kc, vc, pos);
     EXPECT_EQ(out.shape(), (Shape{1, b, hq, d}));
     expect_close(out.to_float(), naive_attention(q, kq, vq, b, hq, hkv, 1, smax, d, false, &pos), 1e-5, 1e-5, "decode");
   }
   const std::vector<int64_t> bad{0, 17, 40};
-  const Tensor kc = f32(random_values(b * hkv * smax * d, 1), Shape{b, hkv, smax, d});
-  EXPECT_THROW(scaled_dot_product_attention_decode(f32(random_values(b * hq * d, 2), Shape{1, b, hq, d}), kc, kc, bad),
+  const Tensor kc = f32(normal_values(b * hkv * smax * d, 1), Shape{b, hkv, smax, d});
+  EXPECT_THROW(scaled_dot_product_attention_decode(f32(normal_values(b * hq * d, 2), Shape{1, b, hq, d}), kc, kc, bad),
                Error);
 }
 
 TEST(OpsAttention, FillCacheWritesOneUsersPrefix) {
   const int64_t b = 2, hkv = 2, smax = 64, d = 32, s = 37;
   Tensor cache(Shape{b, hkv, smax, d}, DataType::BFLOAT8_B, Layout::TILE);
-  const std::vector<float> kv = random_values(hkv * s * d, 24);
+  const std::vector<float> kv = normal_values(hkv * s * d, 24);
   fill_cache(cache, f32(kv, Shape{1, hkv, s, d}), 1);
   const std::vector<float> c = cache.to_float();
   const std::vector<float> kvq =
@@ -434,7 +429,7 @@ TEST(OpsAttention, FillCacheWritesOneUsersPrefix) {
 
 TEST(OpsHeads, SplitAndConcatRoundTrip) {
   const int64_t b = 2, s = 9, hq = 4, hkv = 2, d = 8;
-  const std::vector<float> x = random_values(b * s * (hq + 2 * hkv) * d, 25);
+  const std::vector<float> x = normal_values(b * s * (hq + 2 * hkv) * d, 25);
   const Tensor qkv = f32(x, Shape{b, 1, s, (hq + 2 * hkv) * d});
   const QkvHeads heads = split_qkv_heads(qkv, hq, hkv);
   EXPECT_EQ(heads.q.shape(), (Shape{b, hq, s, d}));
@@ -450,7 +445,7 @@ TEST(OpsHeads, SplitAndConcatRoundTrip) {
   EXPECT_EQ(back.shape(), (Shape{b, 1, s, hq * d}));
   EXPECT_EQ(split_heads(back, hq).to_float(), q);
 
-  const Tensor dec = f32(random_values(3 * (hq + 2 * hkv) * d, 26), Shape{1, 1, 3, (hq + 2 * hkv) * d});
+  const Tensor dec = f32(normal_values(3 * (hq + 2 * hkv) * d, 26), Shape{1, 1, 3, (hq + 2 * hkv) * d});
   const QkvHeads hd = split_qkv_heads_decode(dec, hq, hkv);
   EXPECT_EQ(hd.q.shape(), (Shape{1, 3, hq, d}));
   EXPECT_EQ(hd.v.shape(), (Shape{1, 3, hkv, d}));
@@ -458,7 +453,7 @@ TEST(OpsHeads, SplitAndConcatRoundTrip) {
 }
 
 TEST(OpsDataMovement, ReshapePermuteSlice) {
-  const std::vector<float> x = random_values(2 * 3 * 35, 27);
+  const std::vector<float> x = normal_values(2 * 3 * 35, 27);
   for (Layout layout : {Layout::ROW_MAJOR, Layout::TILE}) {
     const Tensor t = f32(x, Shape{2, 3, 35}, layout);
     const Tensor r = reshape(t, {6, -1});
