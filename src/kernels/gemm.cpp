@@ -18,10 +18,11 @@ namespace meshnn::kernels {
 
 namespace {
 
-// Block sizes (tuned on a Sapphire Rapids core: 48 KiB L1d, 2 MiB L2).
-// K block: a multiple of 32 (whole tiles) whose B panel, kc x 32 values, fills about 32 KiB of L1.
+// Block sizes (float32: tuned on a Sapphire Rapids core, 48 KiB L1d, 2 MiB L2; bf16: on Zen 5).
+// K block: a multiple of 32 (whole tiles) whose B panel, kc x 32 values, fills about 32 KiB of L1,
+// so that C is reloaded as rarely as the L1 allows (docs/performance.md, the bf16 section).
 constexpr int64_t kKcFloat32 = 256;  // 256 x 32 floats
-constexpr int64_t kKcBf16 = 512;     // 512 x 32 bfloat16 (256 measured slower: more C reloads)
+constexpr int64_t kKcBf16 = 512;     // 512 x 32 bfloat16 (256 rows of pairs)
 constexpr int64_t kMc = 480;     // rows of A per block; the C block 480 x 256 floats = 480 KiB (L2)
 constexpr int64_t kNcTiles = 8;  // tile columns per C block
 
