@@ -407,7 +407,8 @@ constexpr const char* kConfigAttributes[] = {
     "model_type",          "hidden_size",     "intermediate_size",     "num_hidden_layers",
     "num_attention_heads", "num_key_value_heads", "vocab_size",        "max_position_embeddings",
     "rms_norm_eps",        "rope_theta",      "tie_word_embeddings",   "meshnn_synthetic_seed",
-    "head_dim",            "bos_token_id",    "eos_token_id"};
+    "head_dim",            "bos_token_id",    "eos_token_id",          "rope_scaling",
+    "sliding_window"};
 
 void collect_attribute(hid_t object, const char* name, Attributes& attrs) {
   if (H5Aexists(object, name) <= 0) return;

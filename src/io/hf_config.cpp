@@ -34,6 +34,8 @@ class Config {
     MESHNN_CHECK(j_.is_object(), "'{}' is not a JSON object", file_);
   }
   bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  // Written at all, null included: where null and absent mean different things.
+  bool written(const char* key) const { return j_.contains(key); }
   const json& at(const char* key) const { return j_.at(key); }
   const std::string& file() const { return file_; }
 
@@ -125,9 +127,10 @@ void read_llama(const Config& c, HfModelConfig& m) {
   for (const char* flag : {"attention_bias", "mlp_bias"})
     MESHNN_CHECK(!c.boolean(flag, false), "{}: {} = true is not supported (meshnn's Llama has no biases)", c.file(), flag);
   const bool tied = c.boolean("tie_word_embeddings", false);
+  const bool mistral = c.string("model_type", "llama") == "mistral";
 
   Attributes& a = m.attributes;
-  a["model_type"] = std::string(c.string("model_type", "llama") == "mistral" ? "mistral" : "llama");
+  a["model_type"] = std::string(mistral ? "mistral" : "llama");
   a["hidden_size"] = hidden;
   a["intermediate_size"] = intermediate;
   a["num_hidden_layers"] = layers;
@@ -144,18 +147,21 @@ void read_llama(const Config& c, HfModelConfig& m) {
     MESHNN_CHECK(c.at("rope_scaling").is_object(), "{}: 'rope_scaling' must be an object, got {}", c.file(),
                  c.at("rope_scaling").dump());
     a["rope_scaling"] = c.at("rope_scaling").dump();
-    m.warnings.push_back(fmt::format("config.json has rope_scaling {}; it is kept in the file, but meshnn's Llama job "
-                                     "does not apply it yet, so its results differ from the reference model's",
-                                     c.at("rope_scaling").dump()));
+    const nlohmann::json& scaling = c.at("rope_scaling");
+    const nlohmann::json type = scaling.contains("rope_type") ? scaling.at("rope_type") : scaling.value("type", json());
+    const bool applied = type.is_null() || (type.is_string() && (type == "default" || type == "linear" ||
+                                                                 type == "dynamic" || type == "llama3"));
+    if (!applied)
+      m.warnings.push_back(fmt::format("config.json has rope_scaling {}; it is kept in the file, but meshnn's Llama job "
+                                       "applies only default, linear, dynamic and llama3 and will refuse this file",
+                                       scaling.dump()));
   }
-  if (c.has("sliding_window")) {
-    const int64_t window = c.positive("sliding_window");
-    a["sliding_window"] = window;
-    if (window < std::get<int64_t>(a["max_position_embeddings"]))
-      m.warnings.push_back(fmt::format("config.json has sliding_window {}; meshnn's Llama job attends to the whole "
-                                       "context, which is the same for sequences of up to {} tokens",
-                                       window, window));
-  }
+  // Mistral attends over a sliding window (Llama has none, whatever its config says). Hugging Face's
+  // MistralConfig defaults it to 4096 when the key is absent; null means none.
+  if (mistral && c.has("sliding_window"))
+    a["sliding_window"] = c.positive("sliding_window");
+  else if (mistral && !c.written("sliding_window"))
+    a["sliding_window"] = int64_t{4096};
 
   auto& e = m.expected_tensors;
   e["model.embed_tokens.weight"] = {vocab, hidden};

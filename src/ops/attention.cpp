@@ -112,7 +112,7 @@ Tensor scaled_dot_product_attention_decode(const Tensor& q, const Tensor& k_cach
   for (int64_t i = 0; i < b; ++i) slots[static_cast<size_t>(i)] = i;
   const std::vector<float> qv = q.to_float();
   std::vector<float> out(static_cast<size_t>(b * hq * d));
-  ops_detail::attend_over_cache(qv.data(), hq * d, k, v, slots, positions, hq, sc, out.data());
+  ops_detail::attend_over_cache(qv.data(), hq * d, k, v, slots, positions, hq, sc, /*window=*/0, out.data());
   return ops_detail::like(out, q.shape(), q);
 }
 

@@ -58,22 +58,27 @@ namespace ops_detail {
 
 void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_cache, const Tensor& v_cache,
                        std::span<const int64_t> slots, std::span<const int64_t> positions, int64_t hq, float sc,
-                       float* out) {
+                       int64_t window, float* out) {
   const int64_t m = static_cast<int64_t>(slots.size()), hkv = k_cache.shape()[1], d = k_cache.shape()[3];
   // Attention. Work items: (segment of consecutive rows of one slot, KV head, share of its query
   // heads); query heads are split further only when there are fewer items than threads would use.
   struct Segment {
-    int64_t begin, end, max_position;
+    int64_t begin, end, min_first, max_position;
   };
+  // The first position row r attends to: the whole context, or the last `window` positions.
+  const auto first_position = [&](int64_t r) { return window > 0 ? std::max<int64_t>(0, positions[r] - window + 1) : 0; };
   // Capacity kept from call to call. The workers must see this thread's vector: a lambda names a
   // thread_local by the running thread, so they get it through a reference.
   thread_local std::vector<Segment> kept;
   std::vector<Segment>& segments = kept;
   segments.clear();
   for (int64_t begin = 0; begin < m;) {
-    int64_t end = begin + 1, max_position = positions[begin];
-    while (end < m && slots[end] == slots[begin]) max_position = std::max(max_position, positions[end++]);
-    segments.push_back({begin, end, max_position});
+    int64_t end = begin + 1, max_position = positions[begin], min_first = first_position(begin);
+    for (; end < m && slots[end] == slots[begin]; ++end) {
+      max_position = std::max(max_position, positions[end]);
+      min_first = std::min(min_first, first_position(end));
+    }
+    segments.push_back({begin, end, min_first, max_position});
     begin = end;
   }
   const int64_t group = hq / hkv;
@@ -100,18 +105,19 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
       std::fill_n(running_max, queries, -std::numeric_limits<float>::infinity());
       std::fill_n(running_sum, queries, 0.0f);
       const int64_t matrix = slots[seg.begin] * hkv + kvh;
-      for (int64_t tile_row = 0; tile_row <= seg.max_position / 32; ++tile_row) {
+      for (int64_t tile_row = seg.min_first / 32; tile_row <= seg.max_position / 32; ++tile_row) {
         decode_tile_row(k_cache, matrix, tile_row, dp, keys);
         decode_tile_row(v_cache, matrix, tile_row, dp, values);
         for (int64_t r = seg.begin; r < seg.end; ++r) {
+          const int64_t first = std::max<int64_t>(0, first_position(r) - tile_row * 32);
           const int64_t last = std::min<int64_t>(31, positions[r] - tile_row * 32);
-          if (last < 0) continue;
+          if (last < first) continue;
           for (int64_t h = h_begin; h < h_end; ++h) {
             const int64_t qi = (r - seg.begin) * (h_end - h_begin) + (h - h_begin);
             const float* q = query_rows + r * stride + h * d;
             float scores[32];
             float tile_max = -std::numeric_limits<float>::infinity();
-            for (int64_t j = 0; j <= last; ++j) {
+            for (int64_t j = first; j <= last; ++j) {
               scores[j] = sc * dot(q, keys + j * dp, d);
               tile_max = std::max(tile_max, scores[j]);
             }
@@ -121,7 +127,7 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
             float* a = acc + qi * d;
             float sum = running_sum[qi] * correction;
             for (int64_t i = 0; i < d; ++i) a[i] *= correction;
-            for (int64_t j = 0; j <= last; ++j) {
+            for (int64_t j = first; j <= last; ++j) {
               const float p = std::exp(scores[j] - new_max);
               sum += p;
               const float* v = values + j * dp;
@@ -148,7 +154,8 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
 void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, Tensor& k_cache, Tensor& v_cache,
                                   const RotaryTables& rope, std::span<const int64_t> slots,
                                   std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
-                                  Tensor& output, std::optional<float> scale) {
+                                  Tensor& output, std::optional<float> scale,
+                                  std::optional<int64_t> sliding_window_size) {
   const char* what = "attention_with_kv_cache";
   ops_detail::check_float(qkv, what, "qkv");
   check_cache(k_cache, what, "k_cache");
@@ -187,6 +194,8 @@ void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, 
   MESHNN_CHECK(std::adjacent_find(written.begin(), written.end()) == written.end(),
                "{}: two rows write the same slot and position", what);
   MESHNN_CHECK(&output != &qkv, "{}: output must not be the qkv tensor", what);
+  MESHNN_CHECK(!sliding_window_size || *sliding_window_size > 0, "{}: sliding_window_size must be > 0, got {}", what,
+               sliding_window_size.value_or(0));
   if (m == 0) {
     output = Tensor(Shape{1, 1, 0, hq * d}, out_dtype, Layout::TILE);
     return;
@@ -228,17 +237,18 @@ void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, 
 
   const float sc = scale.value_or(1.0f / std::sqrt(static_cast<float>(d)));
   float* out = scratch.acquire_as<float>(static_cast<size_t>(m * hq * d));
-  ops_detail::attend_over_cache(rows + columns.q_column, w, k_cache, v_cache, slots, positions, hq, sc, out);
+  ops_detail::attend_over_cache(rows + columns.q_column, w, k_cache, v_cache, slots, positions, hq, sc,
+                                sliding_window_size.value_or(0), out);
   ops_detail::write_logical_rows(output, Shape{1, 1, m, hq * d}, out_dtype, out);
 }
 
 Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Tensor& k_cache, Tensor& v_cache,
                                const RotaryTables& rope, std::span<const int64_t> slots,
                                std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
-                               std::optional<float> scale) {
+                               std::optional<float> scale, std::optional<int64_t> sliding_window_size) {
   Tensor out;
   attention_with_kv_cache_into(qkv, columns, k_cache, v_cache, rope, slots, positions, num_q_heads, out_dtype, out,
-                               scale);
+                               scale, sliding_window_size);
   return out;
 }
 

@@ -12,13 +12,13 @@ namespace meshnn::ops_detail {
 
 // Row r of `query_rows` (rows `stride` floats apart, Hq heads of D values from the row's start) is a
 // token of cache slot slots[r] at position positions[r]: each head h attends, softmax(scale q k^T)
-// v, over positions 0..positions[r] of that slot of k_cache / v_cache ([slots, Hkv, S_max, D],
+// v, over positions 0..positions[r] of that slot (only the last `window` of them when window > 0) of k_cache / v_cache ([slots, Hkv, S_max, D],
 // TILE, any float dtype) through KV head h / (Hq / Hkv). Online softmax over the cache's tile
 // rows, only those up to each row's position decoded; threaded over (run of rows of one slot, KV
 // head, share of its query heads). Writes out [rows][Hq * D]. Arguments are validated by the
 // callers. Working memory comes from each thread's ScratchScope (core/scratch.hpp).
 void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_cache, const Tensor& v_cache,
                        std::span<const int64_t> slots, std::span<const int64_t> positions, int64_t hq, float scale,
-                       float* out);
+                       int64_t window, float* out);
 
 }  // namespace meshnn::ops_detail

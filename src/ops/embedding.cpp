@@ -73,12 +73,20 @@ Tensor embedding(const Tensor& ids, const Tensor& table, std::optional<DataType>
 RotaryTables make_rotary_tables(int64_t head_dim, int64_t max_positions, double theta) {
   MESHNN_CHECK(head_dim > 0 && head_dim % 2 == 0, "make_rotary_tables: head_dim must be even and > 0, got {}",
                head_dim);
+  std::vector<double> inverse_frequencies(static_cast<size_t>(head_dim / 2));
+  for (int64_t i = 0; i < head_dim / 2; ++i)
+    inverse_frequencies[static_cast<size_t>(i)] = std::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
+  return make_rotary_tables(inverse_frequencies, max_positions);
+}
+
+RotaryTables make_rotary_tables(std::span<const double> inverse_frequencies, int64_t max_positions) {
+  MESHNN_CHECK(!inverse_frequencies.empty(), "make_rotary_tables: no inverse frequencies given");
   MESHNN_CHECK(max_positions > 0, "make_rotary_tables: max_positions must be > 0, got {}", max_positions);
-  const int64_t half = head_dim / 2;
+  const int64_t half = static_cast<int64_t>(inverse_frequencies.size()), head_dim = 2 * half;
   std::vector<float> c(max_positions * head_dim), s(max_positions * head_dim);
   for (int64_t p = 0; p < max_positions; ++p)
     for (int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(p) * std::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
+      const double angle = static_cast<double>(p) * inverse_frequencies[static_cast<size_t>(i)];
       c[p * head_dim + i] = c[p * head_dim + half + i] = static_cast<float>(std::cos(angle));
       s[p * head_dim + i] = s[p * head_dim + half + i] = static_cast<float>(std::sin(angle));
     }

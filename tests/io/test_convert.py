@@ -8,12 +8,15 @@
    rope_scaling; Mistral) and Falcon (RWForCausalLM in the RefinedWeb dialect, sharded;
    FalconForCausalLM) convert, and every dataset equals its source bit for bit (as stored, and
    converted to float32 and bfloat16), every attribute and every tokenizer file is there.
+   Mistral's sliding_window defaults as Hugging Face's does; a rope_scaling type the job cannot
+   apply converts with a note.
 2. Hostile input: each case exits nonzero with the expected message and leaves no output file
    (nor a temporary one). A converted file of mixed dtypes loads bit-exactly into every placement
    (tests/mpi/test_h5py_files.cpp, ConvertedFile), on 1 and 2 ranks.
 3. The jobs give the same results on a converted file as on the same weights written directly
    with h5py in meshnn's layout: meshnn-llm's tokens and logits, meshnn-mlp's output, on 1 and 2
-   ranks; a file with one weight changed gives different logits (the comparison can fail).
+   ranks; a file with one weight changed gives different logits (the comparison can fail). The
+   job applies the llama3 rope_scaling (without it the logits differ) and refuses a yarn one.
 """
 import json
 import os
@@ -149,7 +152,7 @@ def test_conversions():
         out = os.path.join(WORK, f"llama_sharded_{target or 'keep'}{'_blocks' if '--block-size' in flag else ''}.h5")
         r = convert(d, out, *flag)
         check(r.returncode == 0, f"llama sharded converts ({target or 'dtypes kept'}{', small blocks' if '--block-size' in flag else ''})")
-        check("note: config.json has rope_scaling" in r.stderr, "the user is told rope_scaling is not applied")
+        check("note:" not in r.stderr, "no note for a rope_scaling the job applies")
         check_converted(f"llama sharded {target or 'keep'} {flag}", out, kept, attrs, target, model_dir=d)
     with h5py.File(os.path.join(WORK, "llama_sharded_keep.h5"), "r") as f:
         check(json.loads(attr_value(f.attrs["rope_scaling"])) == cfg["rope_scaling"], "rope_scaling kept as its JSON")
@@ -173,6 +176,26 @@ def test_conversions():
         check(r.returncode == 0, f"mistral converts ({target or 'dtypes kept'})")
         check_converted(f"mistral {target or 'keep'}", out, kept,
                         dict(LLAMA_ATTRS, model_type="mistral", sliding_window=4096), target)
+
+    # Settings the job applies or refuses: Mistral's sliding_window is 4096 when absent (as
+    # Hugging Face's MistralConfig defaults it) and none when null; Llama has no window whatever its
+    # config says; a rope_scaling type the job does not apply converts with a note.
+    for label, cfg, window in (("mistral, no sliding_window", dict(LLAMA, architectures=["MistralForCausalLM"], model_type="mistral"), 4096),
+                               ("mistral, sliding_window null", dict(LLAMA, architectures=["MistralForCausalLM"], model_type="mistral", sliding_window=None), None),
+                               ("llama with a sliding_window", dict(LLAMA, sliding_window=16), None)):
+        d = os.path.join(WORK, "window")
+        hf.write_model_dir(d, cfg, hf.llama_shapes(cfg), lambda n: "BF16", seed=6, tokenizer=False)
+        r = convert(d, os.path.join(WORK, "window.h5"))
+        with h5py.File(os.path.join(WORK, "window.h5"), "r") as f:
+            got = attr_value(f.attrs["sliding_window"]) if "sliding_window" in f.attrs else None
+        check(r.returncode == 0 and got == window, f"{label}: sliding_window attribute {got}, expected {window}")
+        shutil.rmtree(d)
+    d = os.path.join(WORK, "llama_yarn")
+    cfg = dict(LLAMA, rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64})
+    models["llama_yarn"] = (d, hf.write_model_dir(d, cfg, hf.llama_shapes(cfg), lambda n: "BF16", seed=6, tokenizer=False))
+    r = convert(d, os.path.join(WORK, "llama_yarn.h5"))
+    check(r.returncode == 0 and "note: config.json has rope_scaling" in r.stderr and "will refuse" in r.stderr,
+          "a rope_scaling type the job does not apply converts with a note saying the job will refuse it")
 
     # Falcon in the original RefinedWeb dialect (n_layer, n_head), sharded, float32.
     d = os.path.join(WORK, "falcon_rw")
@@ -322,11 +345,13 @@ def mpirun(ranks, args):
     return run([*MPIEXEC, "-n", str(ranks), *args])
 
 
-def llm_outputs(weights, ranks, tag):
+def llm_outputs(weights, ranks, tag, expect_failure=None):
     out = os.path.join(WORK, f"llm_{tag}_np{ranks}.h5")
     r = mpirun(ranks, [os.path.join(BUILD, "apps", "meshnn-llm"), "--weights", weights, "--prompt-len", "8",
                        "--batch", "2", "--max-new-tokens", "4", "--ignore-eos", "--save-logits",
                        "--weight-dtype", "bfloat16", "--output", out])
+    if expect_failure is not None:
+        return r.returncode != 0 and expect_failure in r.stderr
     if r.returncode != 0:
         print(r.stdout[-2000:] + r.stderr[-2000:])
         return None
@@ -377,11 +402,22 @@ def test_jobs(models):
     d, kept = models["llama_sharded"]
     rounded = {n: ("BF16", expected_array(t, a, "BF16")) for n, (t, a) in kept.items()}
     direct = os.path.join(WORK, "llama_sharded_direct.h5")
-    write_direct(direct, rounded, dict(LLAMA_ATTRS, tie_word_embeddings=1, rope_theta=500000.0))
+    sharded_attrs = dict(LLAMA_ATTRS, tie_word_embeddings=1, rope_theta=500000.0)
+    with h5py.File(os.path.join(WORK, "llama_sharded_keep.h5"), "r") as f:
+        scaling = attr_value(f.attrs["rope_scaling"])
+    write_direct(direct, rounded, dict(sharded_attrs, rope_scaling=scaling))
     for ranks in (1, 2):
         check(same_outputs(llm_outputs(os.path.join(WORK, "llama_sharded_BF16.h5"), ranks, "sharded"),
                            llm_outputs(direct, ranks, "sharded_direct")),
               f"meshnn-llm on {ranks} rank(s): sharded checkpoint converted to bfloat16 = direct file")
+    # The job applies the file's llama3 rope_scaling: without it the logits differ.
+    unscaled = os.path.join(WORK, "llama_sharded_unscaled.h5")
+    write_direct(unscaled, rounded, sharded_attrs)
+    check(not same_outputs(llm_outputs(unscaled, 1, "unscaled"), llm_outputs(direct, 1, "sharded_direct")),
+          "the converted rope_scaling changes the logits (the job applies it)")
+    for ranks in (1, 2):
+        check(llm_outputs(os.path.join(WORK, "llama_yarn.h5"), ranks, "yarn", expect_failure="rope_scaling type 'yarn'"),
+              f"meshnn-llm on {ranks} rank(s) refuses a yarn rope_scaling, naming it")
 
     # Falcon: the MLP job reads transformer.h.1.mlp.* of the converted checkpoint.
     d, kept = models["falcon"]

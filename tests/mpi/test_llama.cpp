@@ -1,7 +1,8 @@
 // The Llama model on every mesh shape of the run's size, in tp, 2d, dp and hybrid: logits against an
 // independent float64 implementation (tests/support/llama_reference), greedy tokens against the
 // single-device run, KV-cache consistency across ragged prompts, chunked prefill and tile
-// boundaries, continuous batching against solo runs, determinism, and bad input.
+// boundaries, Llama 3.1's rope_scaling and Mistral's sliding window, continuous batching against
+// solo runs, determinism, and bad input.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -40,6 +41,31 @@ std::string model_file(bool tied) {
     spec.config.tie_word_embeddings = tied;
     spec.storage = io::StoredType::FLOAT32;
     spec.seed = tied ? 7 : 5;
+    write_synthetic_llama(f, spec);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return f;
+}
+
+// The tiny preset with the untied file's weights and Llama 3.1's rope_scaling and/or Mistral's
+// sliding window (20 positions: prompts of 31 to 45 tokens run past it, within a tile and across
+// tile boundaries).
+std::string long_context_file(bool rope_scaling, bool sliding_window) {
+  int pid = static_cast<int>(getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const std::string f = fmt::format("{}/meshnn_llama_test_{}_rope{}_window{}.h5", ::testing::TempDir(), pid,
+                                    int{rope_scaling}, int{sliding_window});
+  if (world_rank() == 0) {
+    SyntheticLlama spec;
+    spec.config = llama_preset("tiny");
+    if (rope_scaling) {
+      // Frequencies on every side of the llama3 bands: wavelengths 6 and 23 under 128 / 4 are
+      // kept, 86 is interpolated, 316 and longer over 128 / 1 are divided.
+      spec.config.rope_scaling = {RopeScaling::Type::LLAMA3, 8.0, 1.0, 4.0, 128};
+    }
+    if (sliding_window) spec.config.sliding_window = 20;
+    spec.storage = io::StoredType::FLOAT32;
+    spec.seed = 5;
     write_synthetic_llama(f, spec);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -117,8 +143,7 @@ std::vector<std::vector<int32_t>> tokens_of(const GenerationResult& r) {
 
 // Every mesh shape of this run's size, every mode: the float32 logits against float64 and the
 // greedy tokens against the single-device run.
-void check_every_mode(bool tied) {
-  const std::string file = model_file(tied);
+void check_every_mode(const std::string& file, const std::string& label) {
   const LlamaConfig config = config_of(file);
   LlamaOptions options{DataType::FLOAT32, DataType::FLOAT32};
   const auto requests = ragged_requests(config.vocab_size, 6);
@@ -138,14 +163,32 @@ void check_every_mode(bool tied) {
       const GenerationResult r = run_on(file, group, o, DataType::FLOAT32, requests, 4, 512);
       const double p = min_pcc_vs_reference(file, requests, r, config.vocab_size);
       EXPECT_TRUE(all_ranks_ok(p >= 0.9999 && tokens_of(r) == tokens_of(single)))
-          << ms.to_string() << " " << to_string(mode) << (tied ? " tied" : "") << ": min PCC vs float64 " << p
+          << ms.to_string() << " " << to_string(mode) << " " << label << ": min PCC vs float64 " << p
           << ", tokens equal the single-device run: " << (tokens_of(r) == tokens_of(single));
     }
   }
 }
 
-TEST(Llama, Float32LogitsMatchFloat64InEveryModeAndMesh) { check_every_mode(false); }
-TEST(Llama, TiedEmbeddingsMatchFloat64InEveryModeAndMesh) { check_every_mode(true); }
+TEST(Llama, Float32LogitsMatchFloat64InEveryModeAndMesh) { check_every_mode(model_file(false), "untied"); }
+TEST(Llama, TiedEmbeddingsMatchFloat64InEveryModeAndMesh) { check_every_mode(model_file(true), "tied"); }
+TEST(Llama, RopeScalingAndSlidingWindowMatchFloat64InEveryModeAndMesh) {
+  check_every_mode(long_context_file(true, true), "llama3 rope_scaling, sliding window 20");
+}
+
+// The comparison above can fail: the reference without either setting is far from the model with both.
+TEST(Llama, RopeScalingAndSlidingWindowEachChangeTheLogits) {
+  const std::string both = long_context_file(true, true);
+  const LlamaConfig config = config_of(both);
+  const auto requests = ragged_requests(config.vocab_size, 6);
+  auto self = MeshDevice::open({1, 1}, Topology::Ring, MPI_COMM_SELF);
+  const GenerationResult r = run_on(both, self, {DataType::FLOAT32, DataType::FLOAT32}, DataType::FLOAT32, requests,
+                                    4, 512);
+  for (const auto& [file, missing] : {std::pair{long_context_file(false, true), "rope_scaling"},
+                                      std::pair{long_context_file(true, false), "sliding window"}}) {
+    const double p = min_pcc_vs_reference(file, requests, r, config.vocab_size);
+    EXPECT_TRUE(all_ranks_ok(p < 0.999)) << "the reference without the " << missing << " still reaches PCC " << p;
+  }
+}
 
 // Compact formats on the tp mesh: the logits stay close to float64 (looser: weights and cache are
 // quantised) and to the float32 run.

@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <numbers>
 #include <optional>
 
 #include "meshnn/core/error.hpp"
@@ -23,7 +25,9 @@ struct RefLayer {
 
 struct RefModel {
   int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
-  double eps = 1e-6, theta = 10000.0;
+  double eps = 1e-6;
+  std::vector<double> inv_freq;  // head_dim / 2 rotary frequencies after rope_scaling
+  int64_t window = 0;            // sliding_window; 0 = the whole context
   bool tied = false;
   std::vector<float> embed, final_norm, lm_head;  // lm_head empty when tied
   std::vector<RefLayer> blocks;
@@ -47,6 +51,28 @@ int64_t count(const io::Attributes& attrs, const char* name, std::optional<int64
   return n;
 }
 
+// Hugging Face's _compute_llama3_parameters / linear scaling, restated: per frequency, the
+// llama3 factor is chosen from its wavelength (long: divided, short: kept, between: interpolated
+// on original / wavelength).
+std::vector<double> scaled_frequencies(std::vector<double> inv_freq, const nlohmann::json& scaling) {
+  const std::string type = scaling.value("rope_type", scaling.value("type", std::string("default")));
+  if (type == "linear")
+    for (double& f : inv_freq) f /= scaling.at("factor").get<double>();
+  if (type != "llama3") return inv_freq;
+  const double factor = scaling.at("factor").get<double>(), low = scaling.at("low_freq_factor").get<double>();
+  const double high = scaling.at("high_freq_factor").get<double>();
+  const double original = scaling.at("original_max_position_embeddings").get<double>();
+  for (double& f : inv_freq) {
+    const double wavelength = 2.0 * std::numbers::pi / f;
+    double kept_share;  // 1: frequency unchanged, 0: divided by factor
+    if (wavelength > original / low) kept_share = 0.0;
+    else if (wavelength < original / high) kept_share = 1.0;
+    else kept_share = (original / wavelength - low) / (high - low);
+    f = kept_share * f + (1.0 - kept_share) * f / factor;
+  }
+  return inv_freq;
+}
+
 std::vector<float> load(const std::string& file, const std::string& key, std::vector<int64_t> shape) {
   io::LoadOptions o;
   o.expected_shape = std::move(shape);
@@ -64,7 +90,12 @@ std::shared_ptr<const RefModel> load_model(const std::string& file) {
   m->head_dim = count(attrs, "head_dim", m->hidden / m->heads, file);
   m->vocab = count(attrs, "vocab_size", std::nullopt, file);
   m->eps = number(attrs, "rms_norm_eps").value_or(1e-6);
-  m->theta = number(attrs, "rope_theta").value_or(10000.0);
+  const double theta = number(attrs, "rope_theta").value_or(10000.0);
+  for (int64_t i = 0; i < m->head_dim / 2; ++i)
+    m->inv_freq.push_back(1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(m->head_dim)));
+  if (const auto it = attrs.find("rope_scaling"); it != attrs.end())
+    m->inv_freq = scaled_frequencies(m->inv_freq, nlohmann::json::parse(std::get<std::string>(it->second)));
+  m->window = static_cast<int64_t>(number(attrs, "sliding_window").value_or(0.0));
   m->tied = number(attrs, "tie_word_embeddings").value_or(0.0) != 0.0;
   MESHNN_CHECK(m->heads % m->kv_heads == 0 && m->head_dim % 2 == 0,
                "llama reference: '{}' has {} heads, {} KV heads, head_dim {}", file, m->heads, m->kv_heads, m->head_dim);
@@ -114,12 +145,12 @@ Vec rms_norm(const Vec& x, const std::vector<float>& w, double eps) {
 }
 
 // Rotate-half RoPE on every head of x (heads * head_dim values) at position pos.
-void rope(Vec& x, int64_t head_dim, int64_t pos, double theta) {
-  const int64_t half = head_dim / 2;
+void rope(Vec& x, const std::vector<double>& inv_freq, int64_t pos) {
+  const int64_t half = static_cast<int64_t>(inv_freq.size()), head_dim = 2 * half;
   for (size_t base = 0; base < x.size(); base += static_cast<size_t>(head_dim)) {
     for (int64_t i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-      const double angle = static_cast<double>(pos) * inv_freq, c = std::cos(angle), s = std::sin(angle);
+      const double angle = static_cast<double>(pos) * inv_freq[static_cast<size_t>(i)];
+      const double c = std::cos(angle), s = std::sin(angle);
       double& lo = x[base + static_cast<size_t>(i)];
       double& hi = x[base + static_cast<size_t>(i + half)];
       const double a = lo, b = hi;
@@ -150,16 +181,18 @@ std::vector<Vec> forward(const RefModel& m, std::span<const int32_t> tokens) {
       q[t] = linear(l.q, a);
       k[t] = linear(l.k, a);
       v[t] = linear(l.v, a);
-      rope(q[t], hd, static_cast<int64_t>(t), m.theta);
-      rope(k[t], hd, static_cast<int64_t>(t), m.theta);
+      rope(q[t], m.inv_freq, static_cast<int64_t>(t));
+      rope(k[t], m.inv_freq, static_cast<int64_t>(t));
     }
     for (size_t t = 0; t < n; ++t) {
       Vec attn(static_cast<size_t>(m.heads * hd), 0.0);
       for (int64_t h = 0; h < m.heads; ++h) {
         const size_t qo = static_cast<size_t>(h * hd), ko = static_cast<size_t>((h / group) * hd);
-        Vec scores(t + 1);
+        // Causal; with a sliding window only keys s > t - window (Hugging Face's mask).
+        const size_t first = m.window > 0 && t + 1 > static_cast<size_t>(m.window) ? t + 1 - static_cast<size_t>(m.window) : 0;
+        Vec scores(t + 1, -INFINITY);
         double top = -INFINITY;
-        for (size_t s = 0; s <= t; ++s) {
+        for (size_t s = first; s <= t; ++s) {
           double dot = 0.0;
           for (int64_t d = 0; d < hd; ++d) dot += q[t][qo + static_cast<size_t>(d)] * k[s][ko + static_cast<size_t>(d)];
           scores[s] = dot * scale;
@@ -167,7 +200,7 @@ std::vector<Vec> forward(const RefModel& m, std::span<const int32_t> tokens) {
         }
         double total = 0.0;
         for (double& sc : scores) total += (sc = std::exp(sc - top));
-        for (size_t s = 0; s <= t; ++s)
+        for (size_t s = first; s <= t; ++s)
           for (int64_t d = 0; d < hd; ++d)
             attn[qo + static_cast<size_t>(d)] += scores[s] / total * v[s][ko + static_cast<size_t>(d)];
       }

@@ -13,10 +13,11 @@ namespace meshnn::testing {
 // Logits [tokens.size()][vocab] of one sequence at positions 0..n-1 of the Llama model in `file`,
 // computed in float64 from the stored values (read as float32, so bfloat16 weights enter exactly as
 // stored). Semantics are LlamaForCausalLM's: RMSNorm with weight, rotate-half RoPE (inv_freq_i =
-// theta^(-2i/head_dim)), causal grouped-query attention scaled by 1/sqrt(head_dim), SwiGLU MLP,
-// final norm, lm_head (the embedding when tie_word_embeddings). Configuration from the root
-// attributes with Hugging Face's defaults (num_key_value_heads = heads, head_dim = hidden / heads,
-// rms_norm_eps 1e-6, rope_theta 10000).
+// theta^(-2i/head_dim), then the attribute rope_scaling's linear or llama3 scaling), causal
+// grouped-query attention scaled by 1/sqrt(head_dim) (keys within the last sliding_window positions
+// when that attribute is there, as Mistral's), SwiGLU MLP, final norm, lm_head (the embedding when
+// tie_word_embeddings). Configuration from the root attributes with Hugging Face's defaults
+// (num_key_value_heads = heads, head_dim = hidden / heads, rms_norm_eps 1e-6, rope_theta 10000).
 //
 // Weights are loaded once per file name and cached; a file rewritten since (another inode, size or
 // modification time) is loaded again. Thread-safe. Throws meshnn::Error for a missing or malformed dataset or

@@ -146,6 +146,8 @@ TEST(LlamaSynthetic, BFloat16ChunkedStorageHoldsTheRoundedValues) {
 TEST(LlamaSynthetic, RootAttributesRoundTripThroughTheConfig) {
   LlamaConfig c = tiny();
   c.rope_theta = 250000.0;
+  c.rope_scaling = {models::llama::RopeScaling::Type::LLAMA3, 8.0, 1.0, 4.0, 128};
+  c.sliding_window = 20;
   const std::string file = tiny_file("tiny_theta_attrs", c);
   const io::Attributes attrs = io::read_root_attributes_local(file);
   const LlamaConfig back = models::llama::config_from_attributes(attrs, file);
@@ -159,11 +161,72 @@ TEST(LlamaSynthetic, RootAttributesRoundTripThroughTheConfig) {
   EXPECT_EQ(back.max_position_embeddings, c.max_position_embeddings);
   EXPECT_EQ(back.rms_norm_eps, c.rms_norm_eps);
   EXPECT_EQ(back.rope_theta, c.rope_theta);
+  EXPECT_EQ(back.rope_scaling.type, c.rope_scaling.type);
+  EXPECT_EQ(back.rope_scaling.factor, c.rope_scaling.factor);
+  EXPECT_EQ(back.rope_scaling.low_freq_factor, c.rope_scaling.low_freq_factor);
+  EXPECT_EQ(back.rope_scaling.high_freq_factor, c.rope_scaling.high_freq_factor);
+  EXPECT_EQ(back.rope_scaling.original_max_position_embeddings, c.rope_scaling.original_max_position_embeddings);
+  EXPECT_EQ(back.sliding_window, c.sliding_window);
   EXPECT_EQ(back.tie_word_embeddings, c.tie_word_embeddings);
   EXPECT_EQ(back.bos_token_id, c.bos_token_id);
   EXPECT_EQ(back.eos_token_id, c.eos_token_id);
   ASSERT_TRUE(attrs.count("meshnn_synthetic_seed"));
   EXPECT_EQ(std::get<int64_t>(attrs.at("meshnn_synthetic_seed")), static_cast<int64_t>(kSeed));
+}
+
+// Llama 3.1-8B's rope_scaling against Hugging Face's _compute_llama3_parameters evaluated in float64
+// with Python (wavelength bands: under 2048 kept, over 8192 divided by 8, between interpolated).
+TEST(LlamaRopeScaling, Llama31FrequenciesMatchHuggingFacesFormula) {
+  using models::llama::RopeScaling;
+  LlamaConfig c = models::llama::llama_preset("llama3-8b");
+  c.rope_scaling = models::llama::rope_scaling_from_json(
+      R"({"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+          "rope_type": "llama3"})",
+      c.max_position_embeddings, "test");
+  ASSERT_EQ(c.rope_scaling.type, RopeScaling::Type::LLAMA3);
+  const std::vector<double> f = models::llama::rope_inverse_frequencies(c);
+  ASSERT_EQ(f.size(), 64u);
+  const std::pair<int, double> expected[] = {{0, 1.0},
+                                             {28, 0.003211445994752591},
+                                             {29, 0.002166570763503359},
+                                             {32, 0.0005248461609929547},
+                                             {35, 9.556212353964683e-05},
+                                             {36, 7.78465527393245e-05},
+                                             {63, 3.068925988914511e-07}};
+  for (const auto& [i, want] : expected) EXPECT_NEAR(f[i] / want, 1.0, 1e-12) << "frequency " << i;
+
+  // linear: every frequency divided by the factor; the older "type" key names the type too.
+  LlamaConfig linear = c;
+  linear.rope_scaling = models::llama::rope_scaling_from_json(R"({"type": "linear", "factor": 2.0})", 8192, "test");
+  c.rope_scaling = {};
+  const std::vector<double> plain = models::llama::rope_inverse_frequencies(c);
+  const std::vector<double> halved = models::llama::rope_inverse_frequencies(linear);
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(halved[i], plain[i] / 2.0) << i;
+  // dynamic changes nothing within max_position_embeddings.
+  LlamaConfig dynamic = c;
+  dynamic.rope_scaling = models::llama::rope_scaling_from_json(R"({"rope_type": "dynamic", "factor": 2.0})", 8192, "t");
+  EXPECT_EQ(models::llama::rope_inverse_frequencies(dynamic), plain);
+}
+
+TEST(LlamaRopeScaling, WhatTheJobCannotApplyIsAClearError) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"rope_type": "yarn", "factor": 4.0})", "rope_scaling type 'yarn' is not supported"},
+      {R"({"rope_type": "llama3", "factor": 8.0)", "rope_scaling is not valid JSON"},
+      {R"({"rope_type": "linear"})", "has no 'factor'"},
+      {R"({"rope_type": "linear", "factor": 0.5})", "factor must be >= 1"},
+      {R"({"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1,
+           "original_max_position_embeddings": 8192})",
+       "low_freq_factor 4 must be below high_freq_factor 1"},
+      {R"({"rope_type": "dynamic", "factor": 2, "original_max_position_embeddings": 4096})",
+       "would rescale inside the context"},
+      {R"([1, 2])", "must be a JSON object"},
+  };
+  for (const auto& [text, expected] : cases) {
+    const std::string message =
+        testing::error_message_of([&] { models::llama::rope_scaling_from_json(text, 8192, "model.h5"); });
+    EXPECT_NE(message.find(expected), std::string::npos) << text << " -> " << message;
+    EXPECT_NE(message.find("model.h5"), std::string::npos) << message;
+  }
 }
 
 TEST(LlamaSynthetic, TiedEmbeddingsLeaveOutLmHead) {

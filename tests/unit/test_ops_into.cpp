@@ -106,6 +106,20 @@ TEST(OpsInto, AttentionWithKvCacheIntoEqualsTheAllocatingForm) {
   expect_same(out, want, "attention_with_kv_cache_into");
   EXPECT_EQ(k1.to_float(), k2.to_float());
   EXPECT_EQ(v1.to_float(), v2.to_float());
+
+  // A sliding window that covers every position in use changes no bit; one that does not, does;
+  // a window of 0 is refused.
+  Tensor k3 = k1, v3 = k1;
+  const Tensor wide = attention_with_kv_cache(qkv, columns, k3, v3, rope, slots, positions, hq, DataType::BFLOAT16,
+                                              std::nullopt, 9);
+  expect_same(wide, want, "a sliding window over every position");
+  Tensor k4 = k1, v4 = k1;
+  const Tensor narrow = attention_with_kv_cache(qkv, columns, k4, v4, rope, slots, positions, hq,
+                                                DataType::BFLOAT16, std::nullopt, 2);
+  EXPECT_NE(narrow.to_float(), want.to_float());
+  EXPECT_THROW(attention_with_kv_cache(qkv, columns, k4, v4, rope, slots, positions, hq, DataType::FLOAT32,
+                                       std::nullopt, 0),
+               Error);
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ MeshTensor load_tensor(const std::string& file, const std::string& dataset, cons
 // The model configuration in the root attributes, by Hugging Face config.json names (model_type,
 // hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
 // head_dim, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta, tie_word_embeddings,
-// bos_token_id, eos_token_id; meshnn_synthetic_seed). Other attributes are not read; absent
+// bos_token_id, eos_token_id, rope_scaling, sliding_window; meshnn_synthetic_seed). Other attributes are not read; absent
 // attributes are absent from the map; integers come back as int64_t, reals as double, strings as
 // string.
 using AttributeValue = std::variant<int64_t, double, std::string>;

@@ -35,7 +35,7 @@ struct ConvertSummary {
   int64_t tensors = 0;
   uint64_t bytes_read = 0, bytes_written = 0;  // tensor data only
   std::vector<std::string> shards, tokenizer_files;
-  // Settings the file keeps that meshnn's jobs do not apply yet (rope_scaling, a sliding window).
+  // Settings the file keeps that meshnn's jobs will refuse (a rope_scaling type they do not apply).
   std::vector<std::string> warnings;
   double seconds = 0;
 };

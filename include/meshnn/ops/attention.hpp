@@ -65,22 +65,26 @@ struct QkvColumns {
 // positions[m]. For every row: rotate-half RoPE (tables from make_rotary_tables) on its Hq query and
 // Hkv key heads; its k and v written into row positions[m] of k_cache / v_cache [slots, Hkv, S_max, D]
 // (TILE; float32, bfloat16 or bfloat8_b: the cache keeps its dtype); then each query head h attends,
-// softmax(scale q k^T) v, over positions 0..positions[m] of its slot through KV head h / (Hq / Hkv).
+// softmax(scale q k^T) v, over positions 0..positions[m] of its slot through KV head h / (Hq / Hkv);
+// with a sliding_window_size (Mistral's sliding_window) only over that many of the latest of them,
+// positions[m] - sliding_window_size + 1 .. positions[m].
 // Every row's k/v is written before any row attends, so rows of one slot at increasing positions (a
 // prefill chunk) see each other causally. The cache is read in its stored format, only the tiles
 // that hold positions in use. Returns [1, 1, M, Hq * D] in out_dtype, TILE.
 // Throws meshnn::Error for: sizes that disagree (W too narrow for the columns, cache shapes, D
 // against the tables), Hq not a multiple of Hkv, a slot or position outside the cache or the
-// rotary tables, or two rows writing the same (slot, position).
+// rotary tables, two rows writing the same (slot, position), or a sliding_window_size <= 0.
 Tensor attention_with_kv_cache(const Tensor& qkv, const QkvColumns& columns, Tensor& k_cache, Tensor& v_cache,
                                const RotaryTables& rope, std::span<const int64_t> slots,
                                std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
-                               std::optional<float> scale = std::nullopt);
+                               std::optional<float> scale = std::nullopt,
+                               std::optional<int64_t> sliding_window_size = std::nullopt);
 // The same into `output` (reset to the result's shape, its storage kept when large enough; the tile
 // padding rows are left unspecified). output must not be qkv.
 void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, Tensor& k_cache, Tensor& v_cache,
                                   const RotaryTables& rope, std::span<const int64_t> slots,
                                   std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
-                                  Tensor& output, std::optional<float> scale = std::nullopt);
+                                  Tensor& output, std::optional<float> scale = std::nullopt,
+                                  std::optional<int64_t> sliding_window_size = std::nullopt);
 
 }  // namespace meshnn

@@ -25,6 +25,9 @@ struct RotaryTables {
 // HF tables: inv_freq_i = theta^(-2i / D) for i < D/2; angle = p * inv_freq_i (float64, rounded
 // once); cos[p] = [cos(angle), cos(angle)] (the half repeated), sin likewise. head_dim even.
 RotaryTables make_rotary_tables(int64_t head_dim, int64_t max_positions, double theta = 10000.0);
+// The same from given inverse frequencies (D/2 of them, e.g. after a model's rope_scaling):
+// angle = p * inverse_frequencies[i]. Throws meshnn::Error for none, or max_positions <= 0.
+RotaryTables make_rotary_tables(std::span<const double> inverse_frequencies, int64_t max_positions);
 
 // Prefill: x [..., S, D]; token s uses position position_offset + s:
 //   y = x * cos[p] + rotate_half(x) * sin[p],  rotate_half(x) = [-x[D/2:], x[:D/2]].

@@ -51,6 +51,8 @@ void LlamaConfig::validate(const std::string& source) const {
   MESHNN_CHECK(head_dim % 2 == 0, "{}: head_dim {} must be even for rotary embeddings", source, head_dim);
   MESHNN_CHECK(rms_norm_eps > 0, "{}: rms_norm_eps must be > 0, got {}", source, rms_norm_eps);
   MESHNN_CHECK(rope_theta > 0, "{}: rope_theta must be > 0, got {}", source, rope_theta);
+  MESHNN_CHECK(!sliding_window || *sliding_window > 0, "{}: sliding_window must be > 0, got {}", source,
+               sliding_window.value_or(0));
   MESHNN_CHECK(vocab_size <= (int64_t{1} << 24), "{}: vocab_size {} is above 2^24, which token ids here cannot hold",
                source, vocab_size);
   for (const auto& [name, id] : {std::pair{"bos_token_id", bos_token_id}, std::pair{"eos_token_id", eos_token_id}})
@@ -77,6 +79,12 @@ LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::strin
   c.rms_norm_eps = real_attribute(attrs, "rms_norm_eps", file).value_or(1e-6);
   c.rope_theta = real_attribute(attrs, "rope_theta", file).value_or(10000.0);
   c.tie_word_embeddings = int_attribute(attrs, "tie_word_embeddings", file).value_or(0) != 0;
+  c.sliding_window = int_attribute(attrs, "sliding_window", file);
+  if (const auto it = attrs.find("rope_scaling"); it != attrs.end()) {
+    const auto* text = std::get_if<std::string>(&it->second);
+    MESHNN_CHECK(text != nullptr, "root attribute 'rope_scaling' of {} must be a string holding JSON", file);
+    c.rope_scaling = rope_scaling_from_json(*text, c.max_position_embeddings, file);
+  }
   c.bos_token_id = int_attribute(attrs, "bos_token_id", file);
   c.eos_token_id = int_attribute(attrs, "eos_token_id", file);
   MESHNN_CHECK(c.num_attention_heads > 0, "{}: num_attention_heads must be > 0, got {}", file, c.num_attention_heads);
@@ -101,6 +109,8 @@ io::Attributes config_to_attributes(const LlamaConfig& c) {
                    {"rms_norm_eps", c.rms_norm_eps},
                    {"rope_theta", c.rope_theta},
                    {"tie_word_embeddings", int64_t{c.tie_word_embeddings ? 1 : 0}}};
+  if (c.rope_scaling.type != RopeScaling::Type::DEFAULT) a["rope_scaling"] = rope_scaling_to_json(c.rope_scaling);
+  if (c.sliding_window) a["sliding_window"] = *c.sliding_window;
   if (c.bos_token_id) a["bos_token_id"] = *c.bos_token_id;
   if (c.eos_token_id) a["eos_token_id"] = *c.eos_token_id;
   return a;

@@ -168,7 +168,7 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
   m.vocab_shard_.valid = std::clamp<int64_t>(vocab - m.vocab_shard_.offset, 0, chunk);
   // 2d: every mesh row holds the same logits, sharded over its columns; each row samples alone.
   if (two_d) m.vocab_group_ = group->create_submeshes({1, group->num_cols()}).mine;
-  m.rope_ = make_rotary_tables(d, config.max_position_embeddings, config.rope_theta);
+  m.rope_ = make_rotary_tables(rope_inverse_frequencies(config), config.max_position_embeddings);
   return m;
 }
 
@@ -303,7 +303,7 @@ const Tensor& LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache
     const Tensor& qkv = reduce(Across::HIDDEN, times);
     attention_with_kv_cache_into(qkv, qkv_columns_, cache.keys(static_cast<int64_t>(l)),
                                  cache.values(static_cast<int64_t>(l)), rope_, b.slots, b.positions, heads_.q_heads,
-                                 act, step_.attention);
+                                 act, step_.attention, std::nullopt, config_.sliding_window);
     project(step_.attention, layer.wo, times);
     add_into(step_.x, reduce(Across::HEADS, times), step_.x);
     norm(step_.x, layer.post_norm, times);

@@ -5,10 +5,27 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "meshnn/io/hdf5_io.hpp"
 
 namespace meshnn::models::llama {
+
+// Hugging Face's rope_scaling (config.json's object, kept by meshnn-convert as its JSON text in the
+// root attribute "rope_scaling"): how the rotary inverse frequencies are changed for long contexts.
+//   LINEAR:  inv_freq / factor (positions interpolated).
+//   LLAMA3:  Llama 3.1/3.2: frequencies whose wavelength exceeds original / low_freq_factor are
+//            divided by factor, those under original / high_freq_factor kept, and those between
+//            blended smoothly.
+//   DYNAMIC: NTK scaling, which changes nothing until a sequence outgrows max_position_embeddings;
+//            the job never lets one, so it runs as DEFAULT.
+struct RopeScaling {
+  enum class Type { DEFAULT, LINEAR, DYNAMIC, LLAMA3 };
+  Type type = Type::DEFAULT;
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // LLAMA3
+  int64_t original_max_position_embeddings = 0;          // LLAMA3
+};
 
 struct LlamaConfig {
   int64_t hidden_size = 0;
@@ -21,6 +38,8 @@ struct LlamaConfig {
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-5;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  std::optional<int64_t> sliding_window;  // Mistral: each token attends to this many latest positions
   bool tie_word_embeddings = false;  // lm_head is model.embed_tokens.weight
   std::optional<int64_t> bos_token_id, eos_token_id;
 
@@ -36,6 +55,17 @@ LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::strin
 
 // The attributes a file must carry for config_from_attributes to give `config` back.
 io::Attributes config_to_attributes(const LlamaConfig& config);
+
+// rope_scaling from its JSON text (keys as in config.json: "rope_type" or the older "type",
+// "factor", ...). Throws meshnn::Error naming `source` for invalid JSON, a missing or out-of-range
+// value, or a type meshnn does not apply (yarn, longrope, ...; and dynamic with an
+// original_max_position_embeddings below max_position_embeddings, which would scale inside the context).
+RopeScaling rope_scaling_from_json(const std::string& json_text, int64_t max_position_embeddings,
+                                   const std::string& source);
+std::string rope_scaling_to_json(const RopeScaling& scaling);
+
+// The head_dim / 2 rotary inverse frequencies: rope_theta^(-2i / head_dim), then rope_scaling.
+std::vector<double> rope_inverse_frequencies(const LlamaConfig& config);
 
 // state_dict names.
 std::string embed_tokens_key();                           // "model.embed_tokens.weight" [vocab, hidden]

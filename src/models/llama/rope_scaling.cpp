@@ -1,0 +1,126 @@
+// rope_scaling as Hugging Face's rotary embedding initialisers apply it (linear, dynamic, llama3).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numbers>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/models/llama/config.hpp"
+
+namespace meshnn::models::llama {
+namespace {
+
+using nlohmann::json;
+
+double positive_number(const json& j, const char* key, const std::string& source, std::optional<double> fallback = {}) {
+  if (!j.contains(key) || j.at(key).is_null()) {
+    MESHNN_CHECK(fallback.has_value(), "{}: rope_scaling {} has no '{}'", source, j.dump(), key);
+    return *fallback;
+  }
+  const json& v = j.at(key);
+  MESHNN_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0,
+               "{}: rope_scaling '{}' must be a positive number, got {}", source, key, v.dump());
+  return v.get<double>();
+}
+
+}  // namespace
+
+RopeScaling rope_scaling_from_json(const std::string& json_text, int64_t max_position_embeddings,
+                                   const std::string& source) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    throw Error(fmt::format("{}: rope_scaling is not valid JSON ({}): {}", source, e.what(), json_text));
+  }
+  RopeScaling s;
+  if (j.is_null()) return s;
+  MESHNN_CHECK(j.is_object(), "{}: rope_scaling must be a JSON object, got {}", source, json_text);
+  // Hugging Face reads "rope_type" and, from older configs, "type".
+  const json& type = j.contains("rope_type") ? j.at("rope_type") : (j.contains("type") ? j.at("type") : json("default"));
+  MESHNN_CHECK(type.is_string(), "{}: rope_scaling's type must be a string, got {}", source, type.dump());
+  const std::string name = type.get<std::string>();
+  if (name == "default") return s;
+  s.factor = positive_number(j, "factor", source);
+  MESHNN_CHECK(s.factor >= 1.0, "{}: rope_scaling factor must be >= 1, got {}", source, s.factor);
+  if (name == "linear") {
+    s.type = RopeScaling::Type::LINEAR;
+  } else if (name == "dynamic") {
+    // Hugging Face rescales only for sequences longer than the original context; meshnn caps a
+    // sequence at max_position_embeddings, so that must be the original context.
+    const double original = positive_number(j, "original_max_position_embeddings", source,
+                                            static_cast<double>(max_position_embeddings));
+    MESHNN_CHECK(original >= static_cast<double>(max_position_embeddings),
+                 "{}: rope_scaling dynamic with original_max_position_embeddings {} below max_position_embeddings {} "
+                 "would rescale inside the context, which meshnn does not do",
+                 source, original, max_position_embeddings);
+    s.type = RopeScaling::Type::DYNAMIC;
+  } else if (name == "llama3") {
+    s.type = RopeScaling::Type::LLAMA3;
+    s.low_freq_factor = positive_number(j, "low_freq_factor", source);
+    s.high_freq_factor = positive_number(j, "high_freq_factor", source);
+    const double original = positive_number(j, "original_max_position_embeddings", source);
+    MESHNN_CHECK(original == std::floor(original) && original < 9e15,
+                 "{}: rope_scaling original_max_position_embeddings must be an integer, got {}", source, original);
+    s.original_max_position_embeddings = static_cast<int64_t>(original);
+    MESHNN_CHECK(s.low_freq_factor < s.high_freq_factor,
+                 "{}: rope_scaling low_freq_factor {} must be below high_freq_factor {}", source, s.low_freq_factor,
+                 s.high_freq_factor);
+  } else {
+    throw Error(fmt::format("{}: rope_scaling type '{}' is not supported (meshnn applies default, linear, dynamic and "
+                            "llama3)",
+                            source, name));
+  }
+  return s;
+}
+
+std::string rope_scaling_to_json(const RopeScaling& s) {
+  json j;
+  switch (s.type) {
+    case RopeScaling::Type::DEFAULT: return json{{"rope_type", "default"}}.dump();
+    case RopeScaling::Type::LINEAR: j = {{"rope_type", "linear"}, {"factor", s.factor}}; break;
+    case RopeScaling::Type::DYNAMIC: j = {{"rope_type", "dynamic"}, {"factor", s.factor}}; break;
+    case RopeScaling::Type::LLAMA3:
+      j = {{"rope_type", "llama3"},
+           {"factor", s.factor},
+           {"low_freq_factor", s.low_freq_factor},
+           {"high_freq_factor", s.high_freq_factor},
+           {"original_max_position_embeddings", s.original_max_position_embeddings}};
+      break;
+  }
+  return j.dump();
+}
+
+std::vector<double> rope_inverse_frequencies(const LlamaConfig& c) {
+  const int64_t half = c.head_dim / 2;
+  std::vector<double> f(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    f[static_cast<size_t>(i)] = std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / c.head_dim);
+  const RopeScaling& s = c.rope_scaling;
+  switch (s.type) {
+    case RopeScaling::Type::DEFAULT:
+    case RopeScaling::Type::DYNAMIC: break;
+    case RopeScaling::Type::LINEAR:
+      for (double& x : f) x /= s.factor;
+      break;
+    case RopeScaling::Type::LLAMA3: {
+      const double original = static_cast<double>(s.original_max_position_embeddings);
+      const double long_wavelength = original / s.low_freq_factor, short_wavelength = original / s.high_freq_factor;
+      for (double& x : f) {
+        const double wavelength = 2.0 * std::numbers::pi / x;
+        if (wavelength < short_wavelength) continue;
+        if (wavelength > long_wavelength) {
+          x /= s.factor;
+          continue;
+        }
+        const double smooth = (original / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        x = (1.0 - smooth) * x / s.factor + smooth * x;
+      }
+      break;
+    }
+  }
+  return f;
+}
+
+}  // namespace meshnn::models::llama
