@@ -1,4 +1,4 @@
-// all_gather schedules: relay (ring, bidirectional ring, line) and direct.
+// all_gather schedules: relay (ring, bidirectional ring, line) and direct (direct.cpp).
 #include <algorithm>
 #include <cstring>
 
@@ -92,29 +92,6 @@ void build_gather_relay(Prims& prims, std::span<const ByteRange> blocks, const s
   }
 }
 
-void build_gather_direct(Prims& prims, std::span<const ByteRange> blocks, const std::byte* mine, std::byte* out,
-                         size_t chunk_bytes, int num_links, int phase, const ReadyFn& ready) {
-  Plan& plan = prims.plan();
-  const int n = plan.size(), p = plan.position();
-  if (mine != out + blocks[p].offset) {
-    plan.local(0, [=] { copy_bytes(out + blocks[p].offset, mine, blocks[p].bytes); });
-  }
-  // Step 0: every block straight to its destination; peers taken at increasing distance so that
-  // no two members start on the same receiver.
-  for (int q = 1; q < n; ++q) {
-    const int to = plan.peer(q), from = plan.peer(-q);
-    for (size_t c = 0, nc = chunk_count(blocks[p].bytes, chunk_bytes); c < nc; ++c) {
-      const size_t off = c * chunk_bytes, len = std::min(chunk_bytes, blocks[p].bytes - off);
-      prims.send(to, lane_of(static_cast<int>(c), 0, num_links, phase), 0, mine + off, len,
-                 ready ? ready(blocks[p].offset + off, len) : Deps{});
-    }
-    for (size_t c = 0, nc = chunk_count(blocks[from].bytes, chunk_bytes); c < nc; ++c) {
-      const size_t off = c * chunk_bytes, len = std::min(chunk_bytes, blocks[from].bytes - off);
-      prims.direct_recv(from, lane_of(static_cast<int>(c), 0, num_links, phase), 0, out + blocks[from].offset + off, len);
-    }
-  }
-}
-
 }  // namespace detail
 
 void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, void* out) {
@@ -128,19 +105,15 @@ void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, vo
   const Schedule sched = choose_schedule(Collective::AllGather, n, bytes, ctx.topology, ctx.options);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_gather") : std::string_view(ctx.op_name);
-  if (sched.algorithm == Algorithm::Direct && bytes <= sched.chunk_bytes && DirectExchange::fits(n)) {
-    // build_gather_direct's transfers (one chunk each, lane 0; small ones in pieces), without a Plan.
-    const int p = t.position();
-    DirectExchange exchange(t, ctx.tag_base);
-    for (int q = 1; q < n; ++q) {
-      const int from = mod(p - q, n);
-      exchange.send(mod(p + q, n), 0, src, bytes);
-      exchange.recv(from, 0, dst + static_cast<size_t>(from) * bytes, bytes);
-    }
-    exchange.post();
-    std::byte* own = dst + static_cast<size_t>(p) * bytes;
-    if (src != own) copy_bytes(own, src, bytes);  // overlaps the transfers
-    exchange.wait(name, watchdog);
+  if (sched.algorithm == Algorithm::Direct) {
+    std::byte* own = dst + static_cast<size_t>(t.position()) * bytes;
+    exchange_direct(
+        ctx, name, watchdog, bytes, sched.chunk_bytes, [src](int) { return src; },
+        [dst, bytes](int from) { return dst + static_cast<size_t>(from) * bytes; },
+        [&] {
+          if (src != own) copy_bytes(own, src, bytes);
+        },
+        [](size_t, size_t) {});
     return;
   }
   std::vector<ByteRange> blocks(n);
@@ -148,12 +121,8 @@ void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, vo
   Plan plan(t, std::string(name), ctx.tag_base, watchdog);
   ScratchScope scratch;
   Prims prims(plan, scratch);
-  if (sched.algorithm == Algorithm::Direct) {
-    build_gather_direct(prims, blocks, src, dst, sched.chunk_bytes, ctx.num_links, 0, {});
-  } else {
-    build_gather_relay(prims, blocks, src, dst, sched.algorithm, ctx.options.hop_split, sched.chunk_bytes,
-                       ctx.num_links, 0, {});
-  }
+  build_gather_relay(prims, blocks, src, dst, sched.algorithm, ctx.options.hop_split, sched.chunk_bytes, ctx.num_links,
+                     0, {});
   plan.run();
 }
 

@@ -11,6 +11,7 @@
 #include "meshnn/ccl/collectives.hpp"
 #include "meshnn/ccl/plan.hpp"
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/function_ref.hpp"
 
 namespace meshnn::ccl::detail {
 
@@ -43,9 +44,26 @@ inline T chunk_count(T total, T chunk) { return total == 0 ? 0 : (total + chunk 
 void build_gather_relay(Prims& prims, std::span<const ByteRange> blocks, const std::byte* mine, std::byte* out,
                         Algorithm algorithm, HopSplit split, size_t chunk_bytes, int num_links, int phase,
                         const ReadyFn& ready);
-// all_gather in one step: every member sends its block straight to every other.
-void build_gather_direct(Prims& prims, std::span<const ByteRange> blocks, const std::byte* mine, std::byte* out,
-                         size_t chunk_bytes, int num_links, int phase, const ReadyFn& ready);
+// The Direct schedule of every collective, in one step: this member sends outgoing(to) (`bytes`)
+// to every peer and receives every peer's message into incoming(from), cut into chunks of
+// chunk_bytes on lanes chunk mod num_links; arrived(offset, bytes) runs once that byte range has
+// arrived from every peer, while_in_flight() while the transfers travel. Peers are taken at
+// increasing distance, so no two members start on the same receiver.
+//
+// Messages of one chunk run as a DirectExchange, without a Plan (the small-message fast path);
+// larger ones through a Plan, each chunk's `arrived` as soon as that chunk is in. The bytes, tags
+// and order are the same either way, and so are the results.
+void exchange_direct(const CallContext& ctx, std::string_view name, double watchdog, size_t bytes,
+                     size_t chunk_bytes, FunctionRef<const std::byte*(int to)> outgoing,
+                     FunctionRef<std::byte*(int from)> incoming, FunctionRef<void()> while_in_flight,
+                     FunctionRef<void(size_t offset, size_t bytes)> arrived);
+
+// out = x[owner+1] (+) x[owner+2] (+) ... (+) x[owner+n-1] (+) x[owner] over `count` elements, with
+// x[m] = contribution(m) (compute type), then MEAN's scaling: the chain the ring schedules follow,
+// so a direct combine gives their bits. out may alias no contribution, except on two members
+// (all_reduce receives the peer's buffer straight into its output and combines it there).
+void combine_in_ring_order(const Reduction& r, int n, int owner, FunctionRef<const std::byte*(int member)> contribution,
+                           std::byte* out, int64_t count);
 
 // reduce_scatter around the ring in direction d (+1 / -1) over part `part` of `parts` of every
 // slice (elements of in, compute type). Slice position()'s result goes to out_slice; returned

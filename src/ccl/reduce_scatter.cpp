@@ -1,4 +1,4 @@
-// reduce_scatter schedules: ring (either direction, whole or half slices), line, direct.
+// reduce_scatter schedules: ring (either direction, whole or half slices), line, direct (direct.cpp).
 #include <algorithm>
 #include <cstring>
 
@@ -139,27 +139,21 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
   const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("reduce_scatter") : std::string_view(ctx.op_name);
-  if (sched.algorithm == Algorithm::Direct && chunk_count(count, chunk) <= 1 && DirectExchange::fits(n)) {
-    // The Direct case below with one chunk per peer, without a Plan: the same bytes to the same
-    // peers (small ones in pieces) and the same order of combination, so the same bits.
+  if (sched.algorithm == Algorithm::Direct) {
+    // Each slice straight to its owner, who combines the n contributions in the ring's order.
     const Reduction r = direct_reduction(red);
     const size_t bytes = r.compute_bytes(count);
     ScratchScope scratch;
     std::byte* staging = scratch.acquire(bytes * (n - 1));
     auto staged = [&](int from) { return staging + bytes * mod(from - p - 1, n); };
-    DirectExchange exchange(t, ctx.tag_base);
-    for (int q = 1; q < n; ++q) {
-      const int to = mod(p + q, n), from = mod(p - q, n);
-      exchange.send(to, 0, src + bytes * to, bytes);
-      exchange.recv(from, 0, staged(from), bytes);
-    }
-    exchange.post();
-    exchange.wait(name, watchdog);
-    const void* sources[DirectExchange::kMaxMembers];
-    for (int k = 1; k < n; ++k) sources[k - 1] = staged(mod(p + k, n));
-    sources[n - 1] = src + bytes * p;
-    r.combine_sources(std::span<const void* const>(sources, static_cast<size_t>(n)), dst, count);
-    r.finish(dst, count);
+    exchange_direct(
+        ctx, name, watchdog, bytes, static_cast<size_t>(chunk) * 4, [&](int to) { return src + bytes * to; }, staged,
+        [] {},
+        [&](size_t offset, size_t len) {
+          combine_in_ring_order(
+              r, n, p, [&](int m) -> const std::byte* { return (m == p ? src + bytes * p : staged(m)) + offset; },
+              dst + offset, static_cast<int64_t>(len / 4));
+        });
     return;
   }
   std::vector<ElemRange> slices(n);
@@ -167,37 +161,6 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
   Plan plan(t, std::string(name), ctx.tag_base, watchdog);
   ScratchScope scratch;
   switch (sched.algorithm) {
-    case Algorithm::Direct: {
-      const Reduction r = direct_reduction(red);
-      Prims prims(plan, scratch, &r);
-      // Step 0: each slice straight to its owner; then the owner combines in the ring's order
-      // (x[p+1], ..., x[p+n-1], x[p]), so Direct and Ring give bitwise equal results.
-      std::byte* staging = scratch.acquire(r.compute_bytes(count) * (n - 1));
-      auto staged = [&](int from) { return staging + r.compute_bytes(count) * mod(from - p - 1, n); };
-      const int64_t nc = chunk_count(count, chunk);
-      std::vector<Deps> arrived(nc);
-      for (int q = 1; q < n; ++q) {
-        const int to = plan.peer(q), from = plan.peer(-q);
-        for (int64_t c = 0; c < nc; ++c) {
-          const int64_t off = c * chunk, len = std::min(chunk, count - off);
-          const int lane = lane_of(static_cast<int>(c), 0, ctx.num_links, 0);
-          prims.send(to, lane, 0, src + (slices[to].begin + off) * 4, r.compute_bytes(len));
-          arrived[c].push_back(prims.direct_recv(from, lane, 0, staged(from) + off * 4, r.compute_bytes(len)));
-        }
-      }
-      for (int64_t c = 0; c < nc; ++c) {
-        const int64_t off = c * chunk, len = std::min(chunk, count - off);
-        plan.local(1, [&r, &staged, src, dst, &slices, n, p, off, len] {
-          std::vector<const void*> sources;
-          for (int k = 1; k < n; ++k) sources.push_back(staged(mod(p + k, n)) + off * 4);
-          sources.push_back(src + (slices[p].begin + off) * 4);
-          r.combine_sources(sources, dst + off * 4, len);
-          r.finish(dst + off * 4, len);
-        }, arrived[c]);
-      }
-      plan.run();
-      return;
-    }
     case Algorithm::Line: {
       Prims prims(plan, scratch, &red, chunk, ctx.options.slots_per_lane);
       build_reduce_line(prims, src, slices, dst, 0, chunk, ctx.num_links);
