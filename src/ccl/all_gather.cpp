@@ -32,64 +32,111 @@ int hops(Algorithm algorithm, HopSplit split, int n, int o, int part, int dir) {
   return dir == 0 ? fwd : n - 1 - fwd;
 }
 
+// One member's part of a relayed all_gather. Blocks travel hop by hop in one or both directions,
+// cut into parts (the farthest member's block in halves, one each way) and chunks; a chunk that
+// arrives is received straight into its place in `out` and sent on from there, so receive, copy
+// and send are one (NCCL's directRecvCopySend).
+class GatherRelay {
+ public:
+  GatherRelay(Prims& prims, std::span<const ByteRange> blocks, const std::byte* mine, std::byte* out,
+              Algorithm algorithm, HopSplit split, size_t chunk_bytes, int num_links, int phase, const ReadyFn& ready)
+      : prims_(prims), plan_(prims.plan()), blocks_(blocks), mine_(mine), out_(out), algorithm_(algorithm),
+        split_(split), chunk_bytes_(chunk_bytes), num_links_(num_links), phase_(phase), ready_(ready),
+        n_(plan_.size()), p_(plan_.position()),
+        parts_(algorithm == Algorithm::BidirectionalRing && split == HopSplit::SplitFarthest && n_ % 2 == 0 ? 2 : 1),
+        received_(n_, std::vector<std::vector<OpId>>(parts_)) {}
+
+  int max_hops() const {
+    int most = 0;
+    for (int o = 0; o < n_; ++o)
+      for (int part = 0; part < parts_; ++part)
+        for (int dir = 0; dir < 2; ++dir) most = std::max(most, hops(algorithm_, split_, n_, o, part, dir));
+    return most;
+  }
+  size_t max_chunks() const {
+    size_t most = 0;
+    for (int o = 0; o < n_; ++o)
+      for (int part = 0; part < parts_; ++part) most = std::max(most, chunk_count(part_range(o, part).bytes, chunk_bytes_));
+    return most;
+  }
+  int parts() const { return parts_; }
+
+  // Our own block into its place in out, unless it is there already.
+  void place_own_block() {
+    if (mine_ == out_ + blocks_[p_].offset) return;
+    plan_.local(0, [out = out_ + blocks_[p_].offset, mine = mine_, bytes = blocks_[p_].bytes] { copy_bytes(out, mine, bytes); });
+  }
+
+  // Step s, direction dir: send on the chunk that arrived at step s-1 (at step 0: our own, once
+  // whatever `ready` names is done).
+  void pass_on(size_t c, int s, int dir, int part) {
+    const int d = dir == 0 ? 1 : -1, origin = mod(p_ - d * s, n_);
+    size_t off = 0, len = 0;
+    if (!travels(origin, part, dir, s, c, off, len)) return;
+    const int to = plan_.peer(d), lane = lane_of(static_cast<int>(c), dir, num_links_, phase_);
+    if (s == 0) prims_.send(to, lane, s, mine_ + off, len, ready_ ? ready_(blocks_[p_].offset + off, len) : Deps{});
+    else prims_.send(to, lane, s, out_ + blocks_[origin].offset + off, len, {received_[origin][part][c]});
+  }
+
+  // Step s, direction dir: the chunk the member behind passes on lands in its place in out.
+  void receive(size_t c, int s, int dir, int part) {
+    const int d = dir == 0 ? 1 : -1, origin = mod(p_ - d * (s + 1), n_);
+    size_t off = 0, len = 0;
+    if (!travels(origin, part, dir, s, c, off, len)) return;
+    const int from = plan_.peer(-d), lane = lane_of(static_cast<int>(c), dir, num_links_, phase_);
+    auto& arrivals = received_[origin][part];
+    if (arrivals.size() <= c) arrivals.resize(c + 1, -1);
+    arrivals[c] = prims_.direct_recv(from, lane, s, out_ + blocks_[origin].offset + off, len);
+  }
+
+ private:
+  // The byte range of part `part` of origin o's block (halves cut on a 64-byte line).
+  ByteRange part_range(int o, int part) const {
+    const size_t b = blocks_[o].bytes, half = std::min(b, (b / 2 + 63) / 64 * 64);
+    if (parts_ == 1) return ByteRange{0, b};
+    return part == 0 ? ByteRange{0, half} : ByteRange{half, b - half};
+  }
+  // Whether chunk c of the part still travels at step s in direction dir; its byte range if so.
+  bool travels(int origin, int part, int dir, int s, size_t c, size_t& off, size_t& len) const {
+    const ByteRange r = part_range(origin, part);
+    if (s >= hops(algorithm_, split_, n_, origin, part, dir) || c >= chunk_count(r.bytes, chunk_bytes_)) return false;
+    off = r.offset + c * chunk_bytes_;
+    len = std::min(chunk_bytes_, r.bytes - c * chunk_bytes_);
+    return true;
+  }
+
+  Prims& prims_;
+  Plan& plan_;
+  std::span<const ByteRange> blocks_;
+  const std::byte* mine_;
+  std::byte* out_;
+  Algorithm algorithm_;
+  HopSplit split_;
+  size_t chunk_bytes_;
+  int num_links_, phase_;
+  const ReadyFn& ready_;
+  int n_, p_, parts_;
+  std::vector<std::vector<std::vector<OpId>>> received_;  // [origin][part][chunk]: the receive a send-on waits for
+};
+
 }  // namespace
 
 void build_gather_relay(Prims& prims, std::span<const ByteRange> blocks, const std::byte* mine, std::byte* out,
                         Algorithm algorithm, HopSplit split, size_t chunk_bytes, int num_links, int phase,
                         const ReadyFn& ready) {
-  Plan& plan = prims.plan();
-  const int n = plan.size(), p = plan.position();
-  const int parts = algorithm == Algorithm::BidirectionalRing && split == HopSplit::SplitFarthest && n % 2 == 0 ? 2 : 1;
-  auto part_range = [&](int o, int part) {
-    const size_t b = blocks[o].bytes, half = std::min(b, (b / 2 + 63) / 64 * 64);
-    if (parts == 1) return ByteRange{0, b};
-    return part == 0 ? ByteRange{0, half} : ByteRange{half, b - half};
-  };
-  // received[o][part][chunk]: the receive a forwarding send waits for.
-  std::vector<std::vector<std::vector<OpId>>> received(n, std::vector<std::vector<OpId>>(parts));
-  int max_hops = 0;
-  for (int o = 0; o < n; ++o)
-    for (int part = 0; part < parts; ++part)
-      for (int dir = 0; dir < 2; ++dir) max_hops = std::max(max_hops, hops(algorithm, split, n, o, part, dir));
-
-  if (mine != out + blocks[p].offset) {
-    plan.local(0, [=] { copy_bytes(out + blocks[p].offset, mine, blocks[p].bytes); });
-  }
-  size_t max_chunks = 0;
-  for (int o = 0; o < n; ++o)
-    for (int part = 0; part < parts; ++part) max_chunks = std::max(max_chunks, chunk_count(part_range(o, part).bytes, chunk_bytes));
+  GatherRelay relay(prims, blocks, mine, out, algorithm, split, chunk_bytes, num_links, phase, ready);
+  relay.place_own_block();
   // Chunk-major, as NCCL: a lane's messages go out in (chunk, step) order on every member, so each
   // member's k-th send on a lane is its neighbour's k-th receive, and chunk c+1 enters the ring
   // right behind chunk c (a systolic pipeline, every link busy every step).
-  for (size_t c = 0; c < max_chunks; ++c) {
-    for (int s = 0; s < max_hops; ++s) {
-      for (int dir = 0; dir < 2; ++dir) {
-        const int d = dir == 0 ? 1 : -1;
-        const int to = plan.peer(d), from = plan.peer(-d);
-        const int lane = lane_of(static_cast<int>(c), dir, num_links, phase);
-        const int o_send = mod(p - d * s, n), o_recv = mod(p - d * (s + 1), n);
-        for (int part = 0; part < parts; ++part) {
-          // Step s: pass on the chunk that arrived at step s-1 (step 0: our own).
-          const ByteRange rs = part_range(o_send, part);
-          if (s < hops(algorithm, split, n, o_send, part, dir) && c < chunk_count(rs.bytes, chunk_bytes)) {
-            const size_t off = rs.offset + c * chunk_bytes, len = std::min(chunk_bytes, rs.bytes - c * chunk_bytes);
-            if (s == 0) {
-              prims.send(to, lane, s, mine + off, len, ready ? ready(blocks[p].offset + off, len) : Deps{});
-            } else {
-              prims.send(to, lane, s, out + blocks[o_send].offset + off, len, {received[o_send][part][c]});
-            }
-          }
-          const ByteRange rr = part_range(o_recv, part);
-          if (s < hops(algorithm, split, n, o_recv, part, dir) && c < chunk_count(rr.bytes, chunk_bytes)) {
-            const size_t off = rr.offset + c * chunk_bytes, len = std::min(chunk_bytes, rr.bytes - c * chunk_bytes);
-            auto& got = received[o_recv][part];
-            if (got.size() <= c) got.resize(c + 1, -1);
-            got[c] = prims.direct_recv(from, lane, s, out + blocks[o_recv].offset + off, len);
-          }
+  const int steps = relay.max_hops();
+  for (size_t c = 0, chunks = relay.max_chunks(); c < chunks; ++c)
+    for (int s = 0; s < steps; ++s)
+      for (int dir = 0; dir < 2; ++dir)
+        for (int part = 0; part < relay.parts(); ++part) {
+          relay.pass_on(c, s, dir, part);
+          relay.receive(c, s, dir, part);
         }
-      }
-    }
-  }
 }
 
 }  // namespace detail
