@@ -220,7 +220,7 @@ int bench_main(Runtime& rt, int argc, char** argv) {
           wrong = 0;
           for (size_t i = 0; i < mpi_out.size(); ++i) wrong += mpi_out.data()[i] != out.local().data<std::byte>()[i];
         }
-        const auto s = planned_schedule(in, ccl::Collective::AllGather, std::nullopt, topology, options);
+        const auto s = planned_schedule(in, ccl::Collective::ALL_GATHER, std::nullopt, topology, options);
         schedule = fmt::format("{}/{}K", ccl::to_string(s.algorithm), s.chunk_bytes >> 10);
       } else {
         const bool scatter = coll == "reduce_scatter";
@@ -253,7 +253,7 @@ int bench_main(Runtime& rt, int argc, char** argv) {
         if (integer)
           for (size_t i = 0; i < out_count; ++i) mpi_out_f.data()[i] = static_cast<float>(mpi_out_i.data()[i]);
         wrong = count_wrong(out.local(), mpi_out_f);
-        const auto s = planned_schedule(in, scatter ? ccl::Collective::ReduceScatter : ccl::Collective::AllReduce,
+        const auto s = planned_schedule(in, scatter ? ccl::Collective::REDUCE_SCATTER : ccl::Collective::ALL_REDUCE,
                                         std::nullopt, topology, options);
         schedule = fmt::format("{}/{}K", ccl::to_string(s.algorithm), s.chunk_bytes >> 10);
       }

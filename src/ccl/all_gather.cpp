@@ -16,9 +16,9 @@ namespace {
 int hops(Algorithm algorithm, HopSplit split, int n, int o, int part, int dir) {
   int fwd = n - 1;
   switch (algorithm) {
-    case Algorithm::Line: fwd = n - 1 - o; break;  // no wrap: o+1..n-1 ahead, 0..o-1 behind
-    case Algorithm::BidirectionalRing:
-      if (split == HopSplit::ParitySwap) {
+    case Algorithm::LINE: fwd = n - 1 - o; break;  // no wrap: o+1..n-1 ahead, 0..o-1 behind
+    case Algorithm::BIDIRECTIONAL_RING:
+      if (split == HopSplit::PARITY_SWAP) {
         fwd = n / 2;
         if (o % 2 == 0) fwd = n - 1 - fwd;
       } else if (n % 2 == 1) {
@@ -43,7 +43,7 @@ class GatherRelay {
       : prims_(prims), plan_(prims.plan()), blocks_(blocks), mine_(mine), out_(out), algorithm_(algorithm),
         split_(split), chunk_bytes_(chunk_bytes), num_links_(num_links), phase_(phase), ready_(ready),
         n_(plan_.size()), p_(plan_.position()),
-        parts_(algorithm == Algorithm::BidirectionalRing && split == HopSplit::SplitFarthest && n_ % 2 == 0 ? 2 : 1),
+        parts_(algorithm == Algorithm::BIDIRECTIONAL_RING && split == HopSplit::SPLIT_FARTHEST && n_ % 2 == 0 ? 2 : 1),
         received_(n_, std::vector<std::vector<OpId>>(parts_)) {}
 
   int max_hops() const {
@@ -149,10 +149,10 @@ void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, vo
                kMaxLinks, ctx.num_links);
   auto* dst = static_cast<std::byte*>(out);
   const auto* src = static_cast<const std::byte*>(mine);
-  const Schedule sched = choose_schedule(Collective::AllGather, n, bytes, ctx.topology, ctx.options);
+  const Schedule sched = choose_schedule(Collective::ALL_GATHER, n, bytes, ctx.topology, ctx.options);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_gather") : std::string_view(ctx.op_name);
-  if (sched.algorithm == Algorithm::Direct) {
+  if (sched.algorithm == Algorithm::DIRECT) {
     std::byte* own = dst + static_cast<size_t>(t.position()) * bytes;
     exchange_direct(
         ctx, name, watchdog, bytes, sched.chunk_bytes, [src](int) { return src; },

@@ -23,11 +23,11 @@ void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_
     red.finish(dst, count);
     return;
   }
-  const Schedule sched = choose_schedule(Collective::AllReduce, n, red.compute_bytes(count), ctx.topology, ctx.options);
+  const Schedule sched = choose_schedule(Collective::ALL_REDUCE, n, red.compute_bytes(count), ctx.topology, ctx.options);
   const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_reduce") : std::string_view(ctx.op_name);
-  if (sched.algorithm == Algorithm::Direct) {
+  if (sched.algorithm == Algorithm::DIRECT) {
     // The whole buffer to every peer; then every member combines each slice j in the ring's order,
     // so all members hold the same bits, and those of Ring. On two members the peer's buffer lands
     // straight in `out` and is combined there: two buffers in the working set instead of three,
@@ -66,21 +66,21 @@ void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_
   Prims prims(plan, scratch, &red, chunk, ctx.options.slots_per_lane);
   // Every peer pulls our reduced slice next; streaming it to memory spares the next call from
   // reclaiming those lines from the peers' caches (src/ccl/vector_combine.hpp).
-  prims.set_result_stores(ResultStores::Streaming);
+  prims.set_result_stores(ResultStores::STREAMING);
   std::byte* mine = dst + blocks[p].offset;
   std::vector<RangeOp> reduced;
   Algorithm gather = sched.algorithm;
   // Phase 1: reduce_scatter into our slice of out.
   switch (sched.algorithm) {
-    case Algorithm::Line: reduced = build_reduce_line(prims, src, slices, mine, blocks[p].offset, chunk, ctx.num_links); break;
-    case Algorithm::BidirectionalRing: {
+    case Algorithm::LINE: reduced = build_reduce_line(prims, src, slices, mine, blocks[p].offset, chunk, ctx.num_links); break;
+    case Algorithm::BIDIRECTIONAL_RING: {
       reduced = build_reduce_ring(prims, src, slices, mine, blocks[p].offset, +1, 0, 2, chunk, ctx.num_links);
       auto back = build_reduce_ring(prims, src, slices, mine, blocks[p].offset, -1, 1, 2, chunk, ctx.num_links);
       reduced.insert(reduced.end(), back.begin(), back.end());
       break;
     }
     default:
-      gather = Algorithm::Ring;
+      gather = Algorithm::RING;
       reduced = build_reduce_ring(prims, src, slices, mine, blocks[p].offset, +1, 0, 1, chunk, ctx.num_links);
       break;
   }

@@ -38,7 +38,7 @@ inline int lane_of(int chunk, int dir, int num_links, int phase) {
 template <class T>
 inline T chunk_count(T total, T chunk) { return total == 0 ? 0 : (total + chunk - 1) / chunk; }
 
-// all_gather by relaying blocks hop by hop (Ring, BidirectionalRing, Line). Block j of `out` is
+// all_gather by relaying blocks hop by hop (RING, BIDIRECTIONAL_RING, LINE). Block j of `out` is
 // member j's; this member's comes from `mine`. `ready` gives what must finish before `mine` may be
 // read (empty for a plain all_gather).
 void build_gather_relay(Prims& prims, std::span<const ByteRange> blocks, const std::byte* mine, std::byte* out,

@@ -251,7 +251,7 @@ MeshTensor all_reduce(const MeshTensor& input, ReduceOp op, std::optional<int> c
 ccl::Schedule planned_schedule(const MeshTensor& input, Collective collective, std::optional<int> cluster_axis,
                                std::optional<Topology> topology, const CclOptions& options) {
   const Group g = resolve_group(input.mesh_device(), cluster_axis, ccl::to_string(collective));
-  const size_t bytes = collective == Collective::AllGather ? input.local().size_bytes()
+  const size_t bytes = collective == Collective::ALL_GATHER ? input.local().size_bytes()
                                                            : static_cast<size_t>(storage_elements(input.local())) * 4;
   return ccl::choose_schedule(collective, g.size, bytes, topology.value_or(input.mesh_device().topology()), options);
 }

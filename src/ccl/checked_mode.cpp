@@ -26,8 +26,8 @@ void check_arguments_agree(Transport& transport, int tag_base, const std::string
   std::vector<char> mine(kBytes, 0), all(kBytes * transport.size());
   std::memcpy(mine.data(), what.data(), std::min(what.size(), kBytes - 1));
   CclOptions o;
-  o.algorithm = Algorithm::Direct;
-  CallContext ctx{transport, tag_base, Topology::Ring, 1, o, op + " (checked-mode argument exchange)"};
+  o.algorithm = Algorithm::DIRECT;
+  CallContext ctx{transport, tag_base, Topology::RING, 1, o, op + " (checked-mode argument exchange)"};
   all_gather_bytes(ctx, mine.data(), kBytes, all.data());
   std::map<std::string, std::vector<int>> groups;
   for (int k = 0; k < transport.size(); ++k) groups[std::string(all.data() + k * kBytes)].push_back(k);

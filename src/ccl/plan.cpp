@@ -81,15 +81,15 @@ Plan::Op Plan::make_op(Kind kind, int peer, int lane, int step, void* buffer, si
 }
 
 OpId Plan::send(int peer, int lane, int step, const void* src, size_t bytes, const Deps& after) {
-  return add(make_op(Kind::Send, peer, lane, step, const_cast<void*>(src), bytes, {}), after);
+  return add(make_op(Kind::SEND, peer, lane, step, const_cast<void*>(src), bytes, {}), after);
 }
 
 OpId Plan::recv(int peer, int lane, int step, void* dst, size_t bytes, const Deps& after, std::function<void()> then) {
-  return add(make_op(Kind::Recv, peer, lane, step, dst, bytes, std::move(then)), after);
+  return add(make_op(Kind::RECV, peer, lane, step, dst, bytes, std::move(then)), after);
 }
 
 OpId Plan::local(int step, std::function<void()> fn, const Deps& after) {
-  return add(make_op(Kind::Local, -1, -1, step, nullptr, 0, std::move(fn)), after);
+  return add(make_op(Kind::LOCAL, -1, -1, step, nullptr, 0, std::move(fn)), after);
 }
 
 void Plan::complete(OpId id) {
@@ -99,7 +99,7 @@ void Plan::complete(OpId id) {
   --remaining_;
   for (OpId d : op.dependents) {
     Op& dep = ops_[d];
-    if (--dep.pending_deps == 0 && dep.kind == Kind::Local) ready_locals_.push_back(d);
+    if (--dep.pending_deps == 0 && dep.kind == Kind::LOCAL) ready_locals_.push_back(d);
   }
 }
 
@@ -110,7 +110,7 @@ void Plan::run() {
   queue_of_op_.assign(ops_.size(), -1);
   for (OpId id = 0; id < static_cast<OpId>(ops_.size()); ++id) {
     const Op& op = ops_[id];
-    if (op.kind == Kind::Local) {
+    if (op.kind == Kind::LOCAL) {
       if (op.pending_deps == 0) ready_locals_.push_back(id);
       continue;
     }
@@ -142,7 +142,7 @@ void Plan::run() {
         size_t& head = queue_heads_[q];
         while (head < queue.size()) {
           Op& op = ops_[queue[head]];
-          if ((op.kind == Kind::Recv) != (pass == 0)) break;
+          if ((op.kind == Kind::RECV) != (pass == 0)) break;
           if (op.pending_deps > 0) break;
           const OpId id = queue[head++];
           op.posted = true;
@@ -150,7 +150,7 @@ void Plan::run() {
             complete(id);
           } else {
             const int tag = tag_base_ + op.lane;
-            op.request = op.kind == Kind::Send ? transport_.post_send(op.peer, tag, op.buffer, op.bytes)
+            op.request = op.kind == Kind::SEND ? transport_.post_send(op.peer, tag, op.buffer, op.bytes)
                                                : transport_.post_recv(op.peer, tag, op.buffer, op.bytes);
             in_flight.push_back(id);
           }
@@ -194,7 +194,7 @@ void Plan::report_stuck() {
   const Op* stuck = nullptr;
   size_t outstanding = 0;
   for (const Op& op : ops_) {
-    if (op.done || op.kind == Kind::Local) continue;
+    if (op.done || op.kind == Kind::LOCAL) continue;
     outstanding += op.bytes;
     if (!stuck && op.posted) stuck = &op;
   }
@@ -202,7 +202,7 @@ void Plan::report_stuck() {
   if (stuck) {
     message = fmt::format("{} stuck at step {} waiting for peer {} to {} ({} bytes outstanding, {} s without progress)",
                           op_name_, stuck->step, transport_.describe_member(stuck->peer),
-                          stuck->kind == Kind::Send ? "receive" : "send", outstanding, watchdog_seconds_);
+                          stuck->kind == Kind::SEND ? "receive" : "send", outstanding, watchdog_seconds_);
   } else {
     message = fmt::format("{} stuck with no transfer posted ({} bytes outstanding)", op_name_, outstanding);
   }

@@ -60,7 +60,7 @@ void Reduction::to_wire(const void* own, void* wire, int64_t count) const {
 }
 
 void Reduction::combine_into_wire(void* wire, const void* own, int64_t count) const {
-  if (!bf16_wire && detail::combine_vectorized(type, op, wire, own, wire, count, ResultStores::Cached)) return;
+  if (!bf16_wire && detail::combine_vectorized(type, op, wire, own, wire, count, ResultStores::CACHED)) return;
   if (bf16_wire) {
     auto* w = static_cast<uint16_t*>(wire);
     const auto* b = static_cast<const float*>(own);
@@ -135,9 +135,9 @@ void Reduction::combine_sources(std::span<const void* const> sources, void* out,
     for (int64_t b0 = 0; b0 < count; b0 += kBlock) {
       const int64_t n = std::min(kBlock, count - b0);
       void* ob = static_cast<std::byte*>(out) + b0 * elem;
-      detail::combine_vectorized(type, op, at(sources[0], b0), at(sources[1], b0), ob, n, ResultStores::Cached);
+      detail::combine_vectorized(type, op, at(sources[0], b0), at(sources[1], b0), ob, n, ResultStores::CACHED);
       for (size_t s = 2; s < sources.size(); ++s)
-        detail::combine_vectorized(type, op, ob, at(sources[s], b0), ob, n, ResultStores::Cached);
+        detail::combine_vectorized(type, op, ob, at(sources[s], b0), ob, n, ResultStores::CACHED);
     }
     return;
   }

@@ -135,11 +135,11 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
     red.finish(dst, count);
     return;
   }
-  const Schedule sched = choose_schedule(Collective::ReduceScatter, n, red.compute_bytes(count) * n, ctx.topology, ctx.options);
+  const Schedule sched = choose_schedule(Collective::REDUCE_SCATTER, n, red.compute_bytes(count) * n, ctx.topology, ctx.options);
   const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("reduce_scatter") : std::string_view(ctx.op_name);
-  if (sched.algorithm == Algorithm::Direct) {
+  if (sched.algorithm == Algorithm::DIRECT) {
     // Each slice straight to its owner, who combines the n contributions in the ring's order.
     const Reduction r = direct_reduction(red);
     const size_t bytes = r.compute_bytes(count);
@@ -161,13 +161,13 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
   Plan plan(t, std::string(name), ctx.tag_base, watchdog);
   ScratchScope scratch;
   switch (sched.algorithm) {
-    case Algorithm::Line: {
+    case Algorithm::LINE: {
       Prims prims(plan, scratch, &red, chunk, ctx.options.slots_per_lane);
       build_reduce_line(prims, src, slices, dst, 0, chunk, ctx.num_links);
       plan.run();
       return;
     }
-    case Algorithm::BidirectionalRing: {
+    case Algorithm::BIDIRECTIONAL_RING: {
       Prims prims(plan, scratch, &red, chunk, ctx.options.slots_per_lane);
       build_reduce_ring(prims, src, slices, dst, 0, +1, 0, 2, chunk, ctx.num_links);
       build_reduce_ring(prims, src, slices, dst, 0, -1, 1, 2, chunk, ctx.num_links);

@@ -9,26 +9,26 @@ namespace meshnn::ccl {
 
 std::string_view to_string(Algorithm a) {
   switch (a) {
-    case Algorithm::Auto: return "auto";
-    case Algorithm::Ring: return "ring";
-    case Algorithm::BidirectionalRing: return "bidirectional_ring";
-    case Algorithm::Line: return "line";
-    case Algorithm::Direct: return "direct";
+    case Algorithm::AUTO: return "auto";
+    case Algorithm::RING: return "ring";
+    case Algorithm::BIDIRECTIONAL_RING: return "bidirectional_ring";
+    case Algorithm::LINE: return "line";
+    case Algorithm::DIRECT: return "direct";
   }
   return "?";
 }
 
 Algorithm parse_algorithm(std::string_view name) {
-  for (Algorithm a : {Algorithm::Auto, Algorithm::Ring, Algorithm::BidirectionalRing, Algorithm::Line, Algorithm::Direct})
+  for (Algorithm a : {Algorithm::AUTO, Algorithm::RING, Algorithm::BIDIRECTIONAL_RING, Algorithm::LINE, Algorithm::DIRECT})
     if (to_string(a) == name) return a;
   throw Error(fmt::format("unknown ccl algorithm '{}' (choices: auto, ring, bidirectional_ring, line, direct)", name));
 }
 
 std::string_view to_string(Collective c) {
   switch (c) {
-    case Collective::AllGather: return "all_gather";
-    case Collective::ReduceScatter: return "reduce_scatter";
-    case Collective::AllReduce: return "all_reduce";
+    case Collective::ALL_GATHER: return "all_gather";
+    case Collective::REDUCE_SCATTER: return "reduce_scatter";
+    case Collective::ALL_REDUCE: return "all_reduce";
   }
   return "?";
 }
@@ -50,29 +50,29 @@ constexpr size_t kDefaultChunkBytes = 1 << 20;
 constexpr size_t kMaxMessageBytes = size_t{1} << 30;
 
 Algorithm auto_algorithm(Collective c, int n, size_t bytes, Topology topology) {
-  if (topology == Topology::Linear) return Algorithm::Line;
+  if (topology == Topology::LINEAR) return Algorithm::LINE;
   // all_gather on two members: one hop and nothing to forward.
-  if (c == Collective::AllGather && n == 2) return Algorithm::Direct;
-  const size_t direct_limit = c == Collective::AllGather       ? kDirectGatherBytes
-                              : c == Collective::ReduceScatter ? kDirectReduceScatterBytes
+  if (c == Collective::ALL_GATHER && n == 2) return Algorithm::DIRECT;
+  const size_t direct_limit = c == Collective::ALL_GATHER       ? kDirectGatherBytes
+                              : c == Collective::REDUCE_SCATTER ? kDirectReduceScatterBytes
                               : n == 2                         ? kDirectAllReducePairBytes
                                                                : kDirectAllReduceBytes;
-  if (bytes <= direct_limit) return Algorithm::Direct;
+  if (bytes <= direct_limit) return Algorithm::DIRECT;
   // On two members both ring directions reach the same peer: nothing to gain from splitting.
-  return n <= 2 ? Algorithm::Ring : Algorithm::BidirectionalRing;
+  return n <= 2 ? Algorithm::RING : Algorithm::BIDIRECTIONAL_RING;
 }
 
 }  // namespace
 
 Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, const CclOptions& options) {
   Schedule s;
-  s.algorithm = options.algorithm != Algorithm::Auto ? options.algorithm : auto_algorithm(c, n, bytes, topology);
+  s.algorithm = options.algorithm != Algorithm::AUTO ? options.algorithm : auto_algorithm(c, n, bytes, topology);
   s.chunk_bytes = options.chunk_bytes ? options.chunk_bytes : kDefaultChunkBytes;
   s.chunk_bytes = std::max<size_t>(64, s.chunk_bytes / 64 * 64);
   // Direct all_gather and all_reduce on two members send the whole buffer as one message unless
   // told otherwise: with one hop, chunks pipeline nothing and each costs a rendezvous
   // (docs/design-measurements.md §5), and all_reduce then combines in place (src/ccl/all_reduce.cpp).
-  if (n == 2 && s.algorithm == Algorithm::Direct && c != Collective::ReduceScatter && !options.chunk_bytes)
+  if (n == 2 && s.algorithm == Algorithm::DIRECT && c != Collective::REDUCE_SCATTER && !options.chunk_bytes)
     s.chunk_bytes = std::clamp((bytes + 63) / 64 * 64, s.chunk_bytes, kMaxMessageBytes);
   return s;
 }

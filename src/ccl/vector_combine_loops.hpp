@@ -20,21 +20,21 @@
 namespace meshnn::ccl::detail {
 namespace {
 
-enum class Fold { Sum, Max, Min };
+enum class Fold { SUM, MAX, MIN };
 
 template <class Vec, Fold fold>
 inline typename Vec::Elem scalar_fold(typename Vec::Elem a, typename Vec::Elem b) {
   using T = typename Vec::Elem;
-  if constexpr (fold == Fold::Max) return b > a ? b : a;
-  else if constexpr (fold == Fold::Min) return b < a ? b : a;
+  if constexpr (fold == Fold::MAX) return b > a ? b : a;
+  else if constexpr (fold == Fold::MIN) return b < a ? b : a;
   else if constexpr (std::is_same_v<T, float>) return a + b;
   else return static_cast<T>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));  // integers wrap
 }
 
 template <class Vec, Fold fold>
 inline typename Vec::V vector_fold(typename Vec::V a, typename Vec::V b) {
-  if constexpr (fold == Fold::Max) return Vec::max(a, b);
-  else if constexpr (fold == Fold::Min) return Vec::min(a, b);
+  if constexpr (fold == Fold::MAX) return Vec::max(a, b);
+  else if constexpr (fold == Fold::MIN) return Vec::min(a, b);
   else return Vec::sum(a, b);
 }
 
@@ -60,16 +60,16 @@ void fold_loop(const void* a_in, const void* b_in, void* out_, int64_t n) {
 
 template <class Vec, Fold fold>
 void fold_with(ResultStores stores, const void* a, const void* b, void* out, int64_t n) {
-  if (stores == ResultStores::Streaming) fold_loop<Vec, fold, true>(a, b, out, n);
+  if (stores == ResultStores::STREAMING) fold_loop<Vec, fold, true>(a, b, out, n);
   else fold_loop<Vec, fold, false>(a, b, out, n);
 }
 
 template <class Vec>
 void combine_op(ReduceOp op, ResultStores stores, const void* a, const void* b, void* out, int64_t n) {
   switch (op) {
-    case ReduceOp::MAX: fold_with<Vec, Fold::Max>(stores, a, b, out, n); break;
-    case ReduceOp::MIN: fold_with<Vec, Fold::Min>(stores, a, b, out, n); break;
-    default: fold_with<Vec, Fold::Sum>(stores, a, b, out, n); break;  // SUM, and MEAN before its division
+    case ReduceOp::MAX: fold_with<Vec, Fold::MAX>(stores, a, b, out, n); break;
+    case ReduceOp::MIN: fold_with<Vec, Fold::MIN>(stores, a, b, out, n); break;
+    default: fold_with<Vec, Fold::SUM>(stores, a, b, out, n); break;  // SUM, and MEAN before its division
   }
 }
 

@@ -107,7 +107,7 @@ Tensor drop_padding(const MeshTensor& t, Tensor composed) {
 Shape composed_shape(const MeshTensor& t, const MeshComposerConfig& c) {
   std::vector<int64_t> dims = t.shard_shape().to_vector();
   const MeshShape ms = t.mesh_device().shape();
-  if (c.kind == MeshComposerConfig::Kind::Concat) {
+  if (c.kind == MeshComposerConfig::Kind::CONCAT) {
     dims[static_cast<size_t>(c.dim)] *= ms.num_devices();
   } else {
     dims[static_cast<size_t>(c.row_dim)] *= ms.rows;
@@ -118,8 +118,8 @@ Shape composed_shape(const MeshTensor& t, const MeshComposerConfig& c) {
 
 MeshComposerConfig normalized(const MeshComposerConfig& c, const Shape& shape) {
   MeshComposerConfig out = c;
-  if (c.kind == MeshComposerConfig::Kind::Concat) out.dim = shape.normalize_dim(c.dim);
-  if (c.kind == MeshComposerConfig::Kind::Concat2d) {
+  if (c.kind == MeshComposerConfig::Kind::CONCAT) out.dim = shape.normalize_dim(c.dim);
+  if (c.kind == MeshComposerConfig::Kind::CONCAT_2D) {
     out.row_dim = shape.normalize_dim(c.row_dim);
     out.col_dim = shape.normalize_dim(c.col_dim);
     MESHNN_CHECK(out.row_dim != out.col_dim, "ConcatMesh2dToTensor needs two different dims, got {} and {}",
@@ -164,25 +164,25 @@ MeshTensor distribute_tensor(const Tensor& host, const MeshMapperConfig& mapper,
   return MeshTensor(mesh, host.shape(), ps, std::move(local));
 }
 
-MeshComposerConfig ConcatMeshToTensor(int dim) { return {MeshComposerConfig::Kind::Concat, dim, 0, 0}; }
+MeshComposerConfig ConcatMeshToTensor(int dim) { return {MeshComposerConfig::Kind::CONCAT, dim, 0, 0}; }
 
 MeshComposerConfig ConcatMesh2dToTensor(int row_dim, int col_dim) {
   MESHNN_CHECK(row_dim != col_dim, "ConcatMesh2dToTensor needs two different dims, got {} twice", row_dim);
-  return {MeshComposerConfig::Kind::Concat2d, 0, row_dim, col_dim};
+  return {MeshComposerConfig::Kind::CONCAT_2D, 0, row_dim, col_dim};
 }
 
-MeshComposerConfig ListMeshToTensor() { return {MeshComposerConfig::Kind::List, 0, 0, 0}; }
+MeshComposerConfig ListMeshToTensor() { return {MeshComposerConfig::Kind::LIST, 0, 0, 0}; }
 
 Tensor aggregate_tensor(const MeshTensor& t, const MeshComposerConfig& composer, std::optional<int> root) {
-  MESHNN_CHECK(composer.kind != MeshComposerConfig::Kind::List,
+  MESHNN_CHECK(composer.kind != MeshComposerConfig::Kind::LIST,
                "ListMeshToTensor gives one tensor per device: call aggregate_tensor_list");
   const MeshDevice& mesh = t.mesh_device();
   MESHNN_CHECK(!root || (*root >= 0 && *root < mesh.num_devices()), "root {} is not a device of the {} mesh",
                root.value_or(-1), mesh.shape().to_string());
   const MeshComposerConfig c = normalized(composer, t.shape());
-  const char* name = c.kind == MeshComposerConfig::Kind::Concat ? "ConcatMeshToTensor" : "ConcatMesh2dToTensor";
+  const char* name = c.kind == MeshComposerConfig::Kind::CONCAT ? "ConcatMeshToTensor" : "ConcatMesh2dToTensor";
   for (int axis = 0; axis < 2; ++axis)
-    check_axis_composition(t, axis, c.kind == MeshComposerConfig::Kind::Concat ? c.dim : (axis == 0 ? c.row_dim : c.col_dim),
+    check_axis_composition(t, axis, c.kind == MeshComposerConfig::Kind::CONCAT ? c.dim : (axis == 0 ? c.row_dim : c.col_dim),
                            name);
   if (t.is_padded()) {
     const Shape out = composed_shape(t, c);
@@ -196,7 +196,7 @@ Tensor aggregate_tensor(const MeshTensor& t, const MeshComposerConfig& composer,
 
   std::vector<Tensor> shards = gather_shards(t, root);
   if (shards.empty()) return Tensor();
-  if (c.kind == MeshComposerConfig::Kind::Concat) return drop_padding(t, concat(shards, c.dim));
+  if (c.kind == MeshComposerConfig::Kind::CONCAT) return drop_padding(t, concat(shards, c.dim));
   const MeshShape ms = mesh.shape();
   std::vector<Tensor> rows;
   for (int r = 0; r < ms.rows; ++r)

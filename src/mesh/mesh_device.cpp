@@ -43,13 +43,13 @@ MeshShape parse_mesh_shape(const std::string& text) {
 
 std::string MeshCoordinate::to_string() const { return fmt::format("({}, {})", row, col); }
 
-std::string_view to_string(Topology t) { return t == Topology::Ring ? "Ring" : "Linear"; }
+std::string_view to_string(Topology t) { return t == Topology::RING ? "Ring" : "Linear"; }
 
 Topology parse_topology(std::string_view name) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (lower == "ring") return Topology::Ring;
-  if (lower == "linear" || lower == "line") return Topology::Linear;
+  if (lower == "ring") return Topology::RING;
+  if (lower == "linear" || lower == "line") return Topology::LINEAR;
   throw Error(fmt::format("unknown topology '{}' (expected ring or linear)", name));
 }
 

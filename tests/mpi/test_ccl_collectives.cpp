@@ -83,7 +83,7 @@ TEST(CclMpiAllGather, CasesEveryDtypeLayoutAxis) {
   for (const Config& cfg : configs()) {
     auto mesh = MeshDevice::open(cfg.shape);
     const GroupInfo g = group_of(*mesh, cfg.axis);
-    for (Topology topo : {Topology::Ring, Topology::Linear}) {
+    for (Topology topo : {Topology::RING, Topology::LINEAR}) {
       for (const GatherCase& c : cases) {
         const int d = c.dim < 0 ? c.dim + c.global.rank() : c.dim;
         if (c.global[d] % g.size != 0) continue;
@@ -185,7 +185,7 @@ TEST(CclMpiReduceScatter, CasesEveryDtypeLayoutAxis) {
   for (const Config& cfg : configs()) {
     auto mesh = MeshDevice::open(cfg.shape);
     const GroupInfo g = group_of(*mesh, cfg.axis);
-    for (Topology topo : {Topology::Ring, Topology::Linear}) {
+    for (Topology topo : {Topology::RING, Topology::LINEAR}) {
       for (const ReduceCase& c : cases) {
         const int d = c.dim < 0 ? c.dim + c.out_shape.rank() : c.dim;
         Shape in_shape = c.out_shape;
@@ -224,7 +224,7 @@ TEST(CclMpiAllReduce, CasesEveryDtypeLayoutAxisAndOp) {
   for (const Config& cfg : configs()) {
     auto mesh = MeshDevice::open(cfg.shape);
     const GroupInfo g = group_of(*mesh, cfg.axis);
-    for (Topology topo : {Topology::Ring, Topology::Linear}) {
+    for (Topology topo : {Topology::RING, Topology::LINEAR}) {
       for (const Shape& shape : shapes) {
         for (Layout layout : {Layout::ROW_MAJOR, Layout::TILE}) {
           for (DataType dtype : dtypes_for(layout)) {
@@ -264,7 +264,7 @@ TEST(CclMpiAgainstMpi, Float32SumElementByElement) {
   for (const Config& cfg : configs()) {
     auto mesh = MeshDevice::open(cfg.shape);
     const GroupInfo g = group_of(*mesh, cfg.axis);
-    for (Algorithm algo : {Algorithm::Auto, Algorithm::Ring, Algorithm::BidirectionalRing, Algorithm::Line, Algorithm::Direct}) {
+    for (Algorithm algo : {Algorithm::AUTO, Algorithm::RING, Algorithm::BIDIRECTIONAL_RING, Algorithm::LINE, Algorithm::DIRECT}) {
       CclOptions opts;
       opts.algorithm = algo;
       opts.chunk_bytes = 4096;  // several pipelined chunks even at CI sizes

@@ -78,7 +78,7 @@ void run_all_modes(const Combo& combo) {
   const Tensor x_host = Tensor::from_float(x_values, Shape{batch, seq, kHidden}, combo.acts, Layout::TILE);
 
   // Single-device result and float64 reference, computed on every rank from the whole model.
-  auto self = MeshDevice::open({1, 1}, Topology::Ring, MPI_COMM_SELF);
+  auto self = MeshDevice::open({1, 1}, Topology::RING, MPI_COMM_SELF);
   MlpOptions single_options;
   single_options.mode = ParallelMode::DP;
   single_options.weight_dtype = combo.weights;

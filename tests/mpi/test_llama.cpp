@@ -147,7 +147,7 @@ void check_every_mode(const std::string& file, const std::string& label) {
   const LlamaConfig config = config_of(file);
   LlamaOptions options{DataType::FLOAT32, DataType::FLOAT32};
   const auto requests = ragged_requests(config.vocab_size, 6);
-  auto self = MeshDevice::open({1, 1}, Topology::Ring, MPI_COMM_SELF);
+  auto self = MeshDevice::open({1, 1}, Topology::RING, MPI_COMM_SELF);
   const GenerationResult single = run_on(file, self, options, DataType::FLOAT32, requests, 4, 512);
   const double single_pcc = min_pcc_vs_reference(file, requests, single, config.vocab_size);
   EXPECT_TRUE(all_ranks_ok(single_pcc >= 0.9999)) << "single device: PCC " << single_pcc;
@@ -180,7 +180,7 @@ TEST(Llama, RopeScalingAndSlidingWindowEachChangeTheLogits) {
   const std::string both = long_context_file(true, true);
   const LlamaConfig config = config_of(both);
   const auto requests = ragged_requests(config.vocab_size, 6);
-  auto self = MeshDevice::open({1, 1}, Topology::Ring, MPI_COMM_SELF);
+  auto self = MeshDevice::open({1, 1}, Topology::RING, MPI_COMM_SELF);
   const GenerationResult r = run_on(both, self, {DataType::FLOAT32, DataType::FLOAT32}, DataType::FLOAT32, requests,
                                     4, 512);
   for (const auto& [file, missing] : {std::pair{long_context_file(false, true), "rope_scaling"},

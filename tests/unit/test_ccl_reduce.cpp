@@ -92,10 +92,10 @@ TEST(CclReduction, StreamingAndCachedStoresGiveTheDocumentedBits) {
         const Reduction red{op, type, false, 2};
         for (int64_t count : counts) {
           for (int64_t offset : offsets) {
-            for (ResultStores stores : {ResultStores::Cached, ResultStores::Streaming}) {
+            for (ResultStores stores : {ResultStores::CACHED, ResultStores::STREAMING}) {
               SCOPED_TRACE(::testing::Message() << "isa " << kernels::to_string(isa) << " type " << static_cast<int>(type)
                                                 << " op " << static_cast<int>(op) << " count " << count << " offset "
-                                                << offset << " streaming " << (stores == ResultStores::Streaming));
+                                                << offset << " streaming " << (stores == ResultStores::STREAMING));
               // Guard words on both sides catch a write past either end.
               std::vector<uint32_t> out(count + offset + 20, 0xDEADBEEFu);
               red.combine_wire_to(a.data(), b.data(), out.data() + offset, count, stores);

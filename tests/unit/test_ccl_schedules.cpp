@@ -19,16 +19,16 @@ namespace {
 
 struct Variant {
   Algorithm algorithm;
-  HopSplit split = HopSplit::SplitFarthest;
-  Topology topology = Topology::Ring;
+  HopSplit split = HopSplit::SPLIT_FARTHEST;
+  Topology topology = Topology::RING;
   const char* name;
 };
 const Variant kVariants[] = {
-    {Algorithm::Ring, HopSplit::SplitFarthest, Topology::Ring, "ring"},
-    {Algorithm::BidirectionalRing, HopSplit::SplitFarthest, Topology::Ring, "bidirectional/split_farthest"},
-    {Algorithm::BidirectionalRing, HopSplit::ParitySwap, Topology::Ring, "bidirectional/parity_swap"},
-    {Algorithm::Line, HopSplit::SplitFarthest, Topology::Linear, "line"},
-    {Algorithm::Direct, HopSplit::SplitFarthest, Topology::Ring, "direct"},
+    {Algorithm::RING, HopSplit::SPLIT_FARTHEST, Topology::RING, "ring"},
+    {Algorithm::BIDIRECTIONAL_RING, HopSplit::SPLIT_FARTHEST, Topology::RING, "bidirectional/split_farthest"},
+    {Algorithm::BIDIRECTIONAL_RING, HopSplit::PARITY_SWAP, Topology::RING, "bidirectional/parity_swap"},
+    {Algorithm::LINE, HopSplit::SPLIT_FARTHEST, Topology::LINEAR, "line"},
+    {Algorithm::DIRECT, HopSplit::SPLIT_FARTHEST, Topology::RING, "direct"},
 };
 
 CclOptions options_for(const Variant& v, size_t chunk_bytes) {
@@ -79,7 +79,7 @@ TEST(CclAllGather, OwnBlockAlreadyInPlace) {
     const size_t bytes = 333;
     std::vector<uint8_t> out(bytes * 5, 0);
     for (size_t i = 0; i < bytes; ++i) out[t.position() * bytes + i] = static_cast<uint8_t>(t.position() + i);
-    CallContext ctx{t, 0, Topology::Ring, 1, options_for(kVariants[1], 64), ""};
+    CallContext ctx{t, 0, Topology::RING, 1, options_for(kVariants[1], 64), ""};
     all_gather_bytes(ctx, out.data() + t.position() * bytes, bytes, out.data());
     for (int j = 0; j < 5; ++j)
       for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(out[j * bytes + i], static_cast<uint8_t>(j + i));
@@ -92,7 +92,7 @@ float chain_sum(const Variant& v, int n, int j, int64_t e, int64_t slice_count, 
   auto x = [&](int m) { return value(((m % n) + n) % n, global_index); };
   float acc;
   switch (v.algorithm) {
-    case Algorithm::Line: {
+    case Algorithm::LINE: {
       // ((x0 + ... + x[j-1]) + x[j]) + (x[n-1] + ... + x[j+1])
       float left = 0;
       for (int m = 0; m < j; ++m) left = m == 0 ? x(0) : left + x(m);
@@ -104,7 +104,7 @@ float chain_sum(const Variant& v, int n, int j, int64_t e, int64_t slice_count, 
       }
       return acc;
     }
-    case Algorithm::BidirectionalRing:
+    case Algorithm::BIDIRECTIONAL_RING:
       if (!first_half) {
         acc = x(j - 1);
         for (int k = 2; k < n; ++k) acc = acc + x(j - k);
@@ -191,7 +191,7 @@ TEST(CclReduceScatter, IntegerTypesWrapAndCompare) {
         std::vector<int32_t> in(count * n), out(count);
         for (int64_t i = 0; i < count * n; ++i) in[i] = static_cast<int32_t>((p + 1) * 1000003 * (i + 1));
         for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::MIN}) {
-          CallContext ctx{t, 0, Topology::Ring, 1, options_for(kVariants[0], 64), ""};
+          CallContext ctx{t, 0, Topology::RING, 1, options_for(kVariants[0], 64), ""};
           reduce_scatter_values(ctx, in.data(), out.data(), count, Reduction{op, type, false, n});
           for (int64_t e = 0; e < count; ++e) {
             const int64_t g = p * count + e;
@@ -298,16 +298,16 @@ TEST(CclAllReduce, DirectAndRingGiveTheSameBits) {
   for (int n : {2, 3, 5, 8}) {
     const int64_t count = 777;
     std::vector<float> ring(count), direct(count);
-    for (Algorithm a : {Algorithm::Ring, Algorithm::Direct}) {
+    for (Algorithm a : {Algorithm::RING, Algorithm::DIRECT}) {
       InProcessFabric::run(n, [&](Transport& t) {
         std::vector<float> in(count), out(count);
         for (int64_t i = 0; i < count; ++i) in[i] = real_value(t.position(), i);
         CclOptions o;
         o.algorithm = a;
         o.chunk_bytes = 128;
-        CallContext ctx{t, 0, Topology::Ring, 1, o, ""};
+        CallContext ctx{t, 0, Topology::RING, 1, o, ""};
         all_reduce_values(ctx, in.data(), out.data(), count, Reduction{ReduceOp::SUM, ElementType::F32, false, n});
-        if (t.position() == 0) (a == Algorithm::Ring ? ring : direct) = out;
+        if (t.position() == 0) (a == Algorithm::RING ? ring : direct) = out;
       });
     }
     EXPECT_EQ(std::memcmp(ring.data(), direct.data(), count * 4), 0) << "n=" << n;
@@ -340,7 +340,7 @@ TEST(CclAllReduce, MaxAndMinFoldInTheRingsOrderOnEveryScheduleAndMember) {
           expected[i] = acc;
         }
       // Ring; Direct through the Plan (chunks); Direct as one message per peer (in place on two).
-      const std::pair<Algorithm, size_t> schedules[] = {{Algorithm::Ring, 128}, {Algorithm::Direct, 128}, {Algorithm::Direct, 0}};
+      const std::pair<Algorithm, size_t> schedules[] = {{Algorithm::RING, 128}, {Algorithm::DIRECT, 128}, {Algorithm::DIRECT, 0}};
       for (const auto& [algorithm, chunk_bytes] : schedules) {
         InProcessFabric::run(n, [&](Transport& t) {
           std::vector<float> in(count), out(count);
@@ -348,7 +348,7 @@ TEST(CclAllReduce, MaxAndMinFoldInTheRingsOrderOnEveryScheduleAndMember) {
           CclOptions o;
           o.algorithm = algorithm;
           o.chunk_bytes = chunk_bytes;
-          CallContext ctx{t, 0, Topology::Ring, 1, o, ""};
+          CallContext ctx{t, 0, Topology::RING, 1, o, ""};
           all_reduce_values(ctx, in.data(), out.data(), count, Reduction{op, ElementType::F32, false, n});
           EXPECT_EQ(std::memcmp(out.data(), expected.data(), count * 4), 0)
               << "n=" << n << " " << to_string(algorithm) << " chunk " << chunk_bytes << " member " << t.position()
@@ -370,10 +370,10 @@ TEST(CclDirect, OneMessageExchangeMatchesPlannedDirectAndRing) {
       InProcessFabric::run(n, [&](Transport& t) {
         const int p = t.position();
         CclOptions o;
-        o.algorithm = variant == 2 ? Algorithm::Ring : Algorithm::Direct;
+        o.algorithm = variant == 2 ? Algorithm::RING : Algorithm::DIRECT;
         o.chunk_bytes = variant == 1 ? 128 : 0;  // 0: one message per peer
         o.watchdog_seconds = 60;
-        CallContext ctx{t, 0, Topology::Ring, 1, o, ""};
+        CallContext ctx{t, 0, Topology::RING, 1, o, ""};
         const Reduction red{ReduceOp::SUM, ElementType::F32, false, n};
         std::vector<float> in(count * n), rs(count), ar(count * n);
         for (int64_t i = 0; i < count * n; ++i) in[i] = real_value(p, i);
@@ -411,8 +411,8 @@ TEST(CclDirect, PiecedMessagesAtEveryBoundary) {
       InProcessFabric::run(n, [&](Transport& t) {
         const int p = t.position();
         CclOptions o;
-        o.algorithm = Algorithm::Direct;  // one message per peer: the DirectExchange path
-        CallContext ctx{t, 0, Topology::Ring, 1, o, ""};
+        o.algorithm = Algorithm::DIRECT;  // one message per peer: the DirectExchange path
+        CallContext ctx{t, 0, Topology::RING, 1, o, ""};
         const Reduction red{ReduceOp::SUM, ElementType::F32, false, n};
         // all_gather of `count` floats per member (4 * count bytes per message).
         std::vector<float> mine(count), gathered(count * n);
@@ -440,37 +440,37 @@ TEST(CclDirect, PiecedMessagesAtEveryBoundary) {
 
 TEST(CclSchedule, AutoChoice) {
   CclOptions o;
-  EXPECT_EQ(choose_schedule(Collective::AllGather, 8, 1 << 20, Topology::Ring, o).algorithm, Algorithm::BidirectionalRing);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 8, 1 << 20, Topology::RING, o).algorithm, Algorithm::BIDIRECTIONAL_RING);
   // Two members gather in one message per block, however large (up to 1 GiB per message).
-  const Schedule pair = choose_schedule(Collective::AllGather, 2, 100 << 20, Topology::Ring, o);
-  EXPECT_EQ(pair.algorithm, Algorithm::Direct);
+  const Schedule pair = choose_schedule(Collective::ALL_GATHER, 2, 100 << 20, Topology::RING, o);
+  EXPECT_EQ(pair.algorithm, Algorithm::DIRECT);
   EXPECT_EQ(pair.chunk_bytes, size_t{100} << 20);
-  EXPECT_EQ(choose_schedule(Collective::AllGather, 2, size_t{3} << 30, Topology::Ring, o).chunk_bytes, size_t{1} << 30);
-  EXPECT_EQ(choose_schedule(Collective::AllGather, 2, 1 << 20, Topology::Linear, o).algorithm, Algorithm::Line);
-  EXPECT_EQ(choose_schedule(Collective::AllGather, 4, 1 << 20, Topology::Ring, o).algorithm, Algorithm::BidirectionalRing);
-  EXPECT_EQ(choose_schedule(Collective::AllGather, 8, 1024, Topology::Ring, o).algorithm, Algorithm::Direct);
-  EXPECT_EQ(choose_schedule(Collective::ReduceScatter, 8, 512 << 10, Topology::Ring, o).algorithm, Algorithm::Direct);
-  EXPECT_EQ(choose_schedule(Collective::ReduceScatter, 8, 4 << 20, Topology::Linear, o).algorithm, Algorithm::Line);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 2, size_t{3} << 30, Topology::RING, o).chunk_bytes, size_t{1} << 30);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 2, 1 << 20, Topology::LINEAR, o).algorithm, Algorithm::LINE);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 4, 1 << 20, Topology::RING, o).algorithm, Algorithm::BIDIRECTIONAL_RING);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 8, 1024, Topology::RING, o).algorithm, Algorithm::DIRECT);
+  EXPECT_EQ(choose_schedule(Collective::REDUCE_SCATTER, 8, 512 << 10, Topology::RING, o).algorithm, Algorithm::DIRECT);
+  EXPECT_EQ(choose_schedule(Collective::REDUCE_SCATTER, 8, 4 << 20, Topology::LINEAR, o).algorithm, Algorithm::LINE);
   // all_reduce: direct on two members up to 8 MiB (one message), a ring beyond; 64 KiB on more.
-  const Schedule pair_reduce = choose_schedule(Collective::AllReduce, 2, 8 << 20, Topology::Ring, o);
-  EXPECT_EQ(pair_reduce.algorithm, Algorithm::Direct);
+  const Schedule pair_reduce = choose_schedule(Collective::ALL_REDUCE, 2, 8 << 20, Topology::RING, o);
+  EXPECT_EQ(pair_reduce.algorithm, Algorithm::DIRECT);
   EXPECT_EQ(pair_reduce.chunk_bytes, size_t{8} << 20);
-  EXPECT_EQ(choose_schedule(Collective::AllReduce, 2, (8 << 20) + 64, Topology::Ring, o).algorithm, Algorithm::Ring);
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, (8 << 20) + 64, Topology::RING, o).algorithm, Algorithm::RING);
   // Forcing direct on two members keeps the one message; forcing a chunk size keeps the chunks.
   CclOptions forced;
-  forced.algorithm = Algorithm::Direct;
-  EXPECT_EQ(choose_schedule(Collective::AllReduce, 2, 32 << 20, Topology::Ring, forced).chunk_bytes, size_t{32} << 20);
+  forced.algorithm = Algorithm::DIRECT;
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, 32 << 20, Topology::RING, forced).chunk_bytes, size_t{32} << 20);
   forced.chunk_bytes = 256 << 10;
-  EXPECT_EQ(choose_schedule(Collective::AllReduce, 2, 32 << 20, Topology::Ring, forced).chunk_bytes, size_t{256} << 10);
-  EXPECT_EQ(choose_schedule(Collective::AllReduce, 4, 64 << 10, Topology::Ring, o).algorithm, Algorithm::Direct);
-  EXPECT_EQ(choose_schedule(Collective::AllReduce, 4, 128 << 10, Topology::Ring, o).algorithm,
-            Algorithm::BidirectionalRing);
-  o.algorithm = Algorithm::Ring;
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, 32 << 20, Topology::RING, forced).chunk_bytes, size_t{256} << 10);
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 4, 64 << 10, Topology::RING, o).algorithm, Algorithm::DIRECT);
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 4, 128 << 10, Topology::RING, o).algorithm,
+            Algorithm::BIDIRECTIONAL_RING);
+  o.algorithm = Algorithm::RING;
   o.chunk_bytes = 4096;
-  const Schedule s = choose_schedule(Collective::AllReduce, 8, 100, Topology::Linear, o);
-  EXPECT_EQ(s.algorithm, Algorithm::Ring);
+  const Schedule s = choose_schedule(Collective::ALL_REDUCE, 8, 100, Topology::LINEAR, o);
+  EXPECT_EQ(s.algorithm, Algorithm::RING);
   EXPECT_EQ(s.chunk_bytes, 4096u);
-  EXPECT_EQ(parse_algorithm("bidirectional_ring"), Algorithm::BidirectionalRing);
+  EXPECT_EQ(parse_algorithm("bidirectional_ring"), Algorithm::BIDIRECTIONAL_RING);
   EXPECT_THROW(parse_algorithm("tree"), Error);
 }
 
@@ -484,7 +484,7 @@ TEST(CclWatchdog, ReportsOpStepPeerAndBytes) {
       std::vector<uint8_t> mine(4096), out(8192);
       CclOptions o;
       o.watchdog_seconds = 0.3;
-      CallContext ctx{t, 0, Topology::Ring, 1, o, ""};
+      CallContext ctx{t, 0, Topology::RING, 1, o, ""};
       try {
         all_gather_bytes(ctx, mine.data(), mine.size(), out.data());
       } catch (const Error& e) {

@@ -66,7 +66,7 @@ TEST(MeshShapeParsing, AcceptsRxCOnly) {
   EXPECT_EQ(parse_mesh_shape("2x4"), (MeshShape{2, 4}));
   EXPECT_EQ(parse_mesh_shape("8X4"), (MeshShape{8, 4}));
   for (const char* bad : {"2", "2x", "x4", "0x2", "2x4x1", "axb", "-1x2"}) EXPECT_THROW(parse_mesh_shape(bad), Error) << bad;
-  EXPECT_EQ(parse_topology("Linear"), Topology::Linear);
+  EXPECT_EQ(parse_topology("Linear"), Topology::LINEAR);
   EXPECT_THROW(parse_topology("torus"), Error);
 }
 

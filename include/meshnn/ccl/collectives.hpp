@@ -19,34 +19,34 @@
 namespace meshnn::ccl {
 
 // Which schedule runs (docs/spec/semantics.md §3.3):
-//  Ring              unidirectional ring; all_gather relays each block N-1 hops; reduce_scatter
+//  RING              unidirectional ring; all_gather relays each block N-1 hops; reduce_scatter
 //                    forwards partials N-1 hops, member j's slice is complete after the last.
-//  BidirectionalRing both ring directions at once. all_gather: each block goes some hops forward
+//  BIDIRECTIONAL_RING both ring directions at once. all_gather: each block goes some hops forward
 //                    and the rest backward (HopSplit); reduce_scatter: first half of every slice
 //                    around the forward ring, second half around the backward ring.
-//  Line              no wrap-around link. all_gather: N-1-i hops forward and i backward from
+//  LINE              no wrap-around link. all_gather: N-1-i hops forward and i backward from
 //                    position i; reduce_scatter: partials flow from both ends toward the owner.
-//  Direct            one step: every member sends straight to every other (small messages).
-//  Auto              chosen from the topology, group size and message size (choose_schedule).
+//  DIRECT            one step: every member sends straight to every other (small messages).
+//  AUTO              chosen from the topology, group size and message size (choose_schedule).
 // all_reduce runs reduce_scatter then all_gather of the same family, pipelined chunk by chunk
-// (Direct: everyone sends its whole buffer to everyone and reduces locally).
-enum class Algorithm { Auto, Ring, BidirectionalRing, Line, Direct };
+// (DIRECT: everyone sends its whole buffer to everyone and reduces locally).
+enum class Algorithm { AUTO, RING, BIDIRECTIONAL_RING, LINE, DIRECT };
 std::string_view to_string(Algorithm a);  // "auto", "ring", "bidirectional_ring", "line", "direct"
 Algorithm parse_algorithm(std::string_view name);  // throws meshnn::Error listing the choices
 
 // How a bidirectional ring all_gather splits a block's N-1 hops (docs/spec/semantics.md §3.3):
-//  SplitFarthest  ceil/floor halves; on an even ring the farthest member gets the first half of the
+//  SPLIT_FARTHEST ceil/floor halves; on an even ring the farthest member gets the first half of the
 //                 block forward and the second half backward, so both directions carry (N-1)/2.
-//  ParitySwap     ceil((N-1)/2) forward and the rest backward, swapped on even positions (TT-NN's
+//  PARITY_SWAP    ceil((N-1)/2) forward and the rest backward, swapped on even positions (TT-NN's
 //                 original split).
-enum class HopSplit { SplitFarthest, ParitySwap };
+enum class HopSplit { SPLIT_FARTHEST, PARITY_SWAP };
 
-enum class Collective { AllGather, ReduceScatter, AllReduce };
+enum class Collective { ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE };
 std::string_view to_string(Collective c);  // "all_gather", "reduce_scatter", "all_reduce"
 
 struct CclOptions {
-  Algorithm algorithm = Algorithm::Auto;
-  HopSplit hop_split = HopSplit::SplitFarthest;
+  Algorithm algorithm = Algorithm::AUTO;
+  HopSplit hop_split = HopSplit::SPLIT_FARTHEST;
   // Bytes per pipelined message (0: chosen by message size). Chunks are striped over num_links.
   size_t chunk_bytes = 0;
   // Ship partial results of float reductions as bfloat16 instead of float32: half the traffic but
@@ -64,7 +64,7 @@ struct CclOptions {
 
 // The resolved choice, identical on every member (a pure function of its arguments).
 struct Schedule {
-  Algorithm algorithm = Algorithm::Ring;
+  Algorithm algorithm = Algorithm::RING;
   size_t chunk_bytes = 0;
 };
 // bytes: all_gather: one member's block; reduce_scatter: one member's whole input; all_reduce: the
@@ -85,7 +85,7 @@ int tag_base_for(uint64_t operation_id, const Transport& transport);
 struct CallContext {
   Transport& transport;
   int tag_base = 0;
-  Topology topology = Topology::Ring;
+  Topology topology = Topology::RING;
   int num_links = 1;  // 1..kMaxLinks
   CclOptions options;
   std::string op_name;  // for watchdog reports; default: the collective's name

@@ -61,9 +61,9 @@ class Plan {
   void run();
 
  private:
-  enum class Kind { Send, Recv, Local };
+  enum class Kind { SEND, RECV, LOCAL };
   struct Op {
-    Kind kind = Kind::Local;
+    Kind kind = Kind::LOCAL;
     int peer = -1, lane = -1, step = 0;
     void* buffer = nullptr;
     size_t bytes = 0;
@@ -139,7 +139,7 @@ class Prims {
   const Reduction* reduction_;
   size_t slot_bytes_;
   int slots_per_lane_;
-  ResultStores result_stores_ = ResultStores::Cached;
+  ResultStores result_stores_ = ResultStores::CACHED;
   std::vector<std::vector<Slot>> lanes_;
   std::vector<size_t> lane_cursor_;
 };

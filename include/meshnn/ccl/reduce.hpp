@@ -24,7 +24,7 @@ enum class ElementType { F32, I32, U32 };
 // How a combine writes its result. Streaming uses non-temporal stores (on AVX2/AVX-512 machines;
 // elsewhere, and for bfloat16 wires, it falls back to Cached): for results another rank reads
 // next and this one does not. See src/ccl/vector_combine.hpp.
-enum class ResultStores { Cached, Streaming };
+enum class ResultStores { CACHED, STREAMING };
 
 struct Reduction {
   ReduceOp op = ReduceOp::SUM;
@@ -43,9 +43,9 @@ struct Reduction {
   // out = wire (+) own (compute type; the hop that reaches the owner). out may be `own` itself
   // (each element is read before it is written) but must not overlap `wire`.
   void combine_wire_to(const void* wire, const void* own, void* out, int64_t count,
-                       ResultStores stores = ResultStores::Cached) const;
+                       ResultStores stores = ResultStores::CACHED) const;
   // out = out (+) wire, in place (compute type).
-  void accumulate_wire(void* out, const void* wire, int64_t count, ResultStores stores = ResultStores::Cached) const;
+  void accumulate_wire(void* out, const void* wire, int64_t count, ResultStores stores = ResultStores::CACHED) const;
   // out = sources[0] (+) sources[1] (+) ... in that order (compute type; direct schedules). out may
   // alias no source.
   void combine_sources(std::span<const void* const> sources, void* out, int64_t count) const;

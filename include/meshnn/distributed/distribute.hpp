@@ -33,7 +33,7 @@ MeshMapperConfig ShardTensor2dMesh(std::optional<int> row_dim, std::optional<int
 MeshTensor distribute_tensor(const Tensor& host, const MeshMapperConfig& mapper, const MeshDevicePtr& mesh);
 
 struct MeshComposerConfig {
-  enum class Kind { Concat, Concat2d, List } kind = Kind::Concat;
+  enum class Kind { CONCAT, CONCAT_2D, LIST } kind = Kind::CONCAT;
   int dim = 0;                   // Concat
   int row_dim = 0, col_dim = 0;  // Concat2d: concat each row's shards on col_dim, then rows on row_dim
 };

@@ -34,7 +34,7 @@ struct MeshCoordinate {
 };
 
 // Ring: wrap-around links; Linear: a line with two ends. Chooses the collective schedule.
-enum class Topology { Ring, Linear };
+enum class Topology { RING, LINEAR };
 std::string_view to_string(Topology t);
 Topology parse_topology(std::string_view name);  // "ring" / "linear" (case-insensitive)
 
@@ -45,7 +45,7 @@ class MeshDevice {
  public:
   // Collective over `comm`. Throws meshnn::Error on every rank, before any communication beyond
   // reading the communicator size, when shape.rows * shape.cols != size of comm or a dim < 1.
-  static MeshDevicePtr open(MeshShape shape, Topology topology = Topology::Ring, MPI_Comm comm = MPI_COMM_WORLD);
+  static MeshDevicePtr open(MeshShape shape, Topology topology = Topology::RING, MPI_Comm comm = MPI_COMM_WORLD);
   ~MeshDevice();
   MeshDevice(const MeshDevice&) = delete;
   MeshDevice& operator=(const MeshDevice&) = delete;

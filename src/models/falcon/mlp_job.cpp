@@ -68,7 +68,7 @@ struct CheckResult {
 };
 CheckResult single_device_check(const MlpJobConfig& c, const std::string& weights, const Tensor& x_host,
                                 const Tensor& y) {
-  auto self = MeshDevice::open({1, 1}, Topology::Ring, MPI_COMM_SELF);
+  auto self = MeshDevice::open({1, 1}, Topology::RING, MPI_COMM_SELF);
   io::LoadOptions lo{c.mlp.weight_dtype, Layout::TILE, true};
   const MeshTensor w1 = io::load_tensor(weights, mlp_key(c.layer, "dense_h_to_4h.weight"), ReplicateTensorToMesh(), self, lo);
   const MeshTensor w2 = io::load_tensor(weights, mlp_key(c.layer, "dense_4h_to_h.weight"), ReplicateTensorToMesh(), self, lo);
@@ -167,7 +167,7 @@ int run_mlp_job(const MlpJobConfig& c) {
     try {
       if (c.check) {
         if (x_host.size_bytes() == 0) {
-          auto self = MeshDevice::open({1, 1}, Topology::Ring, MPI_COMM_SELF);
+          auto self = MeshDevice::open({1, 1}, Topology::RING, MPI_COMM_SELF);
           x_host = io::load_tensor(c.input, "input", ReplicateTensorToMesh(), self, {c.mlp.act_dtype, Layout::TILE, false}).local();
         }
         check = single_device_check(c, weights, x_host, y_host);

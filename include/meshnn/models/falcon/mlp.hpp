@@ -36,7 +36,7 @@ struct MlpOptions {
   TpVariant tp_variant = TpVariant::REDUCE_SCATTER;
   DataType weight_dtype = DataType::BFLOAT16;
   DataType act_dtype = DataType::BFLOAT16;
-  Topology topology = Topology::Ring;
+  Topology topology = Topology::RING;
   int num_links = 1;
 };
 

@@ -37,7 +37,7 @@ enum class LlamaSharding { TENSOR_PARALLEL, TWO_D };
 struct LlamaOptions {
   DataType weight_dtype = DataType::BFLOAT16;  // float32, bfloat16, bfloat8_b or bfloat4_b
   DataType act_dtype = DataType::BFLOAT16;     // float32 or bfloat16
-  Topology topology = Topology::Ring;
+  Topology topology = Topology::RING;
   int num_links = 1;
   LlamaSharding sharding = LlamaSharding::TENSOR_PARALLEL;
 };
