@@ -152,6 +152,7 @@ void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, vo
   const Schedule sched = choose_schedule(Collective::ALL_GATHER, n, bytes, ctx.topology, ctx.options);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_gather") : std::string_view(ctx.op_name);
+  const TracedCollective traced(name, n, bytes, sched.algorithm, static_cast<double>(bytes) * (n - 1));
   if (sched.algorithm == Algorithm::DIRECT) {
     std::byte* own = dst + static_cast<size_t>(t.position()) * bytes;
     exchange_direct(

@@ -27,6 +27,8 @@ void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_
   const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_reduce") : std::string_view(ctx.op_name);
+  const TracedCollective traced(name, n, red.compute_bytes(count), sched.algorithm,
+                                2.0 * static_cast<double>(red.compute_bytes(count)) * (n - 1) / n);
   if (sched.algorithm == Algorithm::DIRECT) {
     // The whole buffer to every peer; then every member combines each slice j in the ring's order,
     // so all members hold the same bits, and those of Ring. On two members the peer's buffer lands

@@ -12,6 +12,7 @@
 #include "meshnn/ccl/plan.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/function_ref.hpp"
+#include "meshnn/core/trace.hpp"
 
 namespace meshnn::ccl::detail {
 
@@ -118,6 +119,7 @@ class DirectExchange {
     bool is_send;
   };
   void add(int peer, int lane, void* buffer, size_t bytes, bool is_send);
+  void wait_for_all(std::string_view op_name, double watchdog_seconds);
   [[noreturn]] void report_stuck(std::string_view op_name, double watchdog_seconds) const;
 
   Transport& transport_;
@@ -125,6 +127,24 @@ class DirectExchange {
   int count_ = 0;
   Transfer transfers_[kMaxTransfers];
   int requests_[kMaxTransfers];
+  int64_t posted_ns_ = 0;  // when tracing
+};
+
+// Time this thread's progress loops spent with nothing to do but wait for peers, while tracing.
+int64_t& traced_wait_ns();
+
+// The trace event of one collective call (core/trace.hpp): its size and schedule, its bus bytes
+// for the profile's bus bandwidth (nccl-tests' convention), and the waiting its loops did.
+class TracedCollective {
+ public:
+  TracedCollective(std::string_view name, int members, size_t bytes, Algorithm algorithm, double bus_bytes);
+  ~TracedCollective();
+  TracedCollective(const TracedCollective&) = delete;
+  TracedCollective& operator=(const TracedCollective&) = delete;
+
+ private:
+  trace::Scope scope_;
+  int64_t wait_before_;
 };
 
 }  // namespace meshnn::ccl::detail

@@ -14,6 +14,7 @@
 #include "builders.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/memory.hpp"
+#include "meshnn/core/trace.hpp"
 
 namespace meshnn::ccl {
 namespace {
@@ -92,9 +93,24 @@ OpId Plan::local(int step, std::function<void()> fn, const Deps& after) {
   return add(make_op(Kind::LOCAL, -1, -1, step, nullptr, 0, std::move(fn)), after);
 }
 
+void Plan::trace_op(const Op& op, int64_t local_begin_ns) const {
+  const int64_t now = trace::now_ns();
+  if (op.kind == Kind::LOCAL) {
+    trace::record("ccl", fmt::format("{} local step {}", op_name_, op.step), local_begin_ns, now);
+    return;
+  }
+  trace::record("transfer", op.kind == Kind::SEND ? "send" : "recv", op.posted_ns, now,
+                fmt::format(R"("peer":"{}","bytes":{},"step":{},"lane":{},"collective":"{}")",
+                            transport_.describe_member(op.peer), op.bytes, op.step, op.lane, op_name_),
+                {}, true);
+}
+
 void Plan::complete(OpId id) {
   Op& op = ops_[id];
+  const bool tracing = trace::enabled();
+  const int64_t local_begin = tracing && op.kind == Kind::LOCAL ? trace::now_ns() : 0;
   if (op.then) op.then();
+  if (tracing) trace_op(op, local_begin);
   op.done = true;
   --remaining_;
   for (OpId d : op.dependents) {
@@ -131,6 +147,7 @@ void Plan::run() {
   using Clock = std::chrono::steady_clock;
   auto last_progress = Clock::now();
   int idle_rounds = 0;
+  int64_t idle_since_ns = -1;
   const bool yields = transport_.yields_when_idle();
   while (remaining_ > 0) {
     bool progress = false;
@@ -146,6 +163,7 @@ void Plan::run() {
           if (op.pending_deps > 0) break;
           const OpId id = queue[head++];
           op.posted = true;
+          if (trace::enabled()) op.posted_ns = trace::now_ns();
           if (op.bytes == 0) {  // both sides know the size: nothing to exchange
             complete(id);
           } else {
@@ -179,8 +197,14 @@ void Plan::run() {
     if (progress) {
       idle_rounds = 0;
       last_progress = Clock::now();
+      if (idle_since_ns >= 0) {
+        detail::traced_wait_ns() += trace::now_ns() - idle_since_ns;
+        idle_since_ns = -1;
+      }
       continue;
     }
+    // Nothing to do but wait for peers: what the profile reports as the collective's waiting.
+    if (idle_since_ns < 0 && trace::enabled()) idle_since_ns = trace::now_ns();
     // Members sharing cores must give theirs to the peer they wait for (Transport::yields_when_idle).
     if (++idle_rounds > 64 && yields) std::this_thread::yield();
     if ((idle_rounds & 255) == 0 &&
@@ -239,7 +263,25 @@ void DirectExchange::add(int peer, int lane, void* buffer, size_t bytes, bool is
   }
 }
 
+int64_t& traced_wait_ns() {
+  thread_local int64_t waited = 0;
+  return waited;
+}
+
+TracedCollective::TracedCollective(std::string_view name, int members, size_t bytes, Algorithm algorithm,
+                                   double bus_bytes)
+    : scope_("ccl", name), wait_before_(traced_wait_ns()) {
+  if (scope_.active())
+    scope_.describe(fmt::format(R"("members":{},"bytes":{},"algorithm":"{}")", members, bytes, to_string(algorithm)),
+                    {.bus_bytes = bus_bytes});
+}
+
+TracedCollective::~TracedCollective() {
+  if (scope_.active()) scope_.add_wait(traced_wait_ns() - wait_before_);
+}
+
 void DirectExchange::post() {
+  if (trace::enabled()) posted_ns_ = trace::now_ns();
   // Receives first: a posted receive lets the peer's rendezvous send start.
   for (int pass = 0; pass < 2; ++pass) {
     for (int i = 0; i < count_; ++i) {
@@ -253,6 +295,22 @@ void DirectExchange::post() {
 }
 
 void DirectExchange::wait(std::string_view op_name, double watchdog_seconds) {
+  const int64_t wait_begin = trace::enabled() ? trace::now_ns() : -1;
+  wait_for_all(op_name, watchdog_seconds);
+  if (wait_begin < 0) return;
+  // Everything was posted: the whole wait is waiting for peers.
+  const int64_t end = trace::now_ns();
+  traced_wait_ns() += end - wait_begin;
+  for (int i = 0; i < count_; ++i) {
+    const Transfer& m = transfers_[i];
+    trace::record("transfer", m.is_send ? "send" : "recv", posted_ns_, end,
+                  fmt::format(R"("peer":"{}","bytes":{},"step":0,"lane":{},"collective":"{}")",
+                              transport_.describe_member(m.peer), m.bytes, m.lane, op_name),
+                  {}, true);
+  }
+}
+
+void DirectExchange::wait_for_all(std::string_view op_name, double watchdog_seconds) {
   using Clock = std::chrono::steady_clock;
   const std::span<int> requests(requests_, static_cast<size_t>(count_));
   Clock::time_point last_progress{};

@@ -139,6 +139,8 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
   const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("reduce_scatter") : std::string_view(ctx.op_name);
+  const TracedCollective traced(name, n, red.compute_bytes(count) * n, sched.algorithm,
+                                static_cast<double>(red.compute_bytes(count)) * (n - 1));
   if (sched.algorithm == Algorithm::DIRECT) {
     // Each slice straight to its owner, who combines the n contributions in the ring's order.
     const Reduction r = direct_reduction(red);

@@ -3,7 +3,10 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <string>
+
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/trace.hpp"
 
 namespace meshnn {
 namespace {
@@ -43,6 +46,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::worker_loop(int index) {
+  trace::name_this_thread("worker " + std::to_string(index));
   uint64_t seen = 0;
   for (;;) {
     const FunctionRef<void(int)>* job = nullptr;

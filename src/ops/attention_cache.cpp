@@ -1,6 +1,8 @@
 // attention_with_kv_cache: RoPE, the cache update and attention over the cache in one pass over
 // the rows, reading the cache tile by tile in its stored format (an online softmax, so no row of
 // scores is ever materialised and only the tiles up to each query's position are decoded).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "meshnn/core/scratch.hpp"
+#include "meshnn/core/trace.hpp"
 #include "meshnn/ops/attention.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 #include "op_utils.hpp"
@@ -156,6 +159,8 @@ void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, 
                                   std::span<const int64_t> positions, int64_t num_q_heads, DataType out_dtype,
                                   Tensor& output, std::optional<float> scale,
                                   std::optional<int64_t> sliding_window_size) {
+  trace::Scope scope("op", "attention_with_kv_cache");
+  if (scope.active()) scope.describe(fmt::format(R"("rows":{},"qkv":"{}","kv_cache":"{} {}")", positions.size(), qkv.shape(), k_cache.shape(), to_string(k_cache.dtype())));
   const char* what = "attention_with_kv_cache";
   ops_detail::check_float(qkv, what, "qkv");
   check_cache(k_cache, what, "k_cache");

@@ -1,9 +1,12 @@
 #include "meshnn/ops/eltwise.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <vector>
 
 #include "meshnn/core/scratch.hpp"
+#include "meshnn/core/trace.hpp"
 #include "broadcast.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "op_utils.hpp"
@@ -80,6 +83,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
       a, b, [](float x, float y) { return x + y; }, "add");
 }
 void add_into(const Tensor& a, const Tensor& b, Tensor& output) {
+  trace::Scope scope("op", "add");
+  if (scope.active()) scope.describe(fmt::format(R"("a":"{}")", a.shape()));
   binary(
       a, b, [](float x, float y) { return x + y; }, "add", output);
 }

@@ -1,11 +1,14 @@
 #include "meshnn/ops/embedding.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <vector>
 
 #include "meshnn/core/scratch.hpp"
+#include "meshnn/core/trace.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "op_utils.hpp"
 #include "tile_rows.hpp"
@@ -14,6 +17,8 @@ namespace meshnn {
 
 void embedding_into(const Tensor& ids, const Tensor& table, Tensor& output, std::optional<DataType> dtype,
                     Layout layout) {
+  trace::Scope scope("op", "embedding");
+  if (scope.active()) scope.describe(fmt::format(R"("ids":"{}")", ids.shape()));
   MESHNN_CHECK(ids.dtype() == DataType::UINT32, "embedding: ids must be uint32, got {}", to_string(ids.dtype()));
   MESHNN_CHECK(table.shape().rank() == 2, "embedding: table must be [vocab, dim], got {}", table.shape());
   MESHNN_CHECK(ids.shape().rank() < kMaxRank, "embedding: ids of rank {} leave no room for the embedding dim",

@@ -2,6 +2,8 @@
 // the rank's threads, then one fused epilogue (bias, activation, output format) per output tile.
 #include "meshnn/ops/matmul.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/core/process_context.hpp"
 #include "meshnn/core/scratch.hpp"
+#include "meshnn/core/trace.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/storage_codec.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
@@ -245,6 +248,14 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   const std::span<const int64_t> a_batch = batch_dims(a.shape()), b_batch = batch_dims(b.shape());
   const ops_detail::Dims out_batch = ops_detail::broadcast_dims(a_batch, b_batch, what);
   const int64_t batches = ops_detail::volume(out_batch.span());
+  trace::Scope scope("op", what);
+  if (scope.active())
+    scope.describe(fmt::format(R"("a":"{} {}","b":"{} {}","m":{},"k":{},"n":{},"path":"{}")", a.shape(),
+                               to_string(a.dtype()), b.shape(), to_string(b.dtype()), m, k, n,
+                               matmul_kernel_path(a.dtype(), b.dtype(), m, transpose_b, options)),
+                   {.flops = 2.0 * static_cast<double>(batches * m) * static_cast<double>(k * n),
+                    .bytes = static_cast<double>(a.size_bytes() + b.size_bytes()) +
+                             static_cast<double>(batches * m * n) * (out_dtype == DataType::FLOAT32 ? 4 : 2)});
 
   MatmulPlan p;
   p.ks = &kernel_set_for(options);

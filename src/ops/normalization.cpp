@@ -1,10 +1,13 @@
 #include "meshnn/ops/normalization.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "meshnn/core/scratch.hpp"
+#include "meshnn/core/trace.hpp"
 #include "op_utils.hpp"
 #include "tile_rows.hpp"
 
@@ -40,6 +43,8 @@ void rms_norm_row(float* r, int64_t w, float eps, const float* g) {
 }  // namespace
 
 void rms_norm_into(const Tensor& x, float eps, const Tensor* weight, Tensor& output, const Tensor* residual) {
+  trace::Scope scope("op", "rms_norm");
+  if (scope.active()) scope.describe(fmt::format(R"("x":"{}")", x.shape()));
   const int64_t w = x.shape().rank() > 0 ? x.shape()[-1] : 1;
   if (ops_detail::has_row_access(x) && (residual == nullptr || ops_detail::has_row_access(*residual)) &&
       (residual == nullptr || residual->shape() == x.shape()) && w > 0) {

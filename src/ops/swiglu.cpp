@@ -1,8 +1,11 @@
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "meshnn/core/scratch.hpp"
+#include "meshnn/core/trace.hpp"
 #include "meshnn/ops/eltwise.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
@@ -12,6 +15,8 @@
 namespace meshnn {
 
 void swiglu_into(const Tensor& gate_up, int64_t half_width, int64_t width, DataType out_dtype, Tensor& out) {
+  trace::Scope scope("op", "swiglu");
+  if (scope.active()) scope.describe(fmt::format(R"("gate_up":"{}")", gate_up.shape()));
   const char* what = "swiglu";
   MESHNN_CHECK(&out != &gate_up, "{}: the output must not be gate_up", what);
   ops_detail::check_float(gate_up, what, "gate_up");

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string>
 
+#include "meshnn/runtime/tracing.hpp"
+
 namespace meshnn {
 namespace {
 
@@ -29,7 +31,12 @@ int run_app(int argc, char** argv, const std::function<int(Runtime&, int, char**
   Runtime runtime(argc, argv);
   int status = 0;
   try {
+    begin_tracing();  // MESHNN_TRACE: also for apps that parse no options
     status = run_reporting("meshnn", runtime.world_rank() == 0, [&] { return body(runtime, argc, argv); });
+    // Every rank gets here alike (a meshnn::Error is thrown by all), so the trace can be merged.
+    const int trace_status =
+        run_reporting("meshnn", runtime.world_rank() == 0, [] { return end_tracing(MPI_COMM_WORLD), 0; });
+    if (status == 0) status = trace_status;
   } catch (const std::exception& e) {
     fatal(std::string("unexpected exception: ") + e.what());
   }
@@ -40,7 +47,10 @@ int run_app(int argc, char** argv, const std::function<int(Runtime&, int, char**
 
 int run_tool(const char* name, int argc, char** argv, const std::function<int(int, char**)>& body) {
   try {
-    return run_reporting(name, true, [&] { return body(argc, argv); });
+    begin_tracing();
+    const int status = run_reporting(name, true, [&] { return body(argc, argv); });
+    const int trace_status = run_reporting(name, true, [] { return end_tracing(MPI_COMM_NULL), 0; });
+    return status != 0 ? status : trace_status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return kExitError;

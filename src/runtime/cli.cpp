@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "meshnn/runtime/tracing.hpp"
+
 namespace meshnn {
 namespace {
 
@@ -47,6 +49,7 @@ std::string unexpected_arguments(std::vector<std::string> extras) {
 }  // namespace
 
 void parse_command_line(CLI::App& app, int argc, char** argv) {
+  add_tracing_options(app);
   for (CLI::Option* option : app.get_options()) {
     // The variables hold their defaults until the parse: that is what --help shows, unless the
     // app gave a default text of its own (e.g. "1M" for a size).
@@ -64,6 +67,7 @@ void parse_command_line(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     throw UsageError(e.what());
   }
+  begin_tracing();
 }
 
 IntRange::IntRange(int64_t min, int64_t max) {

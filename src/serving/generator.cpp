@@ -1,10 +1,13 @@
 #include "meshnn/serving/generator.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <deque>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/trace.hpp"
 #include "meshnn/distributed/distribute.hpp"
 
 namespace meshnn::serving {
@@ -141,9 +144,16 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
     }
     const bool decode_only = batch.tokens.size() == decode_rows;
     const auto pass_start = Clock::now();
+    // The pass as a phase of the trace: the forward pass and the sampling of its rows.
+    trace::Scope phase("phase", decode_only ? "decode step" : "prefill pass");
+    if (phase.active())
+      phase.describe(fmt::format(R"("step":{},"decode_rows":{},"prompt_rows":{})",
+                                 decode_only ? stats.decode_steps : stats.prefill_passes, decode_rows,
+                                 batch.tokens.size() - decode_rows));
     const Tensor& logits = model.forward(batch, cache, decode_only ? stats.decode_times : stats.prefill_times);
     const std::vector<bool> ended =
         request_of_row.empty() ? std::vector<bool>{} : record(logits, request_of_row);
+    phase.finish();
     (decode_only ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);
     if (decode_only) {
       ++stats.decode_steps;

@@ -11,3 +11,10 @@ meshnn_add_mpi_test_binary(meshnn_mpi_llama_step_tests ${CMAKE_CURRENT_LIST_DIR}
 foreach(ranks 1 2 4)
   meshnn_add_mpi_test(meshnn_mpi_llama_step_tests RANKS ${ranks} TIMEOUT 300)
 endforeach()
+
+# The LLM job traced and profiled on 2 ranks: the merged timeline and the profile through their files.
+add_test(NAME meshnn_trace_job
+         COMMAND ${MESHNN_SYSTEM_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/../system/trace_job.py ${CMAKE_BINARY_DIR}
+                 ${CMAKE_BINARY_DIR}/trace_job_work ${MPIEXEC_EXECUTABLE} ${MESHNN_MPIEXEC_FLAGS})
+set_tests_properties(meshnn_trace_job PROPERTIES TIMEOUT 300 LABELS system PROCESSORS 2
+                     ENVIRONMENT "${MESHNN_MPI_TEST_ENV}")

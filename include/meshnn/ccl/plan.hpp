@@ -72,10 +72,12 @@ class Plan {
     std::vector<OpId> dependents;
     int request = -1;
     bool posted = false, done = false;
+    int64_t posted_ns = 0;  // when tracing (core/trace.hpp): a transfer's span starts here
   };
   static Op make_op(Kind kind, int peer, int lane, int step, void* buffer, size_t bytes, std::function<void()> then);
   OpId add(Op op, const Deps& after);
   void complete(OpId id);
+  void trace_op(const Op& op, int64_t local_begin_ns) const;  // its event, when tracing
   [[noreturn]] void report_stuck();
 
   Transport& transport_;

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/trace.hpp"
 #include "meshnn/core/memory.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/ops/eltwise.hpp"
@@ -53,6 +54,7 @@ HeadSplit split_heads_over(const LlamaConfig& c, int devices) {
 
 LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, const MeshDevicePtr& group,
                             const LlamaOptions& options) {
+  trace::Scope phase("phase", "load weights");
   MESHNN_CHECK(options.act_dtype == DataType::FLOAT32 || options.act_dtype == DataType::BFLOAT16,
                "activations must be float32 or bfloat16, got {}", to_string(options.act_dtype));
   MESHNN_CHECK(options.weight_dtype == DataType::FLOAT32 || options.weight_dtype == DataType::BFLOAT16 ||
