@@ -262,7 +262,9 @@ std::vector<Event> write_and_stop(MPI_Comm comm, const std::string& file) {
   std::string message;
   bool write_ok = true;
   if (rank == 0 && !file.empty()) {
-    std::FILE* f = std::fopen(file.c_str(), "w");
+    // Written under a temporary name and renamed when complete: a killed job leaves no half trace.
+    const std::string partial = fmt::format("{}.tmp.{}", file, static_cast<long>(getpid()));
+    std::FILE* f = std::fopen(partial.c_str(), "w");
     write_ok = f != nullptr;
     if (f != nullptr) {
       std::fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
@@ -271,7 +273,8 @@ std::vector<Event> write_and_stop(MPI_Comm comm, const std::string& file) {
         std::fwrite(all[i].data(), 1, all[i].size(), f);
       }
       std::fputs("]}\n", f);
-      write_ok = std::fclose(f) == 0;
+      write_ok = std::fclose(f) == 0 && std::rename(partial.c_str(), file.c_str()) == 0;
+      if (!write_ok) std::remove(partial.c_str());
     }
     if (!write_ok) message = fmt::format("cannot write the trace to '{}'", file);
   }
