@@ -3,3 +3,7 @@ meshnn_add_mpi_test_binary(meshnn_mpi_ccl_tests ${CMAKE_CURRENT_LIST_DIR}/test_c
 foreach(ranks 2 4 8)
   meshnn_add_mpi_test(meshnn_mpi_ccl_tests RANKS ${ranks} TIMEOUT 300)
 endforeach()
+# The same over TCP, as between nodes.
+foreach(ranks 2 4)
+  meshnn_add_mpi_test(meshnn_mpi_ccl_tests RANKS ${ranks} TIMEOUT 300 NAME tcp ENV ${MESHNN_MPI_TCP_ENV})
+endforeach()

@@ -4,6 +4,10 @@ meshnn_add_mpi_test_binary(meshnn_mpi_llama_tests ${CMAKE_CURRENT_LIST_DIR}/test
 foreach(ranks 1 2 4 8)
   meshnn_add_mpi_test(meshnn_mpi_llama_tests RANKS ${ranks} TIMEOUT 600)
 endforeach()
+# The model on 2 and 4 ranks over TCP, as between nodes.
+foreach(ranks 2 4)
+  meshnn_add_mpi_test(meshnn_mpi_llama_tests RANKS ${ranks} TIMEOUT 600 NAME tcp ENV ${MESHNN_MPI_TCP_ENV})
+endforeach()
 
 # A decode step after the first allocates no tensor memory and builds no collective plan. Its own
 # binary: it replaces operator new to count heap allocations.
