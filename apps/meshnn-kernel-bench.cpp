@@ -27,15 +27,16 @@
 // worker, each on its own 1/T of N (own A packing, own weights, nothing shared, no waiting on one
 // another inside the call): what T busy cores of this machine deliver on the same work, measured
 // in the same alternation. "of_ceil" = our T-thread rate / that rate.
+//
+// The options are parsed in kernel_bench_options.cpp, the peaks and bandwidths measured in
+// kernel_bench_machine.cpp.
 #include <fmt/format.h>
-#include <immintrin.h>
 #include <nlohmann/json.hpp>
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -44,7 +45,9 @@
 #include <string_view>
 #include <vector>
 
+#include "kernel_bench_machine.hpp"
 #include "kernel_bench_onednn.hpp"
+#include "kernel_bench_options.hpp"
 #include "meshnn/io/json_output.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/ops/matmul.hpp"
@@ -59,154 +62,10 @@
 namespace {
 
 using namespace meshnn;
+using bench::BenchShape;
 using Clock = std::chrono::steady_clock;
 
-struct BenchShape {
-  std::string name;
-  int64_t m, k, n;
-};
-
-const std::vector<BenchShape> kShapes = {
-    {"prefill128", 128, 4544, 18176}, {"prefill2048", 2048, 4544, 4544}, {"decode32", 32, 4544, 18176},
-    {"decode1", 1, 4544, 18176},      {"decode32_70b", 32, 8192, 3584},  {"decode1_70b", 1, 8192, 3584},
-    {"cube1024", 1024, 1024, 1024},   {"tinyllama_ff1", 128, 2048, 5632}, {"tinyllama_ff2", 128, 5632, 2048},
-};
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = s.find(sep, start);
-    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
-
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Best time of fn over at least min_time seconds (and at least 2 runs after one warm-up).
-template <class Fn>
-double best_time(Fn&& fn, double min_time) {
-  fn();
-  double best = 1e30, total = 0;
-  int runs = 0;
-  while (runs < 2 || total < min_time) {
-    const auto t0 = Clock::now();
-    fn();
-    const double t = seconds_since(t0);
-    best = std::min(best, t);
-    total += t;
-    ++runs;
-  }
-  return best;
-}
-
-// Peak FMA throughput of one core: 12 independent accumulator chains (enough to cover latency x
-// ports on current x86 cores), FLOPs = chains * lanes * 2 per iteration.
-__attribute__((target("avx512f"))) double peak_gflops_avx512() {
-  __m512 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
-  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  const int64_t iters = 20'000'000;
-  const auto t0 = Clock::now();
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-  const double t = seconds_since(t0);
-  float buf[16], sink = 0;
-  for (int i = 0; i < 12; ++i) {
-    _mm512_storeu_ps(buf, acc[i]);
-    sink += buf[0];
-  }
-  if (sink == 12345.0f) std::puts("");
-  return 12.0 * 16 * 2 * iters / t / 1e9;
-}
-
-__attribute__((target("avx2,fma"))) double peak_gflops_avx2() {
-  __m256 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
-  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-  const int64_t iters = 20'000'000;
-  const auto t0 = Clock::now();
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-  const double t = seconds_since(t0);
-  float buf[8], sink = 0;
-  for (int i = 0; i < 12; ++i) {
-    _mm256_storeu_ps(buf, acc[i]);
-    sink += buf[0];
-  }
-  if (sink == 12345.0f) std::puts("");
-  return 12.0 * 8 * 2 * iters / t / 1e9;
-}
-
-// The same for vdpbf16ps (AVX512-BF16): 16 lanes x 2 bfloat16 products, each accumulated, so
-// 64 FLOPs per instruction. 16 chains: its latency is longer than an FMA's (12 chains reach ~92% of
-// what 16 do on Zen 5). Small products (1e-2 x 1e-5) keep the sums normal and finite.
-__attribute__((target("avx512bf16,avx512f"))) double peak_gflops_avx512_bf16() {
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
-  const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-2f), _mm512_set1_ps(1e-2f));
-  const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-5f), _mm512_set1_ps(1e-5f));
-  const int64_t iters = 15'000'000;
-  const auto t0 = Clock::now();
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
-  const double t = seconds_since(t0);
-  float buf[16], sink = 0;
-  for (int i = 0; i < 16; ++i) {
-    _mm512_storeu_ps(buf, acc[i]);
-    sink += buf[0];
-  }
-  if (sink == 12345.0f) std::puts("");
-  return 16.0 * 64 * iters / t / 1e9;
-}
-
-// One pass summing buf with wide loads (4 chains so the adds never limit a memory-bound loop).
-__attribute__((target("avx2"))) float sum_buffer(const float* buf, size_t n) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (size_t i = 0; i < n; i += 32) {
-    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(buf + i));
-    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(buf + i + 8));
-    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(buf + i + 16));
-    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(buf + i + 24));
-  }
-  float out[8];
-  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-  return out[0];
-}
-
-// One thread streaming a 1 GiB buffer (far beyond any cache).
-double read_bandwidth_gbps() {
-  const size_t n = (size_t{1} << 30) / sizeof(float);
-  std::vector<float> buf(n, 1.0f);
-  volatile float sink = 0;
-  const double t = best_time([&] { sink = sum_buffer(buf.data(), n); }, 1.0);
-  (void)sink;
-  return static_cast<double>(n * sizeof(float)) / t / 1e9;
-}
-
-// `pool`'s workers, one per core, each streaming its own 512 MiB buffer, all at once: the read
-// bandwidth that many busy cores share (the roof of a decode step running on them).
-double shared_read_bandwidth_gbps(ThreadPool& pool) {
-  const int threads = pool.num_threads();
-  const size_t n = (size_t{512} << 20) / sizeof(float);
-  std::vector<std::vector<float>> buffers(static_cast<size_t>(threads));
-  std::vector<float> sums(static_cast<size_t>(threads));
-  // Each worker touches its own buffer first, so its pages sit near the core that reads them.
-  pool.parallel_for(threads, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) buffers[static_cast<size_t>(i)].assign(n, 1.0f);
-  });
-  const double t = best_time(
-      [&] {
-        pool.parallel_for(threads, [&](int64_t begin, int64_t end, int) {
-          for (int64_t i = begin; i < end; ++i) sums[static_cast<size_t>(i)] = sum_buffer(buffers[static_cast<size_t>(i)].data(), n);
-        });
-      },
-      1.0);
-  return static_cast<double>(n * sizeof(float)) * threads / t / 1e9;
-}
 
 std::vector<float> random_values(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -286,83 +145,9 @@ std::vector<double> best_times_alternating(const std::vector<std::function<void(
   return best;
 }
 
-struct BenchOptions {
-  std::vector<int> thread_counts;  // these four: defaults in parse_options
-  std::vector<BenchShape> shapes;
-  std::vector<DataType> dtypes;
-  DataType act = DataType::FLOAT32;
-  std::string json_path;
-  double min_time = 0.5;
-  int openblas_threads = 0;  // 0: same as ours
-  bool ceiling = false;
-  bool bandwidth_only = false;
-};
-
-// --shapes: names of kShapes or MxKxN, comma-separated.
-std::vector<BenchShape> parse_shapes(const std::string& text) {
-  std::vector<BenchShape> shapes;
-  for (const auto& name : split(text, ',')) {
-    auto it = std::find_if(kShapes.begin(), kShapes.end(), [&](const BenchShape& s) { return s.name == name; });
-    if (it != kShapes.end()) {
-      shapes.push_back(*it);
-      continue;
-    }
-    std::vector<int64_t> dims;
-    try {
-      dims = parse_int_list(name, 1, 1 << 20, 'x');
-    } catch (const UsageError&) {
-    }
-    if (dims.size() != 3)
-      throw UsageError(fmt::format("unknown shape '{}' (a name or MxKxN, each in [1, 1048576])", name));
-    shapes.push_back({name, dims[0], dims[1], dims[2]});
-  }
-  return shapes;
-}
-
-std::vector<DataType> parse_dtypes(const std::string& text) {
-  std::vector<DataType> dtypes;
-  for (const auto& d : split(text, ',')) dtypes.push_back(parse_data_type(d));
-  return dtypes;
-}
-
-std::vector<int> parse_thread_counts(const std::string& text) {
-  const std::vector<int64_t> counts = parse_int_list(text, 1, 1024);
-  return {counts.begin(), counts.end()};
-}
-
-BenchOptions parse_options(int argc, char** argv) {
-  BenchOptions o;
-  std::string threads = "1", shapes, dtypes = "float32,bfloat16,bfloat8_b,bfloat4_b", act = "float32";
-  std::string blas_threads = "same";
-  std::string shape_help = "shapes: names or MxKxN, comma-separated:";
-  for (const auto& s : kShapes) shape_help += fmt::format(" {}={}x{}x{}", s.name, s.m, s.k, s.n);
-  CLI::App cli("GFLOP/s and weight GB/s of meshnn's matmul beside OpenBLAS (and oneDNN with --act bfloat16).",
-               "meshnn-kernel-bench");
-  cli.add_option("--threads", threads, "worker thread counts, e.g. 1,2")->type_name("LIST")->check(parsed_by(parse_thread_counts));
-  cli.add_option("--shapes", shapes, shape_help + " (default: all)")->type_name("LIST")->check(parsed_by(parse_shapes));
-  cli.add_option("--dtypes", dtypes, "weight dtypes")->type_name("LIST")->check(parsed_by(parse_dtypes));
-  cli.add_option("--act", act, "activation dtype")->check(CLI::IsMember({"float32", "bfloat16"}));
-  cli.add_option("--min-time", o.min_time, "seconds each measurement runs at least")->check(FiniteRange(0.0, 3600.0));
-  cli.add_option("--openblas-threads", blas_threads, "OpenBLAS threads: same (as ours) or a number")
-      ->transform(CLI::IsMember({"same"}) | IntRange(1, 1024));
-  cli.add_flag("--ceiling", o.ceiling, "also time independent 1-thread matmuls on every worker at once (see the file header)");
-  cli.add_option("--json", o.json_path, "also write one JSON record per row")->type_name("FILE");
-  cli.add_flag("--bandwidth", o.bandwidth_only,
-               "only measure the read bandwidth of 1, 2, ... cores streaming at once (one per --threads count)");
-  parse_command_line(cli, argc, argv);
-
-  // The checks above let through only what these conversions accept.
-  o.thread_counts = parse_thread_counts(threads);
-  o.shapes = shapes.empty() ? kShapes : parse_shapes(shapes);
-  o.dtypes = parse_dtypes(dtypes);
-  o.act = parse_data_type(act);
-  o.openblas_threads = blas_threads == "same" ? 0 : std::stoi(blas_threads);
-  return o;
-}
-
 int bench_main(int argc, char** argv) {
   const auto [thread_counts, shapes, dtypes, act, json_path, min_time, openblas_threads, ceiling, bandwidth_only] =
-      parse_options(argc, argv);
+      bench::parse_options(argc, argv);
   // An empty array first: a path that cannot be written fails now rather than after the measuring.
   if (!json_path.empty()) io::write_text_file(json_path, io::json_array_lines({}));
   std::vector<std::string> records;  // JSON, one per row
@@ -372,7 +157,7 @@ int bench_main(int argc, char** argv) {
       ThreadPool pool(threads, static_cast<int>(cpus.size()) >= threads
                                    ? std::vector<int>(cpus.begin(), cpus.begin() + threads)
                                    : std::vector<int>{});
-      const double gbps = shared_read_bandwidth_gbps(pool);
+      const double gbps = bench::shared_read_bandwidth_gbps(pool);
       fmt::print("read bandwidth, {} core(s) streaming at once: {:.2f} GB/s\n", threads, gbps);
       records.push_back(
           nlohmann::ordered_json{{"op", "read_bandwidth"}, {"threads", threads}, {"read_GBps", io::round_to(gbps, 3)}}
@@ -381,18 +166,7 @@ int bench_main(int argc, char** argv) {
     if (!json_path.empty()) io::write_text_file(json_path, io::json_array_lines(records));
     return 0;
   }
-  const kernels::Isa isa = kernels::active_isa();
-  // The vdpbf16ps peak whenever the CPU has it (oneDNN uses it even where MESHNN_KERNELS caps ours).
-  const bool cpu_bf16 = kernels::best_supported_isa() >= kernels::Isa::AVX512_BF16;
-  // Best of several runs: the first ones may meet a core still ramping its clock, or a neighbour.
-  double peak = 0, peak_bf16 = 0;
-  for (int run = 0; run < 5; ++run) {
-    peak = std::max(peak, isa >= kernels::Isa::AVX512 ? peak_gflops_avx512()
-                          : isa == kernels::Isa::AVX2 ? peak_gflops_avx2()
-                                                      : peak_gflops_avx2() / 4);  // nominal for the portable path
-    if (cpu_bf16) peak_bf16 = std::max(peak_bf16, peak_gflops_avx512_bf16());
-  }
-  const double bandwidth = read_bandwidth_gbps();
+  const auto [isa, cpu_bf16, peak, peak_bf16, bandwidth] = bench::measure_machine();
   fmt::print("# kernels: {}  single-core peak {:.1f} GFLOP/s{}  single-core read bandwidth {:.1f} GB/s\n",
              kernels::to_string(isa), peak,
              cpu_bf16 ? fmt::format(" float32 FMA, {:.1f} GFLOP/s bfloat16 (vdpbf16ps)", peak_bf16) : "", bandwidth);
