@@ -134,166 +134,231 @@ void configure_malloc_for_mpi(const std::string& mode) {
                "meshnn-ccl-bench: mallopt refused the heap-only setting");
 }
 
-int bench_main(Runtime& rt, int argc, char** argv) {
-  int64_t min_bytes = int64_t{1} << 20, max_bytes = int64_t{256} << 20, factor = 2, chunk = 0;
+struct BenchOptions {
+  int64_t min_bytes = int64_t{1} << 20, max_bytes = int64_t{256} << 20, factor = 2;
   int warmup = 5, iters = 20, links = 1;
-  std::string which = "all", dtype_name = "float32", topology_name = "ring", algo = "auto", json, mpi_malloc = "reuse";
+  std::vector<std::string> collectives;
+  DataType dtype = DataType::FLOAT32;
+  Topology topology = Topology::RING;
+  CclOptions ccl;
+  std::string json, mpi_malloc = "reuse";
+};
+
+BenchOptions parse_options(int argc, char** argv) {
+  BenchOptions o;
+  int64_t chunk = 0;
+  std::string which = "all", dtype_name = "float32", topology_name = "ring", algo = "auto";
   CLI::App cli("nccl-tests-style benchmark of meshnn's collectives against MPI's own", "meshnn-ccl-bench");
   // nccl-tests' short options beside the long ones.
-  cli.add_option("-b,--minbytes", min_bytes, "smallest size")->transform(SizeRange(4, int64_t{1} << 40))->default_str("1M");
-  cli.add_option("-e,--maxbytes", max_bytes, "largest size")->transform(SizeRange(4, int64_t{1} << 40))->default_str("256M");
-  cli.add_option("-f,--stepfactor", factor, "size multiplier between rows")->transform(IntRange(2, 1024));
+  cli.add_option("-b,--minbytes", o.min_bytes, "smallest size")->transform(SizeRange(4, int64_t{1} << 40))->default_str("1M");
+  cli.add_option("-e,--maxbytes", o.max_bytes, "largest size")->transform(SizeRange(4, int64_t{1} << 40))->default_str("256M");
+  cli.add_option("-f,--stepfactor", o.factor, "size multiplier between rows")->transform(IntRange(2, 1024));
   cli.add_option("-c,--collective", which, "collectives to run")
       ->check(CLI::IsMember({"all_gather", "reduce_scatter", "all_reduce", "all"}));
   cli.add_option("-d,--dtype", dtype_name, "element type")
       ->check(CLI::IsMember({"float32", "bfloat16", "bfloat8_b", "int32", "uint32"}));
-  cli.add_option("-w,--warmup_iters", warmup, "warm-up iterations")->transform(IntRange(0, 100000));
-  cli.add_option("-n,--iters", iters, "timed iterations")->transform(IntRange(1, 100000));
+  cli.add_option("-w,--warmup_iters", o.warmup, "warm-up iterations")->transform(IntRange(0, 100000));
+  cli.add_option("-n,--iters", o.iters, "timed iterations")->transform(IntRange(1, 100000));
   cli.add_option("--topology", topology_name, "ring | linear")->check(parsed_by(parse_topology));
   cli.add_option("--algo", algo, "collective algorithm")
       ->check(CLI::IsMember({"auto", "ring", "bidirectional_ring", "line", "direct"}));
-  cli.add_option("--links", links, "channels a transfer is striped over")->transform(IntRange(1, ccl::kMaxLinks));
+  cli.add_option("--links", o.links, "channels a transfer is striped over")->transform(IntRange(1, ccl::kMaxLinks));
   cli.add_option("--chunk", chunk, "bytes per pipelined message (0: by message size)")
       ->transform(SizeRange(0, int64_t{1} << 30));
-  cli.add_option("--json", json, "also write one JSON record per row")->type_name("FILE");
-  cli.add_option("--mpi-malloc", mpi_malloc, "reuse (MPI's per-call temporaries stay faulted in) or default (glibc's own)")
+  cli.add_option("--json", o.json, "also write one JSON record per row")->type_name("FILE");
+  cli.add_option("--mpi-malloc", o.mpi_malloc, "reuse (MPI's per-call temporaries stay faulted in) or default (glibc's own)")
       ->check(CLI::IsMember({"reuse", "default"}));
   parse_command_line(cli, argc, argv);
-  if (max_bytes < min_bytes)
-    throw UsageError(fmt::format("--maxbytes: {} is below --minbytes {}", max_bytes, min_bytes));
+  if (o.max_bytes < o.min_bytes)
+    throw UsageError(fmt::format("--maxbytes: {} is below --minbytes {}", o.max_bytes, o.min_bytes));
 
   // The checks above let through only what these conversions accept.
-  const DataType dtype = parse_data_type(dtype_name);
-  const Topology topology = parse_topology(topology_name);
-  CclOptions options;
-  options.algorithm = ccl::parse_algorithm(algo);
-  options.chunk_bytes = static_cast<size_t>(chunk);
-  configure_malloc_for_mpi(mpi_malloc);
+  if (which == "all") o.collectives = {"all_gather", "reduce_scatter", "all_reduce"};
+  else o.collectives = {which};
+  o.dtype = parse_data_type(dtype_name);
+  o.topology = parse_topology(topology_name);
+  o.ccl.algorithm = ccl::parse_algorithm(algo);
+  o.ccl.chunk_bytes = static_cast<size_t>(chunk);
+  return o;
+}
 
-  const int n = rt.world_size(), rank = rt.world_rank();
-  auto mesh = MeshDevice::open({1, n}, topology);
-  MPI_Comm comm = mesh->comm();
-  const bool integer = is_integer(dtype);
+// What every row is measured with.
+struct Bench {
+  const BenchOptions& o;
+  MeshDevicePtr mesh;  // 1 x n
+  int n = 1, rank = 0;
+};
+
+void print_header(const Bench& b) {
+  const BenchOptions& o = b.o;
+  std::printf("# meshnn-ccl-bench: %d ranks, mesh 1x%d, dtype %s, topology %s, algo %s, links %d, iters %d, warmup %d, mpi-malloc %s\n",
+              b.n, b.n, std::string(to_string(o.dtype)).c_str(), std::string(to_string(o.topology)).c_str(),
+              std::string(ccl::to_string(o.ccl.algorithm)).c_str(), o.links, o.iters, o.warmup, o.mpi_malloc.c_str());
+  std::printf("# ratio = MPI time / our time (our busbw / MPI busbw)\n");
+  std::printf("%-15s %12s %12s %10s %9s %9s %7s | %10s %9s | %6s %s\n", "collective", "size(B)", "count", "time(us)",
+              "algbw", "busbw", "#wrong", "mpi(us)", "mpi_bus", "ratio", "schedule");
+}
+
+// One collective timed beside MPI's on the same data, on this rank.
+struct Measured {
+  PairTimes times;
+  int64_t wrong = 0;     // elements (all_gather: bytes) differing from MPI's result
+  std::string schedule;  // the algorithm and chunk size our collective planned
+};
+
+std::string schedule_name(const ccl::Schedule& s) {
+  return fmt::format("{}/{}K", ccl::to_string(s.algorithm), s.chunk_bytes >> 10);
+}
+
+Measured measure_all_gather(const Bench& b, int64_t count) {
+  const BenchOptions& o = b.o;
+  MPI_Comm comm = b.mesh->comm();
+  const int64_t piece = count / b.n;
+  const std::vector<float> mine = bench_values(piece, b.rank);
+  const Tensor local = make_tensor(mine, o.dtype);
+  const Shape global{1, count};
+  const MeshTensor in(b.mesh, global, {Replicate{}, Shard{1}}, local);
+  MeshTensor out = all_gather(in, 1, std::nullopt, o.topology, o.links, o.ccl);
+  MpiBuffer<std::byte> mpi_out(local.size_bytes() * b.n);
+  const int bytes = static_cast<int>(local.size_bytes());
+  Measured m;
+  m.times = time_pair(
+      o.warmup, o.iters, comm, [&] { all_gather_into(in, out, 1, std::nullopt, o.topology, o.links, o.ccl); },
+      [&] { MPI_Allgather(local.data<std::byte>(), bytes, MPI_BYTE, mpi_out.data(), bytes, MPI_BYTE, comm); });
+  m.wrong = std::memcmp(mpi_out.data(), out.local().data<std::byte>(), mpi_out.size()) != 0;
+  if (m.wrong) {
+    m.wrong = 0;
+    for (size_t i = 0; i < mpi_out.size(); ++i) m.wrong += mpi_out.data()[i] != out.local().data<std::byte>()[i];
+  }
+  m.schedule = schedule_name(planned_schedule(in, ccl::Collective::ALL_GATHER, std::nullopt, o.topology, o.ccl));
+  return m;
+}
+
+// reduce_scatter (scatter) or all_reduce.
+Measured measure_reduction(const Bench& b, bool scatter, int64_t count) {
+  const BenchOptions& o = b.o;
+  MPI_Comm comm = b.mesh->comm();
+  const bool integer = is_integer(o.dtype);
+  const std::vector<float> mine = bench_values(count, b.rank);
+  const Tensor local = make_tensor(mine, o.dtype);
+  const Shape global{1, count};
+  const MeshTensor in(b.mesh, global, {Partial{}, Partial{}}, local);
+  MeshTensor out = scatter ? reduce_scatter(in, 1, ReduceOp::SUM, std::nullopt, o.topology, o.links, o.ccl)
+                           : all_reduce(in, ReduceOp::SUM, std::nullopt, o.topology, o.links, o.ccl);
+  // MPI on the same values: float32, or int32 for the integer dtypes (same bytes per element).
+  const size_t out_count = static_cast<size_t>(scatter ? count / b.n : count);
+  MpiBuffer<float> mpi_in_f(mine), mpi_out_f(out_count);
+  MpiBuffer<int32_t> mpi_in_i(integer ? mine : std::vector<float>{}), mpi_out_i(integer ? out_count : 0);
+  void* src = integer ? static_cast<void*>(mpi_in_i.data()) : mpi_in_f.data();
+  void* dst = integer ? static_cast<void*>(mpi_out_i.data()) : mpi_out_f.data();
+  const MPI_Datatype type = integer ? MPI_INT : MPI_FLOAT;
+  Measured m;
+  m.times = time_pair(
+      o.warmup, o.iters, comm,
+      [&] {
+        if (scatter) reduce_scatter_into(in, out, 1, ReduceOp::SUM, std::nullopt, o.topology, o.links, o.ccl);
+        else all_reduce_into(in, out, ReduceOp::SUM, std::nullopt, o.topology, o.links, o.ccl);
+      },
+      [&] {
+        if (scatter) MPI_Reduce_scatter_block(src, dst, static_cast<int>(count / b.n), type, MPI_SUM, comm);
+        else MPI_Allreduce(src, dst, static_cast<int>(count), type, MPI_SUM, comm);
+      });
+  if (integer)
+    for (size_t i = 0; i < out_count; ++i) mpi_out_f.data()[i] = static_cast<float>(mpi_out_i.data()[i]);
+  m.wrong = count_wrong(out.local(), mpi_out_f);
+  m.schedule = schedule_name(planned_schedule(in, scatter ? ccl::Collective::REDUCE_SCATTER : ccl::Collective::ALL_REDUCE,
+                                              std::nullopt, o.topology, o.ccl));
+  return m;
+}
+
+// One line of the table, the same on every rank.
+struct Row {
+  std::string collective;
+  size_t bytes = 0;  // S
+  int64_t count = 0;
+  Measured measured;
+  int64_t wrong = 0;  // summed over ranks
+  double algbw = 0, busbw = 0, mpi_busbw = 0;
+};
+
+Row measure_row(const Bench& b, const std::string& collective, int64_t size) {
+  const DataType dtype = b.o.dtype;
   // Storage bytes per element (block floats: 1088 bytes per 1024 values).
   const double elem_bytes = dtype == DataType::BFLOAT8_B ? 1088.0 / 1024 : static_cast<double>(std::max<size_t>(1, element_bytes(dtype)));
   // Elements are whole multiples of n (and of a tile row for block floats).
-  const int64_t quantum = static_cast<int64_t>(n) * (is_block_float(dtype) ? 1024 : 1);
+  const int64_t quantum = static_cast<int64_t>(b.n) * (is_block_float(dtype) ? 1024 : 1);
+  Row row;
+  row.collective = collective;
+  row.count = static_cast<int64_t>(size / elem_bytes) / quantum * quantum;  // elements in S
+  if (row.count == 0) row.count = quantum;
+  row.bytes = static_cast<size_t>(row.count * elem_bytes);
+  row.measured = collective == "all_gather" ? measure_all_gather(b, row.count)
+                                            : measure_reduction(b, collective == "reduce_scatter", row.count);
+  MPI_Allreduce(&row.measured.wrong, &row.wrong, 1, MPI_INT64_T, MPI_SUM, b.mesh->comm());
+  const double factor_bus = collective == "all_reduce" ? 2.0 * (b.n - 1) / b.n : static_cast<double>(b.n - 1) / b.n;
+  const PairTimes& t = row.measured.times;
+  row.algbw = row.bytes / t.ours / 1e9;
+  row.busbw = row.algbw * factor_bus;
+  row.mpi_busbw = row.bytes / t.mpi / 1e9 * factor_bus;
+  return row;
+}
 
-  std::vector<std::string> collectives;
-  if (which == "all") collectives = {"all_gather", "reduce_scatter", "all_reduce"};
-  else collectives = {which};
+void print_row(const Row& row) {
+  const PairTimes& t = row.measured.times;
+  std::printf("%-15s %12zu %12lld %10.2f %9.2f %9.2f %7lld | %10.2f %9.2f | %6.2f %s\n", row.collective.c_str(),
+              row.bytes, static_cast<long long>(row.count), t.ours * 1e6, row.algbw, row.busbw,
+              static_cast<long long>(row.wrong), t.mpi * 1e6, row.mpi_busbw, t.mpi / t.ours,
+              row.measured.schedule.c_str());
+}
 
-  if (rank == 0) {
-    std::printf("# meshnn-ccl-bench: %d ranks, mesh 1x%d, dtype %s, topology %s, algo %s, links %d, iters %d, warmup %d, mpi-malloc %s\n",
-                n, n, std::string(to_string(dtype)).c_str(), std::string(to_string(topology)).c_str(),
-                std::string(ccl::to_string(options.algorithm)).c_str(), links, iters, warmup, mpi_malloc.c_str());
-    std::printf("# ratio = MPI time / our time (our busbw / MPI busbw)\n");
-    std::printf("%-15s %12s %12s %10s %9s %9s %7s | %10s %9s | %6s %s\n", "collective", "size(B)", "count", "time(us)",
-                "algbw", "busbw", "#wrong", "mpi(us)", "mpi_bus", "ratio", "schedule");
+std::string json_record(const Bench& b, const Row& row) {
+  const PairTimes& t = row.measured.times;
+  // Figures to the places that the records in docs/measurements/ have always had.
+  return nlohmann::ordered_json{{"collective", row.collective},
+                                {"topology", to_string(b.o.topology)},
+                                {"dtype", to_string(b.o.dtype)},
+                                {"ranks", b.n},
+                                {"bytes", row.bytes},
+                                {"time_us", io::round_to(t.ours * 1e6, 3)},
+                                {"algbw_GBps", io::round_to(row.algbw, 4)},
+                                {"busbw_GBps", io::round_to(row.busbw, 4)},
+                                {"mpi_busbw_GBps", io::round_to(row.mpi_busbw, 4)},
+                                {"ratio", io::round_to(t.mpi / t.ours, 4)},
+                                {"wrong", row.wrong}}
+      .dump();
+}
+
+// Written on rank 0; every rank learns whether it failed.
+void write_json_records(const Bench& b, const std::vector<std::string>& records) {
+  std::string message;
+  if (b.rank == 0) {
+    try {
+      io::write_text_file(b.o.json, io::json_array_lines(records));
+    } catch (const Error& e) {
+      message = e.what();
+    }
   }
+  agree_on_failure(b.mesh->comm(), "writing the JSON records", message.empty(), message);
+}
+
+int bench_main(Runtime& rt, int argc, char** argv) {
+  const BenchOptions o = parse_options(argc, argv);
+  configure_malloc_for_mpi(o.mpi_malloc);
+  const Bench b{o, MeshDevice::open({1, rt.world_size()}, o.topology), rt.world_size(), rt.world_rank()};
+  if (b.rank == 0) print_header(b);
   std::vector<std::string> records;  // JSON, one per row
   int64_t all_wrong = 0;
-  for (const std::string& coll : collectives) {
-    for (int64_t size = min_bytes; size <= max_bytes; size *= factor) {
-      int64_t count = static_cast<int64_t>(size / elem_bytes) / quantum * quantum;  // elements in S
-      if (count == 0) count = quantum;
-      const size_t bytes = static_cast<size_t>(count * elem_bytes);
-      double ours = 0, mpi = 0;
-      int64_t wrong = 0;
-      std::string schedule;
-      if (coll == "all_gather") {
-        const int64_t piece = count / n;
-        const std::vector<float> mine = bench_values(piece, rank);
-        const Tensor local = make_tensor(mine, dtype);
-        const Shape global{1, count};
-        const MeshTensor in(mesh, global, {Replicate{}, Shard{1}}, local);
-        MeshTensor out = all_gather(in, 1, std::nullopt, topology, links, options);
-        MpiBuffer<std::byte> mpi_out(local.size_bytes() * n);
-        const int b = static_cast<int>(local.size_bytes());
-        const PairTimes t = time_pair(
-            warmup, iters, comm, [&] { all_gather_into(in, out, 1, std::nullopt, topology, links, options); },
-            [&] { MPI_Allgather(local.data<std::byte>(), b, MPI_BYTE, mpi_out.data(), b, MPI_BYTE, comm); });
-        ours = t.ours;
-        mpi = t.mpi;
-        wrong = std::memcmp(mpi_out.data(), out.local().data<std::byte>(), mpi_out.size()) != 0;
-        if (wrong) {
-          wrong = 0;
-          for (size_t i = 0; i < mpi_out.size(); ++i) wrong += mpi_out.data()[i] != out.local().data<std::byte>()[i];
-        }
-        const auto s = planned_schedule(in, ccl::Collective::ALL_GATHER, std::nullopt, topology, options);
-        schedule = fmt::format("{}/{}K", ccl::to_string(s.algorithm), s.chunk_bytes >> 10);
-      } else {
-        const bool scatter = coll == "reduce_scatter";
-        const std::vector<float> mine = bench_values(count, rank);
-        const Tensor local = make_tensor(mine, dtype);
-        const Shape global{1, count};
-        const MeshTensor in(mesh, global, {Partial{}, Partial{}}, local);
-        MeshTensor out = scatter ? reduce_scatter(in, 1, ReduceOp::SUM, std::nullopt, topology, links, options)
-                                 : all_reduce(in, ReduceOp::SUM, std::nullopt, topology, links, options);
-        // MPI on the same values (float32, or the integers themselves).
-        // float32 values, or int32 ones for the integer dtypes (same bytes per element).
-        const size_t out_count = static_cast<size_t>(scatter ? count / n : count);
-        MpiBuffer<float> mpi_in_f(mine), mpi_out_f(out_count);
-        MpiBuffer<int32_t> mpi_in_i(integer ? mine : std::vector<float>{}), mpi_out_i(integer ? out_count : 0);
-        void* src = integer ? static_cast<void*>(mpi_in_i.data()) : mpi_in_f.data();
-        void* dst = integer ? static_cast<void*>(mpi_out_i.data()) : mpi_out_f.data();
-        const MPI_Datatype type = integer ? MPI_INT : MPI_FLOAT;
-        const PairTimes t = time_pair(
-            warmup, iters, comm,
-            [&] {
-              if (scatter) reduce_scatter_into(in, out, 1, ReduceOp::SUM, std::nullopt, topology, links, options);
-              else all_reduce_into(in, out, ReduceOp::SUM, std::nullopt, topology, links, options);
-            },
-            [&] {
-              if (scatter) MPI_Reduce_scatter_block(src, dst, static_cast<int>(count / n), type, MPI_SUM, comm);
-              else MPI_Allreduce(src, dst, static_cast<int>(count), type, MPI_SUM, comm);
-            });
-        ours = t.ours;
-        mpi = t.mpi;
-        if (integer)
-          for (size_t i = 0; i < out_count; ++i) mpi_out_f.data()[i] = static_cast<float>(mpi_out_i.data()[i]);
-        wrong = count_wrong(out.local(), mpi_out_f);
-        const auto s = planned_schedule(in, scatter ? ccl::Collective::REDUCE_SCATTER : ccl::Collective::ALL_REDUCE,
-                                        std::nullopt, topology, options);
-        schedule = fmt::format("{}/{}K", ccl::to_string(s.algorithm), s.chunk_bytes >> 10);
-      }
-      int64_t total_wrong = 0;
-      MPI_Allreduce(&wrong, &total_wrong, 1, MPI_INT64_T, MPI_SUM, comm);
-      const double factor_bus = coll == "all_reduce" ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
-      const double algbw = bytes / ours / 1e9, busbw = algbw * factor_bus, mpi_busbw = bytes / mpi / 1e9 * factor_bus;
-      all_wrong += total_wrong;
-      if (rank == 0)
-        std::printf("%-15s %12zu %12lld %10.2f %9.2f %9.2f %7lld | %10.2f %9.2f | %6.2f %s\n", coll.c_str(), bytes,
-                    static_cast<long long>(count), ours * 1e6, algbw, busbw, static_cast<long long>(total_wrong),
-                    mpi * 1e6, mpi_busbw, mpi / ours, schedule.c_str());
-      // Figures to the places that the records in docs/measurements/ have always had.
-      records.push_back(nlohmann::ordered_json{{"collective", coll},
-                                               {"topology", to_string(topology)},
-                                               {"dtype", to_string(dtype)},
-                                               {"ranks", n},
-                                               {"bytes", bytes},
-                                               {"time_us", io::round_to(ours * 1e6, 3)},
-                                               {"algbw_GBps", io::round_to(algbw, 4)},
-                                               {"busbw_GBps", io::round_to(busbw, 4)},
-                                               {"mpi_busbw_GBps", io::round_to(mpi_busbw, 4)},
-                                               {"ratio", io::round_to(mpi / ours, 4)},
-                                               {"wrong", total_wrong}}
-                            .dump());
+  for (const std::string& collective : o.collectives) {
+    for (int64_t size = o.min_bytes; size <= o.max_bytes; size *= o.factor) {
+      const Row row = measure_row(b, collective, size);
+      all_wrong += row.wrong;
+      if (b.rank == 0) print_row(row);
+      records.push_back(json_record(b, row));
       std::fflush(stdout);
-      if (size > max_bytes / factor) break;
+      if (size > o.max_bytes / o.factor) break;
     }
   }
-  if (!json.empty()) {
-    std::string message;
-    if (rank == 0) {
-      try {
-        io::write_text_file(json, io::json_array_lines(records));
-      } catch (const Error& e) {
-        message = e.what();
-      }
-    }
-    agree_on_failure(comm, "writing the JSON records", message.empty(), message);
-  }
+  if (!o.json.empty()) write_json_records(b, records);
   return all_wrong == 0 ? 0 : 1;
 }
 

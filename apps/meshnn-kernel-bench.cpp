@@ -27,15 +27,16 @@
 // worker, each on its own 1/T of N (own A packing, own weights, nothing shared, no waiting on one
 // another inside the call): what T busy cores of this machine deliver on the same work, measured
 // in the same alternation. "of_ceil" = our T-thread rate / that rate.
+//
+// The options are parsed in kernel_bench_options.cpp, the peaks and bandwidths measured in
+// kernel_bench_machine.cpp.
 #include <fmt/format.h>
-#include <immintrin.h>
 #include <nlohmann/json.hpp>
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -44,7 +45,9 @@
 #include <string_view>
 #include <vector>
 
+#include "kernel_bench_machine.hpp"
 #include "kernel_bench_onednn.hpp"
+#include "kernel_bench_options.hpp"
 #include "meshnn/io/json_output.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/ops/matmul.hpp"
@@ -59,154 +62,12 @@
 namespace {
 
 using namespace meshnn;
+using bench::BenchOptions;
+using bench::BenchShape;
+using bench::Machine;
 using Clock = std::chrono::steady_clock;
 
-struct BenchShape {
-  std::string name;
-  int64_t m, k, n;
-};
-
-const std::vector<BenchShape> kShapes = {
-    {"prefill128", 128, 4544, 18176}, {"prefill2048", 2048, 4544, 4544}, {"decode32", 32, 4544, 18176},
-    {"decode1", 1, 4544, 18176},      {"decode32_70b", 32, 8192, 3584},  {"decode1_70b", 1, 8192, 3584},
-    {"cube1024", 1024, 1024, 1024},   {"tinyllama_ff1", 128, 2048, 5632}, {"tinyllama_ff2", 128, 5632, 2048},
-};
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = s.find(sep, start);
-    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
-
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Best time of fn over at least min_time seconds (and at least 2 runs after one warm-up).
-template <class Fn>
-double best_time(Fn&& fn, double min_time) {
-  fn();
-  double best = 1e30, total = 0;
-  int runs = 0;
-  while (runs < 2 || total < min_time) {
-    const auto t0 = Clock::now();
-    fn();
-    const double t = seconds_since(t0);
-    best = std::min(best, t);
-    total += t;
-    ++runs;
-  }
-  return best;
-}
-
-// Peak FMA throughput of one core: 12 independent accumulator chains (enough to cover latency x
-// ports on current x86 cores), FLOPs = chains * lanes * 2 per iteration.
-__attribute__((target("avx512f"))) double peak_gflops_avx512() {
-  __m512 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
-  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  const int64_t iters = 20'000'000;
-  const auto t0 = Clock::now();
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-  const double t = seconds_since(t0);
-  float buf[16], sink = 0;
-  for (int i = 0; i < 12; ++i) {
-    _mm512_storeu_ps(buf, acc[i]);
-    sink += buf[0];
-  }
-  if (sink == 12345.0f) std::puts("");
-  return 12.0 * 16 * 2 * iters / t / 1e9;
-}
-
-__attribute__((target("avx2,fma"))) double peak_gflops_avx2() {
-  __m256 acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
-  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-  const int64_t iters = 20'000'000;
-  const auto t0 = Clock::now();
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-  const double t = seconds_since(t0);
-  float buf[8], sink = 0;
-  for (int i = 0; i < 12; ++i) {
-    _mm256_storeu_ps(buf, acc[i]);
-    sink += buf[0];
-  }
-  if (sink == 12345.0f) std::puts("");
-  return 12.0 * 8 * 2 * iters / t / 1e9;
-}
-
-// The same for vdpbf16ps (AVX512-BF16): 16 lanes x 2 bfloat16 products, each accumulated, so
-// 64 FLOPs per instruction. 16 chains: its latency is longer than an FMA's (12 chains reach ~92% of
-// what 16 do on Zen 5). Small products (1e-2 x 1e-5) keep the sums normal and finite.
-__attribute__((target("avx512bf16,avx512f"))) double peak_gflops_avx512_bf16() {
-  __m512 acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
-  const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-2f), _mm512_set1_ps(1e-2f));
-  const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-5f), _mm512_set1_ps(1e-5f));
-  const int64_t iters = 15'000'000;
-  const auto t0 = Clock::now();
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
-  const double t = seconds_since(t0);
-  float buf[16], sink = 0;
-  for (int i = 0; i < 16; ++i) {
-    _mm512_storeu_ps(buf, acc[i]);
-    sink += buf[0];
-  }
-  if (sink == 12345.0f) std::puts("");
-  return 16.0 * 64 * iters / t / 1e9;
-}
-
-// One pass summing buf with wide loads (4 chains so the adds never limit a memory-bound loop).
-__attribute__((target("avx2"))) float sum_buffer(const float* buf, size_t n) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-  for (size_t i = 0; i < n; i += 32) {
-    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(buf + i));
-    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(buf + i + 8));
-    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(buf + i + 16));
-    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(buf + i + 24));
-  }
-  float out[8];
-  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-  return out[0];
-}
-
-// One thread streaming a 1 GiB buffer (far beyond any cache).
-double read_bandwidth_gbps() {
-  const size_t n = (size_t{1} << 30) / sizeof(float);
-  std::vector<float> buf(n, 1.0f);
-  volatile float sink = 0;
-  const double t = best_time([&] { sink = sum_buffer(buf.data(), n); }, 1.0);
-  (void)sink;
-  return static_cast<double>(n * sizeof(float)) / t / 1e9;
-}
-
-// `pool`'s workers, one per core, each streaming its own 512 MiB buffer, all at once: the read
-// bandwidth that many busy cores share (the roof of a decode step running on them).
-double shared_read_bandwidth_gbps(ThreadPool& pool) {
-  const int threads = pool.num_threads();
-  const size_t n = (size_t{512} << 20) / sizeof(float);
-  std::vector<std::vector<float>> buffers(static_cast<size_t>(threads));
-  std::vector<float> sums(static_cast<size_t>(threads));
-  // Each worker touches its own buffer first, so its pages sit near the core that reads them.
-  pool.parallel_for(threads, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) buffers[static_cast<size_t>(i)].assign(n, 1.0f);
-  });
-  const double t = best_time(
-      [&] {
-        pool.parallel_for(threads, [&](int64_t begin, int64_t end, int) {
-          for (int64_t i = begin; i < end; ++i) sums[static_cast<size_t>(i)] = sum_buffer(buffers[static_cast<size_t>(i)].data(), n);
-        });
-      },
-      1.0);
-  return static_cast<double>(n * sizeof(float)) * threads / t / 1e9;
-}
 
 std::vector<float> random_values(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -286,120 +147,40 @@ std::vector<double> best_times_alternating(const std::vector<std::function<void(
   return best;
 }
 
-struct BenchOptions {
-  std::vector<int> thread_counts;  // these four: defaults in parse_options
-  std::vector<BenchShape> shapes;
-  std::vector<DataType> dtypes;
-  DataType act = DataType::FLOAT32;
-  std::string json_path;
-  double min_time = 0.5;
-  int openblas_threads = 0;  // 0: same as ours
-  bool ceiling = false;
-  bool bandwidth_only = false;
-};
+// `threads` workers pinned one per core to the first allowed cpus (unpinned when there are fewer).
+std::unique_ptr<ThreadPool> pinned_pool(int threads, const std::vector<int>& cpus) {
+  return std::make_unique<ThreadPool>(threads, static_cast<int>(cpus.size()) >= threads
+                                                   ? std::vector<int>(cpus.begin(), cpus.begin() + threads)
+                                                   : std::vector<int>{});
+}
 
-// --shapes: names of kShapes or MxKxN, comma-separated.
-std::vector<BenchShape> parse_shapes(const std::string& text) {
-  std::vector<BenchShape> shapes;
-  for (const auto& name : split(text, ',')) {
-    auto it = std::find_if(kShapes.begin(), kShapes.end(), [&](const BenchShape& s) { return s.name == name; });
-    if (it != kShapes.end()) {
-      shapes.push_back(*it);
-      continue;
-    }
-    std::vector<int64_t> dims;
-    try {
-      dims = parse_int_list(name, 1, 1 << 20, 'x');
-    } catch (const UsageError&) {
-    }
-    if (dims.size() != 3)
-      throw UsageError(fmt::format("unknown shape '{}' (a name or MxKxN, each in [1, 1048576])", name));
-    shapes.push_back({name, dims[0], dims[1], dims[2]});
+// --bandwidth: one row per thread count. Returns the rows' JSON records.
+std::vector<std::string> measure_bandwidths(const BenchOptions& o) {
+  std::vector<std::string> records;
+  const std::vector<int> cpus = allowed_cpus();
+  for (int threads : o.thread_counts) {
+    const double gbps = bench::shared_read_bandwidth_gbps(*pinned_pool(threads, cpus));
+    fmt::print("read bandwidth, {} core(s) streaming at once: {:.2f} GB/s\n", threads, gbps);
+    records.push_back(
+        nlohmann::ordered_json{{"op", "read_bandwidth"}, {"threads", threads}, {"read_GBps", io::round_to(gbps, 3)}}
+            .dump());
   }
-  return shapes;
+  return records;
 }
 
-std::vector<DataType> parse_dtypes(const std::string& text) {
-  std::vector<DataType> dtypes;
-  for (const auto& d : split(text, ',')) dtypes.push_back(parse_data_type(d));
-  return dtypes;
-}
+#ifdef MESHNN_HAVE_OPENBLAS
+constexpr bool kHaveBlas = true;
+#else
+constexpr bool kHaveBlas = false;
+#endif
 
-std::vector<int> parse_thread_counts(const std::string& text) {
-  const std::vector<int64_t> counts = parse_int_list(text, 1, 1024);
-  return {counts.begin(), counts.end()};
-}
-
-BenchOptions parse_options(int argc, char** argv) {
-  BenchOptions o;
-  std::string threads = "1", shapes, dtypes = "float32,bfloat16,bfloat8_b,bfloat4_b", act = "float32";
-  std::string blas_threads = "same";
-  std::string shape_help = "shapes: names or MxKxN, comma-separated:";
-  for (const auto& s : kShapes) shape_help += fmt::format(" {}={}x{}x{}", s.name, s.m, s.k, s.n);
-  CLI::App cli("GFLOP/s and weight GB/s of meshnn's matmul beside OpenBLAS (and oneDNN with --act bfloat16).",
-               "meshnn-kernel-bench");
-  cli.add_option("--threads", threads, "worker thread counts, e.g. 1,2")->type_name("LIST")->check(parsed_by(parse_thread_counts));
-  cli.add_option("--shapes", shapes, shape_help + " (default: all)")->type_name("LIST")->check(parsed_by(parse_shapes));
-  cli.add_option("--dtypes", dtypes, "weight dtypes")->type_name("LIST")->check(parsed_by(parse_dtypes));
-  cli.add_option("--act", act, "activation dtype")->check(CLI::IsMember({"float32", "bfloat16"}));
-  cli.add_option("--min-time", o.min_time, "seconds each measurement runs at least")->check(FiniteRange(0.0, 3600.0));
-  cli.add_option("--openblas-threads", blas_threads, "OpenBLAS threads: same (as ours) or a number")
-      ->transform(CLI::IsMember({"same"}) | IntRange(1, 1024));
-  cli.add_flag("--ceiling", o.ceiling, "also time independent 1-thread matmuls on every worker at once (see the file header)");
-  cli.add_option("--json", o.json_path, "also write one JSON record per row")->type_name("FILE");
-  cli.add_flag("--bandwidth", o.bandwidth_only,
-               "only measure the read bandwidth of 1, 2, ... cores streaming at once (one per --threads count)");
-  parse_command_line(cli, argc, argv);
-
-  // The checks above let through only what these conversions accept.
-  o.thread_counts = parse_thread_counts(threads);
-  o.shapes = shapes.empty() ? kShapes : parse_shapes(shapes);
-  o.dtypes = parse_dtypes(dtypes);
-  o.act = parse_data_type(act);
-  o.openblas_threads = blas_threads == "same" ? 0 : std::stoi(blas_threads);
-  return o;
-}
-
-int bench_main(int argc, char** argv) {
-  const auto [thread_counts, shapes, dtypes, act, json_path, min_time, openblas_threads, ceiling, bandwidth_only] =
-      parse_options(argc, argv);
-  // An empty array first: a path that cannot be written fails now rather than after the measuring.
-  if (!json_path.empty()) io::write_text_file(json_path, io::json_array_lines({}));
-  std::vector<std::string> records;  // JSON, one per row
-  if (bandwidth_only) {
-    const std::vector<int> cpus = allowed_cpus();
-    for (int threads : thread_counts) {
-      ThreadPool pool(threads, static_cast<int>(cpus.size()) >= threads
-                                   ? std::vector<int>(cpus.begin(), cpus.begin() + threads)
-                                   : std::vector<int>{});
-      const double gbps = shared_read_bandwidth_gbps(pool);
-      fmt::print("read bandwidth, {} core(s) streaming at once: {:.2f} GB/s\n", threads, gbps);
-      records.push_back(
-          nlohmann::ordered_json{{"op", "read_bandwidth"}, {"threads", threads}, {"read_GBps", io::round_to(gbps, 3)}}
-              .dump());
-    }
-    if (!json_path.empty()) io::write_text_file(json_path, io::json_array_lines(records));
-    return 0;
-  }
-  const kernels::Isa isa = kernels::active_isa();
-  // The vdpbf16ps peak whenever the CPU has it (oneDNN uses it even where MESHNN_KERNELS caps ours).
-  const bool cpu_bf16 = kernels::best_supported_isa() >= kernels::Isa::AVX512_BF16;
-  // Best of several runs: the first ones may meet a core still ramping its clock, or a neighbour.
-  double peak = 0, peak_bf16 = 0;
-  for (int run = 0; run < 5; ++run) {
-    peak = std::max(peak, isa >= kernels::Isa::AVX512 ? peak_gflops_avx512()
-                          : isa == kernels::Isa::AVX2 ? peak_gflops_avx2()
-                                                      : peak_gflops_avx2() / 4);  // nominal for the portable path
-    if (cpu_bf16) peak_bf16 = std::max(peak_bf16, peak_gflops_avx512_bf16());
-  }
-  const double bandwidth = read_bandwidth_gbps();
+void print_header(const BenchOptions& o, const Machine& machine, bool with_onednn) {
   fmt::print("# kernels: {}  single-core peak {:.1f} GFLOP/s{}  single-core read bandwidth {:.1f} GB/s\n",
-             kernels::to_string(isa), peak,
-             cpu_bf16 ? fmt::format(" float32 FMA, {:.1f} GFLOP/s bfloat16 (vdpbf16ps)", peak_bf16) : "", bandwidth);
+             kernels::to_string(machine.isa), machine.peak,
+             machine.cpu_bf16 ? fmt::format(" float32 FMA, {:.1f} GFLOP/s bfloat16 (vdpbf16ps)", machine.peak_bf16) : "",
+             machine.bandwidth);
   fmt::print("# activations {}, output float32; OpenBLAS float32 sgemm (sgemv for M=1) with the same threads\n",
-             to_string(act));
-  // oneDNN is the peer of our bfloat16 path: measured only with bfloat16 activations.
-  const bool with_onednn = act == DataType::BFLOAT16 && bench::onednn_available();
+             to_string(o.act));
   if (with_onednn)
     fmt::print("# {}: bfloat16 x bfloat16 -> float32, weights in its chosen layout, with our row's threads\n",
                bench::onednn_description());
@@ -408,40 +189,46 @@ int bench_main(int argc, char** argv) {
                bench::onednn_available() ? "measured with --act bfloat16 only" : bench::onednn_description());
   fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:<11} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}{}{}\n", "op", "M", "K",
              "N", "weights", "thr", "path", "GFLOP/s", "%peak", "weightGB/s", "%bw", "OpenBLAS", "ratio",
-             with_onednn ? fmt::format(" {:>9} {:>6} {:<{}}", "oneDNN", "r_dnnl", "oneDNN impl", ceiling ? 20 : 0) : "",
-             ceiling ? "   ceiling of_ceil" : "");
+             with_onednn ? fmt::format(" {:>9} {:>6} {:<{}}", "oneDNN", "r_dnnl", "oneDNN impl", o.ceiling ? 20 : 0) : "",
+             o.ceiling ? "   ceiling of_ceil" : "");
+}
 
-#ifdef MESHNN_HAVE_OPENBLAS
-  constexpr bool kHaveBlas = true;
-#else
-  constexpr bool kHaveBlas = false;
-#endif
+// The thread pools of the whole run and the OpenBLAS thread counts.
+struct Workers {
+  std::vector<std::unique_ptr<ThreadPool>> pools;         // one per --threads count
+  std::vector<std::unique_ptr<ThreadPool>> inline_pools;  // one per worker, for the ceiling's 1-thread matmuls
+  std::vector<int> blas_thread_counts;                    // one pinned count, or each of ours
+};
+
+Workers make_workers(const BenchOptions& o) {
+  Workers w;
   const std::vector<int> cpus = allowed_cpus();
-  std::vector<std::unique_ptr<ThreadPool>> pools;
-  for (int threads : thread_counts)
-    pools.push_back(std::make_unique<ThreadPool>(
-        threads, static_cast<int>(cpus.size()) >= threads ? std::vector<int>(cpus.begin(), cpus.begin() + threads)
-                                                          : std::vector<int>{}));
-  // One inline pool per worker for the ceiling's independent 1-thread matmuls.
-  std::vector<std::unique_ptr<ThreadPool>> inline_pools;
-  for (int i = 0; i < *std::max_element(thread_counts.begin(), thread_counts.end()); ++i)
-    inline_pools.push_back(std::make_unique<ThreadPool>(1));
-  // OpenBLAS thread counts to measure: one pinned count, or each of ours.
-  std::vector<int> blas_thread_counts;
+  for (int threads : o.thread_counts) w.pools.push_back(pinned_pool(threads, cpus));
+  for (int i = 0; i < *std::max_element(o.thread_counts.begin(), o.thread_counts.end()); ++i)
+    w.inline_pools.push_back(std::make_unique<ThreadPool>(1));
   if (kHaveBlas) {
-    if (openblas_threads > 0) blas_thread_counts = {openblas_threads};
-    else blas_thread_counts = thread_counts;
+    if (o.openblas_threads > 0) w.blas_thread_counts = {o.openblas_threads};
+    else w.blas_thread_counts = o.thread_counts;
   }
-  for (const BenchShape& s : shapes) {
-    const std::vector<float> a_values = random_values(s.m * s.k, 1), w_values = random_values(s.k * s.n, 2);
-    const Tensor a = Tensor::from_float(a_values, Shape{s.m, s.k}, act, Layout::TILE);
-    std::vector<float> blas_c(static_cast<size_t>(s.m * s.n));
-    // oneDNN for each of our thread counts, set up once per shape (the same bfloat16 weights for
-    // every weight format: OpenBLAS's float32 weights rounded) and timed beside every format's rows.
-    // Null where oneDNN has no such matmul (2.6 has none for bfloat16 below AVX-512).
-    std::vector<std::unique_ptr<bench::OnednnMatmul>> onednn;
+  return w;
+}
+
+// One shape's operands, shared by the rows of every weight format.
+struct ShapeOperands {
+  BenchShape s;
+  std::vector<float> a_values, w_values;
+  Tensor a;
+  std::vector<float> blas_c;  // OpenBLAS's output, written by its runs
+  // oneDNN for each of our thread counts, set up once per shape (the same bfloat16 weights for
+  // every weight format: OpenBLAS's float32 weights rounded) and timed beside every format's rows.
+  // Null where oneDNN has no such matmul (2.6 has none for bfloat16 below AVX-512).
+  std::vector<std::unique_ptr<bench::OnednnMatmul>> onednn;
+
+  ShapeOperands(const BenchOptions& o, const BenchShape& shape, bool with_onednn)
+      : s(shape), a_values(random_values(s.m * s.k, 1)), w_values(random_values(s.k * s.n, 2)),
+        a(Tensor::from_float(a_values, Shape{s.m, s.k}, o.act, Layout::TILE)), blas_c(static_cast<size_t>(s.m * s.n)) {
     if (with_onednn)
-      for (int threads : thread_counts) {
+      for (int threads : o.thread_counts) {
         try {
           onednn.push_back(
               std::make_unique<bench::OnednnMatmul>(s.m, s.k, s.n, a_values.data(), w_values.data(), threads));
@@ -450,125 +237,189 @@ int bench_main(int argc, char** argv) {
           onednn.push_back(nullptr);
         }
       }
-    for (DataType wd : dtypes) {
-      const Tensor w = Tensor::from_float(w_values, Shape{s.k, s.n}, wd, Layout::TILE);
-      // The ceiling's weights: for each multi-thread count, one column slice per worker.
-      std::vector<std::vector<Tensor>> slices(thread_counts.size());
-      if (ceiling)
-        for (size_t i = 0; i < thread_counts.size(); ++i)
-          if (thread_counts[i] > 1) slices[i] = column_slices(w_values, s, wd, thread_counts[i]);
-      // Every thread count of ours, then every OpenBLAS and oneDNN thread count, in one alternation.
-      // Each run writes into an output it keeps, as a decode step does (matmul_into).
-      std::vector<std::function<void()>> runs;
-      for (const auto& pool : pools)
-        runs.push_back([&a, &w, pool = pool.get(), out = Tensor()]() mutable {
-          MatmulOptions opt;
-          opt.output_dtype = DataType::FLOAT32;
-          opt.pool = pool;
-          matmul_into(a, w, out, false, false, opt);
-        });
-      for (int blas_threads : blas_thread_counts)
-        runs.push_back([&, blas_threads] {
+  }
+  ShapeOperands(const ShapeOperands&) = delete;  // the runs hold references into it
+  ShapeOperands& operator=(const ShapeOperands&) = delete;
+};
+
+MatmulOptions float32_output_on(ThreadPool* pool) {
+  MatmulOptions opt;
+  opt.output_dtype = DataType::FLOAT32;
+  opt.pool = pool;
+  return opt;
+}
+
+// Every run of one weight format, to be timed in one alternation: every thread count of ours,
+// then every OpenBLAS and oneDNN thread count, then the float32-product and ceiling runs. Each run
+// writes into an output it keeps, as a decode step does (matmul_into).
+struct FormatRuns {
+  Tensor w;
+  // The ceiling's weights: for each multi-thread count, one column slice per worker.
+  std::vector<std::vector<Tensor>> slices;
+  std::vector<std::function<void()>> fns;
+  // Per thread count, the index of its peer's run in fns; 0: none.
+  std::vector<size_t> onednn, float32, ceiling;
+
+  FormatRuns(const BenchOptions& o, const Workers& workers, ShapeOperands& x, DataType wd)
+      : w(Tensor::from_float(x.w_values, Shape{x.s.k, x.s.n}, wd, Layout::TILE)),
+        slices(o.thread_counts.size()),
+        onednn(o.thread_counts.size(), 0),
+        float32(o.thread_counts.size(), 0),
+        ceiling(o.thread_counts.size(), 0) {
+    if (o.ceiling)
+      for (size_t i = 0; i < o.thread_counts.size(); ++i)
+        if (o.thread_counts[i] > 1) slices[i] = column_slices(x.w_values, x.s, wd, o.thread_counts[i]);
+    for (const auto& pool : workers.pools)
+      fns.push_back([&a = x.a, &weights = w, pool = pool.get(), out = Tensor()]() mutable {
+        matmul_into(a, weights, out, false, false, float32_output_on(pool));
+      });
+    for (int blas_threads : workers.blas_thread_counts)
+      fns.push_back([&x, blas_threads] {
 #ifdef MESHNN_HAVE_OPENBLAS
-          openblas_set_num_threads(blas_threads);
+        openblas_set_num_threads(blas_threads);
 #endif
-          openblas_run(s, a_values, w_values, blas_c);
-        });
-      std::vector<size_t> onednn_run(thread_counts.size(), 0);  // 0: none
-      for (size_t i = 0; i < onednn.size(); ++i)
-        if (onednn[i]) {
-          onednn_run[i] = runs.size();
-          runs.push_back([peer = onednn[i].get()] { peer->run(); });
-        }
-      // Where our row takes bfloat16 products, the same call with float32 products (the avx512
-      // set: what MESHNN_KERNELS=avx512 runs), so the path's gain is measured in the same run.
-      const bool bf16_row = std::string_view(matmul_kernel_path(act, wd, s.m)) == "avx512-bf16";
-      std::vector<size_t> float32_run(thread_counts.size(), 0);  // 0: none
-      if (bf16_row)
-        for (size_t i = 0; i < pools.size(); ++i) {
-          float32_run[i] = runs.size();
-          runs.push_back([&a, &w, pool = pools[i].get(), out = Tensor()]() mutable {
-            MatmulOptions opt;
-            opt.output_dtype = DataType::FLOAT32;
-            opt.pool = pool;
-            kernels::set_isa_cap(kernels::Isa::AVX512);
-            matmul_into(a, w, out, false, false, opt);
-            kernels::reset_isa_cap();
-          });
-        }
-      std::vector<size_t> ceiling_run(thread_counts.size(), 0);
-      for (size_t i = 0; i < thread_counts.size(); ++i) {
-        if (slices[i].empty()) continue;
-        ceiling_run[i] = runs.size();
-        runs.push_back([&a, &inline_pools, pool = pools[i].get(), &mine = slices[i],
-                        outs = std::vector<Tensor>(slices[i].size())]() mutable {
-          pool->run_on_all([&](int t) {
-            MatmulOptions opt;
-            opt.output_dtype = DataType::FLOAT32;
-            opt.pool = inline_pools[static_cast<size_t>(t)].get();
-            matmul_into(a, mine[static_cast<size_t>(t)], outs[static_cast<size_t>(t)], false, false, opt);
-          });
+        openblas_run(x.s, x.a_values, x.w_values, x.blas_c);
+      });
+    for (size_t i = 0; i < x.onednn.size(); ++i)
+      if (x.onednn[i]) {
+        onednn[i] = fns.size();
+        fns.push_back([peer = x.onednn[i].get()] { peer->run(); });
+      }
+    // Where our row takes bfloat16 products, the same call with float32 products (the avx512
+    // set: what MESHNN_KERNELS=avx512 runs), so the path's gain is measured in the same run.
+    if (std::string_view(matmul_kernel_path(o.act, wd, x.s.m)) == "avx512-bf16")
+      for (size_t i = 0; i < workers.pools.size(); ++i) {
+        float32[i] = fns.size();
+        fns.push_back([&a = x.a, &weights = w, pool = workers.pools[i].get(), out = Tensor()]() mutable {
+          kernels::set_isa_cap(kernels::Isa::AVX512);
+          matmul_into(a, weights, out, false, false, float32_output_on(pool));
+          kernels::reset_isa_cap();
         });
       }
+    for (size_t i = 0; i < o.thread_counts.size(); ++i) {
+      if (slices[i].empty()) continue;
+      ceiling[i] = fns.size();
+      fns.push_back([&a = x.a, &inline_pools = workers.inline_pools, pool = workers.pools[i].get(), &mine = slices[i],
+                     outs = std::vector<Tensor>(slices[i].size())]() mutable {
+        pool->run_on_all([&](int t) {
+          matmul_into(a, mine[static_cast<size_t>(t)], outs[static_cast<size_t>(t)], false, false,
+                      float32_output_on(inline_pools[static_cast<size_t>(t)].get()));
+        });
+      });
+    }
+  }
+  FormatRuns(const FormatRuns&) = delete;  // the runs hold references into it
+  FormatRuns& operator=(const FormatRuns&) = delete;
+};
 
-      const std::vector<double> best = best_times_alternating(runs, min_time);
-      for (size_t i = 0; i < thread_counts.size(); ++i) {
-        const int threads = thread_counts[i];
-        const double t = best[i];
-        const size_t blas_index = openblas_threads > 0 ? 0 : i;
-        const double t_blas = kHaveBlas ? best[thread_counts.size() + blas_index] : 0.0;
-        const double flops = 2.0 * s.m * s.k * s.n;
-        const double gflops = flops / t / 1e9;
-        const double blas = kHaveBlas ? flops / t_blas / 1e9 : 0.0;
-        const double weight_gbps = static_cast<double>(w.size_bytes()) / t / 1e9;
-        const double ratio = blas > 0 ? gflops / blas : 0.0;
-        const double ceiling_gflops = ceiling_run[i] > 0 ? flops / best[ceiling_run[i]] / 1e9 : 0.0;
-        const double onednn_gflops = onednn_run[i] > 0 ? flops / best[onednn_run[i]] / 1e9 : 0.0;  // 0: not measured
-        const double float32_gflops = float32_run[i] > 0 ? flops / best[float32_run[i]] / 1e9 : 0.0;  // 0: not measured
-        const std::string onednn_impl = onednn_run[i] > 0 ? onednn[i]->impl() : "-";
-        const std::string op = s.m == 1 ? "matmul(gemv)" : "matmul";
-        const char* path = matmul_kernel_path(act, wd, s.m);
-        const double row_peak = std::string_view(path) == "avx512-bf16" ? peak_bf16 : peak;
-        fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:<11} "
-                   "{:>9.1f} {:>5.0f}% {:>9.2f} {:>5.0f}% {:>9.1f} {:>6.2f}",
-                   op, s.m, s.k, s.n, to_string(wd), threads, path, gflops, 100 * gflops / (row_peak * threads),
-                   weight_gbps, 100 * weight_gbps / bandwidth, blas, ratio);
-        if (with_onednn)  // the impl padded only where the ceiling's columns follow
-          fmt::print(" {:>9} {:>6} {}", onednn_gflops > 0 ? fmt::format("{:.1f}", onednn_gflops) : "-",
-                     onednn_gflops > 0 ? fmt::format("{:.2f}", gflops / onednn_gflops) : "-",
-                     ceiling_gflops > 0 ? fmt::format("{:<20}", onednn_impl) : onednn_impl);
-        if (ceiling_gflops > 0) fmt::print(" {:>9.1f} {:>7.2f}", ceiling_gflops, gflops / ceiling_gflops);
-        if (float32_gflops > 0) fmt::print("  float32 products {:.1f} GFLOP/s, bf16 x{:.2f}", float32_gflops, gflops / float32_gflops);
-        fmt::print("\n");
-        std::fflush(stdout);
-        // Figures to the places that the records in docs/measurements/ have always had; null: not measured.
-        using J = nlohmann::ordered_json;
-        J record = {{"op", op},
-                    {"M", s.m},
-                    {"K", s.k},
-                    {"N", s.n},
-                    {"weight_dtype", to_string(wd)},
-                    {"threads", threads},
-                    {"gflops", io::round_to(gflops, 3)},
-                    {"weight_GBps", io::round_to(weight_gbps, 3)},
-                    {"openblas_gflops", io::round_to(blas, 3)},
-                    {"ratio", io::round_to(ratio, 4)},
-                    {"openblas_threads", openblas_threads > 0 ? openblas_threads : threads},
-                    {"onednn_gflops", onednn_gflops > 0 ? J(io::round_to(onednn_gflops, 3)) : J()},
-                    {"onednn_impl", onednn_gflops > 0 ? J(onednn_impl) : J()},
-                    {"float32_products_gflops", float32_gflops > 0 ? J(io::round_to(float32_gflops, 3)) : J()},
-                    {"activation_dtype", to_string(act)},
-                    {"isa", kernels::to_string(isa)},
-                    {"path", path},
-                    {"peak_gflops", io::round_to(peak, 1)},
-                    {"peak_gflops_bf16", cpu_bf16 ? J(io::round_to(peak_bf16, 1)) : J()},
-                    {"read_GBps", io::round_to(bandwidth, 2)}};
-        if (ceiling_gflops > 0) record["ceiling_gflops"] = io::round_to(ceiling_gflops, 3);
-        records.push_back(record.dump());
+// One printed row and JSON record: one weight format at one of our thread counts.
+struct Row {
+  std::string op;
+  const char* path;
+  DataType wd;
+  int threads, blas_threads;
+  double gflops, weight_gbps, blas, ratio, row_peak;
+  double onednn_gflops, float32_gflops, ceiling_gflops;  // 0: not measured
+  std::string onednn_impl;
+};
+
+Row make_row(const BenchOptions& o, const Machine& machine, const ShapeOperands& x, const FormatRuns& runs,
+             DataType wd, const std::vector<double>& best, size_t i) {
+  const BenchShape& s = x.s;
+  const double t = best[i];
+  const size_t blas_index = o.openblas_threads > 0 ? 0 : i;
+  const double t_blas = kHaveBlas ? best[o.thread_counts.size() + blas_index] : 0.0;
+  const double flops = 2.0 * s.m * s.k * s.n;
+  Row r;
+  r.op = s.m == 1 ? "matmul(gemv)" : "matmul";
+  r.path = matmul_kernel_path(o.act, wd, s.m);
+  r.wd = wd;
+  r.threads = o.thread_counts[i];
+  r.blas_threads = o.openblas_threads > 0 ? o.openblas_threads : r.threads;
+  r.gflops = flops / t / 1e9;
+  r.blas = kHaveBlas ? flops / t_blas / 1e9 : 0.0;
+  r.weight_gbps = static_cast<double>(runs.w.size_bytes()) / t / 1e9;
+  r.ratio = r.blas > 0 ? r.gflops / r.blas : 0.0;
+  r.row_peak = std::string_view(r.path) == "avx512-bf16" ? machine.peak_bf16 : machine.peak;
+  r.ceiling_gflops = runs.ceiling[i] > 0 ? flops / best[runs.ceiling[i]] / 1e9 : 0.0;
+  r.onednn_gflops = runs.onednn[i] > 0 ? flops / best[runs.onednn[i]] / 1e9 : 0.0;
+  r.float32_gflops = runs.float32[i] > 0 ? flops / best[runs.float32[i]] / 1e9 : 0.0;
+  r.onednn_impl = runs.onednn[i] > 0 ? x.onednn[i]->impl() : "-";
+  return r;
+}
+
+void print_row(const BenchShape& s, const Row& r, const Machine& machine, bool with_onednn) {
+  fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:<11} "
+             "{:>9.1f} {:>5.0f}% {:>9.2f} {:>5.0f}% {:>9.1f} {:>6.2f}",
+             r.op, s.m, s.k, s.n, to_string(r.wd), r.threads, r.path, r.gflops, 100 * r.gflops / (r.row_peak * r.threads),
+             r.weight_gbps, 100 * r.weight_gbps / machine.bandwidth, r.blas, r.ratio);
+  if (with_onednn)  // the impl padded only where the ceiling's columns follow
+    fmt::print(" {:>9} {:>6} {}", r.onednn_gflops > 0 ? fmt::format("{:.1f}", r.onednn_gflops) : "-",
+               r.onednn_gflops > 0 ? fmt::format("{:.2f}", r.gflops / r.onednn_gflops) : "-",
+               r.ceiling_gflops > 0 ? fmt::format("{:<20}", r.onednn_impl) : r.onednn_impl);
+  if (r.ceiling_gflops > 0) fmt::print(" {:>9.1f} {:>7.2f}", r.ceiling_gflops, r.gflops / r.ceiling_gflops);
+  if (r.float32_gflops > 0)
+    fmt::print("  float32 products {:.1f} GFLOP/s, bf16 x{:.2f}", r.float32_gflops, r.gflops / r.float32_gflops);
+  fmt::print("\n");
+  std::fflush(stdout);
+}
+
+std::string json_record(const BenchOptions& o, const Machine& machine, const BenchShape& s, const Row& r) {
+  // Figures to the places that the records in docs/measurements/ have always had; null: not measured.
+  using J = nlohmann::ordered_json;
+  J record = {{"op", r.op},
+              {"M", s.m},
+              {"K", s.k},
+              {"N", s.n},
+              {"weight_dtype", to_string(r.wd)},
+              {"threads", r.threads},
+              {"gflops", io::round_to(r.gflops, 3)},
+              {"weight_GBps", io::round_to(r.weight_gbps, 3)},
+              {"openblas_gflops", io::round_to(r.blas, 3)},
+              {"ratio", io::round_to(r.ratio, 4)},
+              {"openblas_threads", r.blas_threads},
+              {"onednn_gflops", r.onednn_gflops > 0 ? J(io::round_to(r.onednn_gflops, 3)) : J()},
+              {"onednn_impl", r.onednn_gflops > 0 ? J(r.onednn_impl) : J()},
+              {"float32_products_gflops", r.float32_gflops > 0 ? J(io::round_to(r.float32_gflops, 3)) : J()},
+              {"activation_dtype", to_string(o.act)},
+              {"isa", kernels::to_string(machine.isa)},
+              {"path", r.path},
+              {"peak_gflops", io::round_to(machine.peak, 1)},
+              {"peak_gflops_bf16", machine.cpu_bf16 ? J(io::round_to(machine.peak_bf16, 1)) : J()},
+              {"read_GBps", io::round_to(machine.bandwidth, 2)}};
+  if (r.ceiling_gflops > 0) record["ceiling_gflops"] = io::round_to(r.ceiling_gflops, 3);
+  return record.dump();
+}
+
+// One row per shape, weight format and thread count. Returns the rows' JSON records.
+std::vector<std::string> measure_matmuls(const BenchOptions& o) {
+  const Machine machine = bench::measure_machine();
+  // oneDNN is the peer of our bfloat16 path: measured only with bfloat16 activations.
+  const bool with_onednn = o.act == DataType::BFLOAT16 && bench::onednn_available();
+  print_header(o, machine, with_onednn);
+  const Workers workers = make_workers(o);
+  std::vector<std::string> records;
+  for (const BenchShape& s : o.shapes) {
+    ShapeOperands operands(o, s, with_onednn);
+    for (DataType wd : o.dtypes) {
+      const FormatRuns runs(o, workers, operands, wd);
+      const std::vector<double> best = best_times_alternating(runs.fns, o.min_time);
+      for (size_t i = 0; i < o.thread_counts.size(); ++i) {
+        const Row row = make_row(o, machine, operands, runs, wd, best, i);
+        print_row(s, row, machine, with_onednn);
+        records.push_back(json_record(o, machine, s, row));
       }
     }
   }
-  if (!json_path.empty()) io::write_text_file(json_path, io::json_array_lines(records));
+  return records;
+}
+
+int bench_main(int argc, char** argv) {
+  const BenchOptions o = bench::parse_options(argc, argv);
+  // An empty array first: a path that cannot be written fails now rather than after the measuring.
+  if (!o.json_path.empty()) io::write_text_file(o.json_path, io::json_array_lines({}));
+  const std::vector<std::string> records = o.bandwidth_only ? measure_bandwidths(o) : measure_matmuls(o);
+  if (!o.json_path.empty()) io::write_text_file(o.json_path, io::json_array_lines(records));
   return 0;
 }
 

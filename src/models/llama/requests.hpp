@@ -22,6 +22,8 @@ struct JobRequests {
   // eos_token_id; ids outside the vocabulary throw.
   std::vector<int64_t> stop_token_ids;
   std::string tokenizer_problem;  // why the weights file's tokenizer is unusable, when ids do without it
+
+  const text::Tokenizer* text_tokenizer() const { return tokenizer ? tokenizer->tokenizer.get() : nullptr; }
 };
 
 // Rank-local: throws meshnn::Error (the caller agrees on it across ranks).

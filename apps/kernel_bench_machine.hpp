@@ -1,0 +1,25 @@
+// meshnn-kernel-bench's yardsticks: the peak FMA rate of one core and the read bandwidth of one
+// core and of several streaming at once, measured on this machine in the same run as the matmuls.
+#pragma once
+
+#include "meshnn/core/thread_pool.hpp"
+#include "meshnn/kernels/matmul_kernels.hpp"
+
+namespace meshnn::bench {
+
+struct Machine {
+  kernels::Isa isa = kernels::Isa::PORTABLE;  // the set our kernels use
+  bool cpu_bf16 = false;    // the CPU has vdpbf16ps (whatever MESHNN_KERNELS caps ours to)
+  double peak = 0;          // single-core GFLOP/s of the float32 FMAs of `isa`
+  double peak_bf16 = 0;     // single-core GFLOP/s of vdpbf16ps, when cpu_bf16
+  double bandwidth = 0;     // GB/s of one thread streaming 1 GiB
+};
+
+// Takes a few seconds: every figure is the best of several runs.
+Machine measure_machine();
+
+// `pool`'s workers, one per core, each streaming its own 512 MiB buffer, all at once: the read
+// bandwidth that many busy cores share (the roof of a decode step running on them).
+double shared_read_bandwidth_gbps(ThreadPool& pool);
+
+}  // namespace meshnn::bench
