@@ -99,10 +99,8 @@ void Plan::trace_op(const Op& op, int64_t local_begin_ns) const {
     trace::record("ccl", fmt::format("{} local step {}", op_name_, op.step), local_begin_ns, now);
     return;
   }
-  trace::record("transfer", op.kind == Kind::SEND ? "send" : "recv", op.posted_ns, now,
-                fmt::format(R"("peer":"{}","bytes":{},"step":{},"lane":{},"collective":"{}")",
-                            transport_.describe_member(op.peer), op.bytes, op.step, op.lane, op_name_),
-                {}, true);
+  trace::record_transfer(op.kind == Kind::SEND, op.posted_ns, now,
+                         {transport_.world_rank(op.peer), op.step, op.lane, static_cast<int64_t>(op.bytes)});
 }
 
 void Plan::complete(OpId id) {
@@ -303,10 +301,8 @@ void DirectExchange::wait(std::string_view op_name, double watchdog_seconds) {
   traced_wait_ns() += end - wait_begin;
   for (int i = 0; i < count_; ++i) {
     const Transfer& m = transfers_[i];
-    trace::record("transfer", m.is_send ? "send" : "recv", posted_ns_, end,
-                  fmt::format(R"("peer":"{}","bytes":{},"step":0,"lane":{},"collective":"{}")",
-                              transport_.describe_member(m.peer), m.bytes, m.lane, op_name),
-                  {}, true);
+    trace::record_transfer(m.is_send, posted_ns_, end,
+                           {transport_.world_rank(m.peer), 0, m.lane, static_cast<int64_t>(m.bytes)});
   }
 }
 

@@ -160,6 +160,21 @@ bool MpiTransport::test_all(std::span<int> requests) {
   return true;
 }
 
+int MpiTransport::world_rank(int position) const {
+  if (world_ranks_.empty()) {
+    MPI_Group mine, world;
+    MESHNN_MPI_CHECK(MPI_Comm_group(comm_, &mine));
+    MESHNN_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    std::vector<int> positions(static_cast<size_t>(size_));
+    for (int i = 0; i < size_; ++i) positions[static_cast<size_t>(i)] = i;
+    world_ranks_.resize(static_cast<size_t>(size_));
+    MESHNN_MPI_CHECK(MPI_Group_translate_ranks(mine, size_, positions.data(), world, world_ranks_.data()));
+    MPI_Group_free(&mine);
+    MPI_Group_free(&world);
+  }
+  return world_ranks_[static_cast<size_t>(position)];
+}
+
 std::string MpiTransport::describe_member(int position) const {
   if (namer_) return namer_(position);
   return fmt::format("rank {}", position);

@@ -91,6 +91,9 @@ std::string to_json(int rank, const std::vector<std::pair<int, std::string>>& tr
   for (const auto& [track, e] : events) {
     const double begin_us = static_cast<double>(e.begin_ns - origin_ns) / 1e3;
     std::string args = e.args;
+    if (e.transfer.peer_rank >= 0)
+      args += fmt::format(R"({}"peer_rank":{},"bytes":{},"step":{},"lane":{})", args.empty() ? "" : ",",
+                          e.transfer.peer_rank, e.transfer.bytes, e.transfer.step, e.transfer.lane);
     if (e.work.flops > 0) args += fmt::format("{}\"flops\":{}", args.empty() ? "" : ",", e.work.flops);
     if (e.work.bytes > 0) args += fmt::format("{}\"bytes_moved\":{}", args.empty() ? "" : ",", e.work.bytes);
     if (e.work.wait_ns > 0) args += fmt::format("{}\"wait_us\":{:.3f}", args.empty() ? "" : ",", e.work.wait_ns / 1e3);
@@ -213,6 +216,18 @@ void record(const char* category, std::string name, int64_t begin_ns, int64_t en
       Event{category, std::move(name), begin_ns, std::max<int64_t>(0, end_ns - begin_ns), std::move(args), work, overlapping});
 }
 
+void record_transfer(bool is_send, int64_t begin_ns, int64_t end_ns, const Transfer& transfer) {
+  if (!enabled()) return;
+  Event e;
+  e.category = "transfer";
+  e.name = is_send ? "send" : "recv";
+  e.begin_ns = begin_ns;
+  e.duration_ns = std::max<int64_t>(0, end_ns - begin_ns);
+  e.overlapping = true;
+  e.transfer = transfer;
+  buffer().events.push_back(std::move(e));
+}
+
 void name_this_thread(std::string name) {
   slot.pending_name = name;
   if (slot.buffer != nullptr) {
@@ -250,7 +265,7 @@ std::vector<Event> write_and_stop(MPI_Comm comm, const std::string& file) {
   int mpi_up = 0;
   MPI_Initialized(&mpi_up);
   const bool distributed = mpi_up != 0 && comm != MPI_COMM_NULL;
-  const int rank = distributed ? comm_rank(comm) : 0, size = distributed ? comm_size(comm) : 1;
+  const int rank = distributed ? comm_rank(comm) : 0;
   const int64_t offset = distributed ? clock_offset_to_rank0(comm) : 0;
   for (auto& [track, e] : events) e.begin_ns -= offset;
   // The first event of rank 0 (every rank's, on one clock) is time zero.

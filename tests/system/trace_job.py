@@ -73,8 +73,8 @@ def main():
         ar = spans(pid, "all_reduce")
         check(ar and all(e["args"]["members"] == 2 for e in ar), f"rank {pid}: all_reduces with their members")
         sends = spans(pid, "send", "b")
-        check(sends and all(s["args"]["peer"] and s["args"]["bytes"] > 0 for s in sends),
-              f"rank {pid}: transfers name their peer and size")
+        check(sends and all(s["args"]["peer_rank"] == 1 - pid and s["args"]["bytes"] > 0 for s in sends),
+              f"rank {pid}: transfers name their peer's rank and their size")
 
     a0, a1 = spans(0, "all_reduce"), spans(1, "all_reduce")
     check(len(a0) == len(a1) and all(x["ts"] <= y["ts"] + y["dur"] and y["ts"] <= x["ts"] + x["dur"]

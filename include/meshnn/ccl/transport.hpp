@@ -44,6 +44,8 @@ class Transport {
 
   // "device 5 (1, 1)": how messages (the watchdog's) name a member.
   virtual std::string describe_member(int position) const { return "position " + std::to_string(position); }
+  // The member's rank in MPI_COMM_WORLD, for traces (the position itself when there is no MPI).
+  virtual int world_rank(int position) const { return position; }
 
   // Whether a member that waits for a peer should give up its core now and then (sched_yield).
   // Needed when members share cores (threads of one process, oversubscribed ranks): the peer may
@@ -66,6 +68,8 @@ class MpiTransport final : public Transport {
   bool test(int request) override;
   bool test_all(std::span<int> requests) override;
   std::string describe_member(int position) const override;
+  // Translated once per transport, on first use (tracing only).
+  int world_rank(int position) const override;
   // Only when this node runs more ranks than it has cores (core/process_context.hpp's
   // ranks_share_cores(), set from the Runtime's binding); true without a Runtime.
   bool yields_when_idle() const override { return yields_when_idle_; }
@@ -74,6 +78,7 @@ class MpiTransport final : public Transport {
   static constexpr size_t kMaxPieceBytes = size_t{1} << 30;
 
  private:
+  mutable std::vector<int> world_ranks_;
   // One posted transfer. Messages up to kMaxPieceBytes (all but huge ones) are one MPI request,
   // held inline; larger ones keep one request per piece in `pieces`.
   struct Slot {

@@ -45,6 +45,14 @@ struct Work {
   int64_t wait_ns = 0;
 };
 
+// A message of a collective's schedule: numbers only, formatted when the trace is written (a
+// decode step has hundreds of them).
+struct Transfer {
+  int peer_rank = -1;  // MPI_COMM_WORLD rank of the peer; -1: the event is no transfer
+  int step = 0, lane = 0;
+  int64_t bytes = 0;
+};
+
 // One event in a thread's buffer.
 struct Event {
   const char* category = "";  // "op", "ccl", "transfer", "phase": a string literal
@@ -53,6 +61,7 @@ struct Event {
   std::string args;     // JSON object members shown in the trace, e.g. "\"peer\":1,\"bytes\":4096"
   Work work;
   bool overlapping = false;  // may overlap other events of its thread (a transfer): an async span
+  Transfer transfer;
 };
 
 // A span of this thread from construction to destruction (or finish()). Nothing is recorded when
@@ -81,6 +90,9 @@ class Scope {
 // Records an event that already happened on this thread; `overlapping` as in Event.
 void record(const char* category, std::string name, int64_t begin_ns, int64_t end_ns, std::string args = {},
             Work work = {}, bool overlapping = false);
+
+// Records a transfer ("send" or "recv") from its posting to its completion, as an async span.
+void record_transfer(bool is_send, int64_t begin_ns, int64_t end_ns, const Transfer& transfer);
 
 // Names this thread's track ("main", "worker 1", ...).
 void name_this_thread(std::string name);
