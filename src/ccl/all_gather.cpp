@@ -1,6 +1,7 @@
 // all_gather schedules: relay (ring, bidirectional ring, line) and direct (direct.cpp).
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "builders.hpp"
 #include "meshnn/core/error.hpp"
@@ -44,7 +45,7 @@ class GatherRelay {
         split_(split), chunk_bytes_(chunk_bytes), num_links_(num_links), phase_(phase), ready_(ready),
         n_(plan_.size()), p_(plan_.position()),
         parts_(algorithm == Algorithm::BIDIRECTIONAL_RING && split == HopSplit::SPLIT_FARTHEST && n_ % 2 == 0 ? 2 : 1),
-        received_(n_, std::vector<std::vector<OpId>>(parts_)) {}
+        received_(n_, std::vector<std::vector<OpId>>(parts_)), last_step_(n_, -1) {}
 
   int max_hops() const {
     int most = 0;
@@ -62,9 +63,12 @@ class GatherRelay {
   int parts() const { return parts_; }
 
   // Our own block into its place in out, unless it is there already.
-  void place_own_block() {
-    if (mine_ == out_ + blocks_[p_].offset) return;
-    plan_.local(0, [out = out_ + blocks_[p_].offset, mine = mine_, bytes = blocks_[p_].bytes] { copy_bytes(out, mine, bytes); });
+  // Returns the copy, or -1 when there is none.
+  OpId place_own_block() {
+    if (mine_ == out_ + blocks_[p_].offset) return -1;
+    return plan_.local(0, [out = out_ + blocks_[p_].offset, mine = mine_, bytes = blocks_[p_].bytes] {
+      copy_bytes(out, mine, bytes);
+    });
   }
 
   // Step s, direction dir: send on the chunk that arrived at step s-1 (at step 0: our own, once
@@ -87,6 +91,24 @@ class GatherRelay {
     auto& arrivals = received_[origin][part];
     if (arrivals.size() <= c) arrivals.resize(c + 1, -1);
     arrivals[c] = prims_.direct_recv(from, lane, s, out_ + blocks_[origin].offset + off, len);
+    last_step_[origin] = std::max(last_step_[origin], s);
+  }
+
+  // Every receive of origin o's block: once they are done the block is whole in out.
+  Deps block_arrivals(int o) const {
+    Deps all;
+    for (const auto& part : received_[o])
+      for (OpId op : part)
+        if (op >= 0) all.push_back(op);
+    return all;
+  }
+  // Our own block first, then the others by the step their last chunk arrives at (ties: nearer
+  // ahead on the ring first): the order in which blocks complete, fixed by the schedule.
+  std::vector<int> completion_order() const {
+    std::vector<int> order;
+    for (int k = 0; k < n_; ++k) order.push_back(mod(p_ - k, n_));
+    std::stable_sort(order.begin() + 1, order.end(), [&](int x, int y) { return last_step_[x] < last_step_[y]; });
+    return order;
   }
 
  private:
@@ -117,15 +139,16 @@ class GatherRelay {
   const ReadyFn& ready_;
   int n_, p_, parts_;
   std::vector<std::vector<std::vector<OpId>>> received_;  // [origin][part][chunk]: the receive a send-on waits for
+  std::vector<int> last_step_;  // [origin]: the step its last chunk arrives at
 };
 
 }  // namespace
 
 void build_gather_relay(Prims& prims, std::span<const ByteRange> blocks, const std::byte* mine, std::byte* out,
                         Algorithm algorithm, HopSplit split, size_t chunk_bytes, int num_links, int phase,
-                        const ReadyFn& ready) {
+                        const ReadyFn& ready, const BlockFn& on_block) {
   GatherRelay relay(prims, blocks, mine, out, algorithm, split, chunk_bytes, num_links, phase, ready);
-  relay.place_own_block();
+  const OpId own_placed = relay.place_own_block();
   // Chunk-major, as NCCL: a lane's messages go out in (chunk, step) order on every member, so each
   // member's k-th send on a lane is its neighbour's k-th receive, and chunk c+1 enters the ring
   // right behind chunk c (a systolic pipeline, every link busy every step).
@@ -137,11 +160,24 @@ void build_gather_relay(Prims& prims, std::span<const ByteRange> blocks, const s
           relay.pass_on(c, s, dir, part);
           relay.receive(c, s, dir, part);
         }
+  if (!on_block) return;
+  // The consumer's calls, one per block as it completes, chained so that they run one after
+  // another in completion order whatever the timing (their results do not depend on it).
+  const int me = prims.plan().position();
+  OpId previous = -1;
+  for (int o : relay.completion_order()) {
+    Deps after = o == me ? Deps{} : relay.block_arrivals(o);
+    if (o == me && own_placed >= 0) after.push_back(own_placed);
+    if (previous >= 0) after.push_back(previous);
+    previous = prims.plan().local(steps, [&on_block, o] { on_block(o); }, after);
+  }
 }
 
 }  // namespace detail
 
-void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, void* out) {
+namespace {
+
+void gather(const CallContext& ctx, const void* mine, size_t bytes, void* out, const detail::BlockFn& on_block) {
   using namespace detail;
   Transport& t = ctx.transport;
   const int n = t.size();
@@ -154,14 +190,19 @@ void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, vo
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_gather") : std::string_view(ctx.op_name);
   const TracedCollective traced(name, n, bytes, sched.algorithm, static_cast<double>(bytes) * (n - 1));
   if (sched.algorithm == Algorithm::DIRECT) {
-    std::byte* own = dst + static_cast<size_t>(t.position()) * bytes;
+    const int p = t.position();
+    std::byte* own = dst + static_cast<size_t>(p) * bytes;
     exchange_direct(
         ctx, name, watchdog, bytes, sched.chunk_bytes, [src](int) { return src; },
         [dst, bytes](int from) { return dst + static_cast<size_t>(from) * bytes; },
         [&] {
           if (src != own) copy_bytes(own, src, bytes);
+          if (on_block) on_block(p);  // ours while the others travel
         },
         [](size_t, size_t) {});
+    // Every peer's block arrives in the one step: in ring order, as the relay would complete them.
+    if (on_block)
+      for (int k = 1; k < n; ++k) on_block(mod(p - k, n));
     return;
   }
   std::vector<ByteRange> blocks(n);
@@ -170,8 +211,20 @@ void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, vo
   ScratchScope scratch;
   Prims prims(plan, scratch);
   build_gather_relay(prims, blocks, src, dst, sched.algorithm, ctx.options.hop_split, sched.chunk_bytes, ctx.num_links,
-                     0, {});
+                     0, {}, on_block);
   plan.run();
+}
+
+}  // namespace
+
+void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, void* out) {
+  gather(ctx, mine, bytes, out, {});
+}
+
+void all_gather_bytes_each(const CallContext& ctx, const void* mine, size_t bytes, void* out,
+                           const std::function<void(int member)>& on_block) {
+  MESHNN_CHECK(on_block, "all_gather_bytes_each needs a block consumer");
+  gather(ctx, mine, bytes, out, on_block);
 }
 
 }  // namespace meshnn::ccl

@@ -28,6 +28,8 @@ struct RangeOp {
   OpId op;
 };
 using ReadyFn = std::function<Deps(size_t offset, size_t bytes)>;
+// Called with a member's position once its block of an all_gather's output is complete.
+using BlockFn = std::function<void(int member)>;
 Deps ops_overlapping(std::span<const RangeOp> ops, size_t offset, size_t bytes);
 
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
@@ -41,10 +43,11 @@ inline T chunk_count(T total, T chunk) { return total == 0 ? 0 : (total + chunk 
 
 // all_gather by relaying blocks hop by hop (RING, BIDIRECTIONAL_RING, LINE). Block j of `out` is
 // member j's; this member's comes from `mine`. `ready` gives what must finish before `mine` may be
-// read (empty for a plain all_gather).
+// read (empty for a plain all_gather). `on_block` (if any) runs once per block as it completes
+// (see all_gather_bytes_each).
 void build_gather_relay(Prims& prims, std::span<const ByteRange> blocks, const std::byte* mine, std::byte* out,
                         Algorithm algorithm, HopSplit split, size_t chunk_bytes, int num_links, int phase,
-                        const ReadyFn& ready);
+                        const ReadyFn& ready, const BlockFn& on_block = {});
 // The Direct schedule of every collective, in one step: this member sends outgoing(to) (`bytes`)
 // to every peer and receives every peer's message into incoming(from), cut into chunks of
 // chunk_bytes on lanes chunk mod num_links; arrived(offset, bytes) runs once that byte range has

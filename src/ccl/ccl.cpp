@@ -71,8 +71,12 @@ Tensor tensor_from_bytes(const Shape& shape, DataType dtype, Layout layout, cons
 
 // ---------------- all_gather ----------------
 
-void all_gather_into(const MeshTensor& input, MeshTensor& output, int dim, std::optional<int> cluster_axis,
-                     std::optional<Topology> topology, int num_links, const CclOptions& options) {
+namespace {
+
+// all_gather_into, and all_gather_into_each when on_shard is set.
+void gather_into(const MeshTensor& input, MeshTensor& output, int dim, std::optional<int> cluster_axis,
+                 std::optional<Topology> topology, int num_links, const CclOptions& options,
+                 const std::function<void(int member, const Tensor& shard)>& on_shard) {
   check_common(input, num_links, "all_gather");
   const int d = normalize(input.shape(), dim, "all_gather");
   const Group g = resolve_group(input.mesh_device(), cluster_axis, "all_gather");
@@ -83,28 +87,48 @@ void all_gather_into(const MeshTensor& input, MeshTensor& output, int dim, std::
   run_collective(input, g, "all_gather", d, ReduceOp::SUM, topology, num_links, options, [&](ccl::CallContext& ctx) {
     const int n = g.size;
     const auto runs = slice_runs(spec.local, in.layout(), d, n);
-    if (runs && runs->outer == 1) {
-      // Shards are consecutive in the output's storage: receive straight into it.
-      ccl::all_gather_bytes(ctx, in.data<std::byte>(), in.size_bytes(), out.data<std::byte>());
-      return;
-    }
+    const bool in_place = runs && runs->outer == 1;  // shards consecutive in the output's storage
     ccl::ScratchScope scratch;
-    std::byte* staging = scratch.acquire(in.size_bytes() * n);
-    ccl::all_gather_bytes(ctx, in.data<std::byte>(), in.size_bytes(), staging);
+    std::byte* blocks = in_place ? out.data<std::byte>() : scratch.acquire(in.size_bytes() * n);
+    if (on_shard) {
+      // Member j's block is its shard as stored: hand it over as a tensor of the input's shape.
+      ccl::all_gather_bytes_each(ctx, in.data<std::byte>(), in.size_bytes(), blocks, [&](int j) {
+        if (j == g.position) return on_shard(j, in);
+        on_shard(j, tensor_from_bytes(in.shape(), in.dtype(), in.layout(), blocks + j * in.size_bytes()));
+      });
+    } else {
+      ccl::all_gather_bytes(ctx, in.data<std::byte>(), in.size_bytes(), blocks);
+    }
+    if (in_place) return;
     if (runs) {
       // Interleave: for each outer index, one run from every member (whole tiles: bit-exact).
       const size_t run = storage_bytes_of(runs->run, in.dtype());
       std::byte* o = out.data<std::byte>();
       for (int64_t k = 0; k < runs->outer; ++k)
-        for (int j = 0; j < n; ++j) copy_bytes(o + (k * n + j) * run, staging + j * in.size_bytes() + k * run, run);
+        for (int j = 0; j < n; ++j) copy_bytes(o + (k * n + j) * run, blocks + j * in.size_bytes() + k * run, run);
       return;
     }
     // A part boundary cuts tiles: let concat() repack (block floats are requantised there).
     std::vector<Tensor> parts;
     for (int j = 0; j < n; ++j)
-      parts.push_back(tensor_from_bytes(in.shape(), in.dtype(), in.layout(), staging + j * in.size_bytes()));
+      parts.push_back(tensor_from_bytes(in.shape(), in.dtype(), in.layout(), blocks + j * in.size_bytes()));
     out = concat(parts, d);
   });
+}
+
+}  // namespace
+
+void all_gather_into(const MeshTensor& input, MeshTensor& output, int dim, std::optional<int> cluster_axis,
+                     std::optional<Topology> topology, int num_links, const CclOptions& options) {
+  gather_into(input, output, dim, cluster_axis, topology, num_links, options, {});
+}
+
+void all_gather_into_each(const MeshTensor& input, MeshTensor& output, int dim,
+                          const std::function<void(int member, const Tensor& shard)>& on_shard,
+                          std::optional<int> cluster_axis, std::optional<Topology> topology, int num_links,
+                          const CclOptions& options) {
+  MESHNN_CHECK(on_shard, "all_gather_into_each needs a shard consumer");
+  gather_into(input, output, dim, cluster_axis, topology, num_links, options, on_shard);
 }
 
 MeshTensor all_gather(const MeshTensor& input, int dim, std::optional<int> cluster_axis, std::optional<Topology> topology,

@@ -185,7 +185,10 @@ void Plan::run() {
         ++i;
       }
     }
-    while (!ready_locals_.empty()) {
+    // One local action per round: the sends and receives it releases are posted before the next
+    // one runs, so a long action (a fused matmul's product of one block) never holds back a
+    // block's forwarding behind the product of the next.
+    if (!ready_locals_.empty()) {
       const OpId id = ready_locals_.back();
       ready_locals_.pop_back();
       ops_[id].posted = true;

@@ -28,6 +28,7 @@
 // progress is reported by the watchdog (op, step, peer, bytes outstanding) and aborts the job.
 #pragma once
 
+#include <functional>
 #include <optional>
 
 #include "meshnn/ccl/collectives.hpp"
@@ -62,6 +63,16 @@ void reduce_scatter_into(const MeshTensor& input, MeshTensor& output, int dim, R
 void all_reduce_into(const MeshTensor& input, MeshTensor& output, ReduceOp op = ReduceOp::SUM,
                      std::optional<int> cluster_axis = {}, std::optional<Topology> topology = {},
                      int num_links = 1, const CclOptions& options = {});
+
+// all_gather_into that also hands every member's shard to on_shard(j, shard) as soon as it has
+// arrived (j = the member's position in the group), while later shards still travel: the hook of
+// the fused all_gather_matmul. Calls run on the calling thread one at a time, this member's own
+// shard first, then in an order fixed by the schedule (ccl::all_gather_bytes_each); `shard` is only
+// valid during its call. output is complete when the call returns.
+void all_gather_into_each(const MeshTensor& input, MeshTensor& output, int dim,
+                          const std::function<void(int member, const Tensor& shard)>& on_shard,
+                          std::optional<int> cluster_axis = {}, std::optional<Topology> topology = {},
+                          int num_links = 1, const CclOptions& options = {});
 
 // The schedule a call would use (pure, same on every rank), e.g. to print in a benchmark.
 ccl::Schedule planned_schedule(const MeshTensor& input, ccl::Collective collective, std::optional<int> cluster_axis = {},

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -94,6 +95,13 @@ struct CallContext {
 // out holds size() blocks of `bytes`; block j receives member j's `mine`. `mine` may alias block
 // position() of out (then nothing is copied locally).
 void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, void* out);
+// The same, handing each block to on_block(j) as soon as it is whole in out (the fused
+// all_gather_matmul multiplies the blocks that have arrived while the rest travel). Calls run on
+// the calling thread one after another: our own block first, then the others in the order the
+// schedule completes them, an order fixed by the schedule (not by timing) and the same on every
+// run. Between two calls the transfers that the last arrival released are posted.
+void all_gather_bytes_each(const CallContext& ctx, const void* mine, size_t bytes, void* out,
+                           const std::function<void(int member)>& on_block);
 
 // in: size() slices of `count` elements (slice j = elements [j*count, (j+1)*count)) in the
 // reduction's compute type; out: `count` elements = slice position() reduced over the group.

@@ -1,0 +1,44 @@
+// Collective matmuls (TT-NN's all_gather_matmul and matmul_reduce_scatter): a collective fused with
+// the local product around it, so that the product of the part that has arrived runs while the rest
+// travels. Megatron's sequence parallelism is the use: activations split on the sequence (rows)
+// are gathered into a column-parallel linear, and a row-parallel linear's partial sums are
+// scattered back onto the sequence.
+//
+// Both give the same bits as the unfused pair (the collective, then ops::matmul on the whole
+// result), which is what CollectiveMatmulOptions::fused = false runs: the products of row blocks
+// are the rows of the whole product (the kernels compute rows independently; a block whose rows
+// would take another kernel path than the whole, e.g. the bf16 path's 4-row threshold, makes the
+// call run unfused), and reductions keep the ring's fixed order.
+#pragma once
+
+#include <optional>
+
+#include "meshnn/ccl/ccl.hpp"
+#include "meshnn/ops/matmul.hpp"
+#include "meshnn/tensor/mesh_tensor.hpp"
+
+namespace meshnn::distributed {
+
+struct CollectiveMatmulOptions {
+  std::optional<DataType> output_dtype;  // default: A's dtype
+  std::optional<Topology> topology;      // default: the mesh's
+  int num_links = 1;
+  CclOptions ccl;
+  bool fused = true;  // false: the collective, then the product (the reference and the baseline)
+};
+
+struct AllGatherMatmulResult {
+  MeshTensor gathered;  // all_gather(a, dim, cluster_axis)
+  MeshTensor product;   // gathered @ b, on every device its local product
+};
+
+// all_gather(a, dim) along cluster_axis, then the local product with b: a is Shard(dim) on the
+// group's axes, where dim is A's row dim (rank - 2) or a batch dim that b lacks or broadcasts (size
+// 1); a's placements after the gather and b's must multiply where they are (distributed/matmul.hpp's
+// rules, e.g. b Replicate or Shard(N) on the gathered axis). The product's placements follow those
+// rules. Every argument problem is the same meshnn::Error on every rank before any message moves.
+AllGatherMatmulResult all_gather_matmul(const MeshTensor& a, const MeshTensor& b, int dim,
+                                        std::optional<int> cluster_axis = {},
+                                        const CollectiveMatmulOptions& options = {});
+
+}  // namespace meshnn::distributed

@@ -1,0 +1,140 @@
+// The fused collective matmuls over real ranks: all_gather_matmul gives the bits of all_gather then
+// matmul (its unfused form) on every mesh shape and group of the world, every activation, weight
+// and output dtype, tile-aligned and tile-cutting blocks; the unfused product against float64
+// math; argument problems fail alike on every rank before anything moves.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <functional>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/distributed/collective_matmul.hpp"
+#include "support/test_helpers.hpp"
+
+namespace meshnn {
+namespace {
+
+using distributed::all_gather_matmul;
+using distributed::CollectiveMatmulOptions;
+using testing::all_mesh_shapes;
+using testing::all_ranks_ok;
+using testing::world_size;
+
+MeshTensor placed(const Shape& shape, uint64_t seed, DataType dtype, const Placements& ps, const MeshDevicePtr& mesh) {
+  const Tensor host =
+      Tensor::from_float(testing::normal_values(shape.volume(), static_cast<uint32_t>(seed)), shape, DataType::FLOAT32,
+                         Layout::TILE);
+  const Tensor zero(shape, DataType::FLOAT32, Layout::TILE);
+  MeshTensor t = testing::with_logical_value(host, ps, mesh, zero, zero);
+  return MeshTensor(mesh, t.shape(), t.placements(), t.local().typecast(dtype));
+}
+
+// |got - x @ w| within the output dtype's rounding plus float32 accumulation, element by element,
+// with x @ w and the bound in float64 from the operands' stored values (b broadcast if 2-D).
+bool close_to_float64(const Tensor& x, const Tensor& w, const Tensor& got, DataType out_dtype) {
+  const std::vector<float> xs = x.to_float(), ws = w.to_float(), gs = got.to_float();
+  const int64_t m = x.shape()[-2], k = x.shape()[-1], n = w.shape()[-1], batch = x.shape().volume() / (m * k);
+  // bfloat16 activations are multiplied as stored; block floats share an exponent per 16 values.
+  const double unit = out_dtype == DataType::FLOAT32 ? 0x1p-24 : out_dtype == DataType::BFLOAT16 ? 0x1p-8 : 0x1p-6;
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, magnitude = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double term = static_cast<double>(xs[static_cast<size_t>((t * m + i) * k + p)]) * ws[static_cast<size_t>(p * n + j)];
+          sum += term;
+          magnitude += std::abs(term);
+        }
+        const double g = gs[static_cast<size_t>((t * m + i) * n + j)];
+        // Block floats round to the block's largest exponent: allow the row's magnitude scale.
+        if (std::abs(g - sum) > 2 * unit * magnitude + k * 0x1p-24 * magnitude + 1e-6) return false;
+      }
+  return true;
+}
+
+struct Case {
+  Shape a, b;
+  int dim;
+  DataType act, weight, out;
+  bool b_column_split;
+};
+
+// On every mesh and group, fused = unfused bit for bit (gathered and product), and the unfused
+// product is A @ B.
+TEST(AllGatherMatmul, FusedGivesTheUnfusedBitsOnEveryGroup) {
+  const std::vector<Case> cases = {
+      {Shape{1, 64, 96}, Shape{96, 128}, 1, DataType::FLOAT32, DataType::BFLOAT8_B, DataType::FLOAT32, false},
+      {Shape{1, 64, 96}, Shape{96, 128}, 1, DataType::BFLOAT16, DataType::BFLOAT16, DataType::BFLOAT16, true},
+      {Shape{1, 64, 96}, Shape{96, 128}, 1, DataType::BFLOAT16, DataType::BFLOAT4_B, DataType::BFLOAT8_B, false},
+      {Shape{4, 32, 64}, Shape{64, 64}, 0, DataType::FLOAT32, DataType::FLOAT32, DataType::FLOAT32, true},
+      {Shape{96, 64}, Shape{64, 64}, 0, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::FLOAT32, false},  // blocks cut tiles
+  };
+  int checked = 0;
+  for (MeshShape ms : all_mesh_shapes(world_size())) {
+    if (world_size() == 1) break;
+    auto mesh = MeshDevice::open(ms);
+    for (std::optional<int> axis : {std::optional<int>{}, std::optional<int>{0}, std::optional<int>{1}}) {
+      const int members = !axis ? ms.rows * ms.cols : *axis == 0 ? ms.rows : ms.cols;
+      if (members == 1 || (!axis && ms.rows > 1 && ms.cols > 1)) continue;
+      const int gathered_axis = axis.value_or(ms.rows > 1 ? 0 : 1);
+      for (const Case& c : cases) {
+        if (c.a[c.dim] % members != 0 || (c.b_column_split && c.b[-1] % members != 0)) continue;
+        Placements pa{Replicate{}, Replicate{}}, pb{Replicate{}, Replicate{}};
+        pa[gathered_axis] = Shard{c.dim};
+        if (c.b_column_split) pb[gathered_axis] = Shard{c.b.rank() - 1};
+        const MeshTensor a = placed(c.a, 7, c.act, pa, mesh), b = placed(c.b, 8, c.weight, pb, mesh);
+        CollectiveMatmulOptions unfused;
+        unfused.output_dtype = c.out;
+        unfused.fused = false;
+        const auto u = all_gather_matmul(a, b, c.dim, axis, unfused);
+        const bool right = close_to_float64(u.gathered.local(), b.local(), u.product.local(), c.out);
+        // Every schedule, in small chunks so that blocks arrive piece by piece over the relays.
+        for (Algorithm algorithm : {Algorithm::AUTO, Algorithm::RING, Algorithm::BIDIRECTIONAL_RING, Algorithm::LINE}) {
+          CollectiveMatmulOptions fused = unfused;
+          fused.fused = true;
+          fused.ccl.algorithm = algorithm;
+          fused.ccl.chunk_bytes = algorithm == Algorithm::AUTO ? 0 : 1024;
+          const auto f = all_gather_matmul(a, b, c.dim, axis, fused);
+          const bool same = testing::bitwise_equal(f.gathered.local(), u.gathered.local()) &&
+                            testing::bitwise_equal(f.product.local(), u.product.local()) &&
+                            f.product.placements() == u.product.placements();
+          EXPECT_TRUE(all_ranks_ok(same && right))
+              << ms.to_string() << " axis " << (axis ? std::to_string(*axis) : "none") << " A "
+              << fmt::format("{}", c.a) << " dim " << c.dim << " " << to_string(c.act) << " x " << to_string(c.weight)
+              << " -> " << to_string(c.out) << " " << to_string(algorithm) << ": same bits " << same
+              << ", close to float64 " << right;
+          ++checked;
+        }
+      }
+    }
+  }
+  if (world_size() > 1) EXPECT_GE(checked, 20);
+}
+
+// The contraction dim and B sharded on K fail alike, before anything
+// moves (the mesh stays usable).
+TEST(AllGatherMatmul, BadArgumentsFailAlikeOnEveryRank) {
+  if (world_size() == 1) GTEST_SKIP() << "needs a group of 2 or more";
+  auto mesh = MeshDevice::open(MeshShape{1, world_size()});
+  const int n = world_size();
+  const MeshTensor a_rows = placed(Shape{32 * n, 64}, 1, DataType::FLOAT32, {Replicate{}, Shard{0}}, mesh);
+  const MeshTensor a_k = placed(Shape{32, 64 * n}, 1, DataType::FLOAT32, {Replicate{}, Shard{1}}, mesh);
+  const MeshTensor b_k_split = placed(Shape{64, 64}, 2, DataType::BFLOAT16, {Replicate{}, Shard{0}}, mesh);
+  const MeshTensor b_wide = placed(Shape{64 * n, 64}, 2, DataType::BFLOAT16, {Replicate{}, Replicate{}}, mesh);
+  for (auto [what, call] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"contraction dim", [&] { all_gather_matmul(a_k, b_wide, 1); }},
+           {"B split on K", [&] { all_gather_matmul(a_rows, b_k_split, 0); }},
+       }) {
+    const std::string message = testing::error_message_of(call);
+    EXPECT_FALSE(message.empty()) << what;
+    EXPECT_TRUE(testing::same_on_all_ranks(message)) << what << ": " << message;
+  }
+  // Still usable.
+  const MeshTensor b = placed(Shape{64, 64}, 3, DataType::BFLOAT16, {Replicate{}, Replicate{}}, mesh);
+  EXPECT_TRUE(all_gather_matmul(a_rows, b, 0).product.local().shape() == (Shape{32 * n, 64}));
+}
+
+}  // namespace
+}  // namespace meshnn
