@@ -71,13 +71,15 @@ void combine_in_ring_order(const Reduction& r, int n, int owner, FunctionRef<con
 
 // reduce_scatter around the ring in direction d (+1 / -1) over part `part` of `parts` of every
 // slice (elements of in, compute type). Slice position()'s result goes to out_slice; returned
-// ranges are byte offsets of out_slice relative to out_base.
+// ranges are byte offsets of out_slice relative to out_base. produced (empty, or one op per
+// slice): what writes slice j of in, waited for before it is read.
 std::vector<RangeOp> build_reduce_ring(Prims& prims, const std::byte* in, std::span<const ElemRange> slices,
                                        std::byte* out_slice, size_t out_base, int d, int part, int parts,
-                                       int64_t chunk_elems, int num_links);
+                                       int64_t chunk_elems, int num_links, std::span<const OpId> produced = {});
 // reduce_scatter on a line: partials flow from both ends toward each slice's owner.
 std::vector<RangeOp> build_reduce_line(Prims& prims, const std::byte* in, std::span<const ElemRange> slices,
-                                       std::byte* out_slice, size_t out_base, int64_t chunk_elems, int num_links);
+                                       std::byte* out_slice, size_t out_base, int64_t chunk_elems, int num_links,
+                                       std::span<const OpId> produced = {});
 
 Reduction direct_reduction(const Reduction& red);
 int64_t chunk_elems_for(size_t chunk_bytes);

@@ -223,6 +223,39 @@ void reduce_scatter_into(const MeshTensor& input, MeshTensor& output, int dim, R
   });
 }
 
+void reduce_scatter_into_each(const MeshTensor& input, MeshTensor& output, int dim,
+                              const std::function<Tensor(int member)>& produce, std::optional<int> cluster_axis,
+                              std::optional<Topology> topology, int num_links, const CclOptions& options) {
+  MESHNN_CHECK(produce, "reduce_scatter_into_each needs a slice producer");
+  check_common(input, num_links, "reduce_scatter");
+  const int d = normalize(input.shape(), dim, "reduce_scatter");
+  const Group g = resolve_group(input.mesh_device(), cluster_axis, "reduce_scatter");
+  const OutputSpec spec = reduce_scatter_spec(input, g, d, ReduceOp::SUM);
+  check_output(output, spec, input, "reduce_scatter");
+  const auto runs = slice_runs(input.local().shape(), input.layout(), d, g.size);
+  MESHNN_CHECK(input.dtype() == DataType::FLOAT32 && runs,
+               "reduce_scatter_into_each: the input must be float32 and its slices whole tiles (got {} {} cut {} ways "
+               "on dim {})",
+               to_string(input.dtype()), input.local().shape(), g.size, d);
+  Tensor& out = output.local();
+  run_collective(input, g, "reduce_scatter", d, ReduceOp::SUM, topology, num_links, options, [&](ccl::CallContext& ctx) {
+    const ccl::Reduction red = reduction_for(DataType::FLOAT32, ReduceOp::SUM, g.size, options);
+    const int64_t per_slice = runs->outer * runs->run;
+    const size_t slice_bytes = static_cast<size_t>(per_slice) * 4;
+    ccl::ScratchScope scratch;
+    // Slice-major, as reduce_scatter_into lays the input out: a slice's float32 tiles are its
+    // runs back to back, i.e. the storage of the slice as a tensor of its own.
+    std::byte* slices = scratch.acquire(slice_bytes * g.size);
+    ccl::reduce_scatter_values_each(ctx, slices, out.data<std::byte>(), per_slice, red, [&](int j) {
+      const Tensor slice = produce(j);
+      MESHNN_CHECK(slice.shape() == spec.local && slice.dtype() == DataType::FLOAT32 && slice.layout() == Layout::TILE,
+                   "reduce_scatter_into_each: slice {} is {} {}, expected float32 {} in TILE layout", j, slice.shape(),
+                   to_string(slice.dtype()), spec.local);
+      copy_bytes(slices + slice_bytes * j, slice.data<std::byte>(), slice_bytes);
+    });
+  });
+}
+
 MeshTensor reduce_scatter(const MeshTensor& input, int dim, ReduceOp op, std::optional<int> cluster_axis,
                           std::optional<Topology> topology, int num_links, const CclOptions& options) {
   check_common(input, num_links, "reduce_scatter");

@@ -383,34 +383,42 @@ Prims::Slot& Prims::next_slot(int pool) {
   return slots[lane_cursor_[lane]++ % slots.size()];
 }
 
-OpId Prims::send_own(int peer, int lane, int step, const void* own, int64_t count) {
+OpId Prims::send_own(int peer, int lane, int step, const void* own, int64_t count, const Deps& own_ready) {
   const Reduction& r = *reduction_;
-  if (r.wire_is_compute()) return plan_.send(peer, lane, step, own, r.wire_bytes(count));
+  if (r.wire_is_compute()) return plan_.send(peer, lane, step, own, r.wire_bytes(count), own_ready);
   // A pool apart from the receive slots: a send's slot frees only when the peer receives, so
   // sharing one pool with our own receives could wait in a circle.
   Slot& slot = next_slot(2 * lane + 1);
   std::byte* wire = slot.data;
-  const OpId convert = plan_.local(step, [&r, own, wire, count] { r.to_wire(own, wire, count); }, {slot.release});
+  Deps convert_after = own_ready;
+  convert_after.push_back(slot.release);
+  const OpId convert = plan_.local(step, [&r, own, wire, count] { r.to_wire(own, wire, count); }, convert_after);
   slot.release = plan_.send(peer, lane, step, wire, r.wire_bytes(count), {convert});
   return slot.release;
 }
 
-OpId Prims::recv_reduce_send(int from, int to, int lane, int step, const void* own, int64_t count) {
+OpId Prims::recv_reduce_send(int from, int to, int lane, int step, const void* own, int64_t count,
+                             const Deps& own_ready) {
   const Reduction& r = *reduction_;
   Slot& slot = next_slot(2 * lane);
   std::byte* wire = slot.data;
-  const OpId in = plan_.recv(from, lane, step, wire, r.wire_bytes(count), {slot.release},
+  Deps after = own_ready;
+  after.push_back(slot.release);
+  const OpId in = plan_.recv(from, lane, step, wire, r.wire_bytes(count), after,
                              [&r, wire, own, count] { r.combine_into_wire(wire, own, count); });
   slot.release = plan_.send(to, lane, step, wire, r.wire_bytes(count), {in});
   return slot.release;
 }
 
-OpId Prims::recv_reduce_copy(int from, int lane, int step, const void* own, void* out, int64_t count, bool finish) {
+OpId Prims::recv_reduce_copy(int from, int lane, int step, const void* own, void* out, int64_t count, bool finish,
+                             const Deps& own_ready) {
   const Reduction& r = *reduction_;
   Slot& slot = next_slot(2 * lane);
   std::byte* wire = slot.data;
   const ResultStores stores = result_stores_;
-  slot.release = plan_.recv(from, lane, step, wire, r.wire_bytes(count), {slot.release}, [&r, wire, own, out, count, finish, stores] {
+  Deps after = own_ready;
+  after.push_back(slot.release);
+  slot.release = plan_.recv(from, lane, step, wire, r.wire_bytes(count), after, [&r, wire, own, out, count, finish, stores] {
     r.combine_wire_to(wire, own, out, count, stores);
     if (finish) r.finish(out, count);
   });

@@ -1,6 +1,7 @@
 // reduce_scatter schedules: ring (either direction, whole or half slices), line, direct (direct.cpp).
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "builders.hpp"
 #include "meshnn/core/error.hpp"
@@ -20,7 +21,7 @@ ElemRange part_of(const ElemRange& slice, int part, int parts) {
 
 std::vector<RangeOp> build_reduce_ring(Prims& prims, const std::byte* in, std::span<const ElemRange> slices,
                                        std::byte* out_slice, size_t out_base, int d, int part, int parts,
-                                       int64_t chunk_elems, int num_links) {
+                                       int64_t chunk_elems, int num_links, std::span<const OpId> produced) {
   Plan& plan = prims.plan();
   const int n = plan.size(), p = plan.position();
   const int dir = d > 0 ? 0 : 1;
@@ -28,6 +29,7 @@ std::vector<RangeOp> build_reduce_ring(Prims& prims, const std::byte* in, std::s
   // Element e of slice j is reduced along the chain j+d, j+2d, ..., j+(n-1)d, then j itself:
   // ((x[j+d] + x[j+2d]) + ...) + x[j], whatever the arrival order.
   auto own = [&](int j, int64_t offset) { return in + (slices[j].begin + offset) * 4; };
+  auto ready = [&](int j) { return produced.empty() ? Deps{} : Deps{produced[j]}; };
   std::vector<RangeOp> finals;
   int64_t max_chunks = 0;
   for (const ElemRange& sl : slices) max_chunks = std::max(max_chunks, chunk_count(part_of(sl, part, parts).count, chunk_elems));
@@ -40,17 +42,18 @@ std::vector<RangeOp> build_reduce_ring(Prims& prims, const std::byte* in, std::s
       const ElemRange rs = part_of(slices[j_send], part, parts);
       if (s == 0 && c < chunk_count(rs.count, chunk_elems)) {
         const int64_t off = rs.begin + c * chunk_elems, len = std::min(chunk_elems, rs.count - c * chunk_elems);
-        prims.send_own(to, lane, 0, own(j_send, off), len);
+        prims.send_own(to, lane, 0, own(j_send, off), len, ready(j_send));
       }
       const ElemRange rr = part_of(slices[j_recv], part, parts);
       if (c >= chunk_count(rr.count, chunk_elems)) continue;
       const int64_t off = rr.begin + c * chunk_elems, len = std::min(chunk_elems, rr.count - c * chunk_elems);
       if (s + 2 < n) {
         // Steps 1..n-2: add our contribution to the passing partial and forward it.
-        prims.recv_reduce_send(from, to, lane, s + 1, own(j_recv, off), len);
+        prims.recv_reduce_send(from, to, lane, s + 1, own(j_recv, off), len, ready(j_recv));
       } else {
         // Step n-1: the partial of our own slice arrives; adding our contribution completes it.
-        const OpId op = prims.recv_reduce_copy(from, lane, s + 1, own(j_recv, off), out_slice + off * 4, len);
+        const OpId op =
+            prims.recv_reduce_copy(from, lane, s + 1, own(j_recv, off), out_slice + off * 4, len, true, ready(j_recv));
         finals.push_back({out_base + static_cast<size_t>(off) * 4, out_base + static_cast<size_t>(off + len) * 4, op});
       }
     }
@@ -59,10 +62,12 @@ std::vector<RangeOp> build_reduce_ring(Prims& prims, const std::byte* in, std::s
 }
 
 std::vector<RangeOp> build_reduce_line(Prims& prims, const std::byte* in, std::span<const ElemRange> slices,
-                                       std::byte* out_slice, size_t out_base, int64_t chunk_elems, int num_links) {
+                                       std::byte* out_slice, size_t out_base, int64_t chunk_elems, int num_links,
+                                       std::span<const OpId> produced) {
   Plan& plan = prims.plan();
   const int n = plan.size(), p = plan.position();
   auto own = [&](int j, int64_t offset) { return in + (slices[j].begin + offset) * 4; };
+  auto ready = [&](int j) { return produced.empty() ? Deps{} : Deps{produced[j]}; };
   const ElemRange mine = slices[p];
   const int64_t nc = chunk_count(mine.count, chunk_elems);
   // Owner's result, per chunk: ((left partial (+) x[p]) (+) right partial), in that order.
@@ -85,14 +90,14 @@ std::vector<RangeOp> build_reduce_line(Prims& prims, const std::byte* in, std::s
         const int64_t len = std::min(chunk_elems, mine.count - off);
         left_done[c] = plan.local(0, [from_ptr = own(p, off), to_ptr = out_slice + off * 4, len] {
           std::memcpy(to_ptr, from_ptr, static_cast<size_t>(len) * 4);
-        });
+        }, ready(p));
       }
       for (int s = 0; s + 1 < n; ++s) {
         // Step s at the starting end: push our contribution to the slice n-1-s hops down the line.
         if (i == 0) {
           const int j = pos_of(n - 1 - s);
           if (c < chunk_count(slices[j].count, chunk_elems))
-            prims.send_own(to, lane, s, own(j, off), std::min(chunk_elems, slices[j].count - off));
+            prims.send_own(to, lane, s, own(j, off), std::min(chunk_elems, slices[j].count - off), ready(j));
         }
         // Step s elsewhere: the partial of slice (line coordinate) n-s+i-2 arrives from behind.
         if (i >= 1 && s >= i - 1) {
@@ -100,10 +105,11 @@ std::vector<RangeOp> build_reduce_line(Prims& prims, const std::byte* in, std::s
           if (c >= chunk_count(slices[j].count, chunk_elems)) continue;
           const int64_t len = std::min(chunk_elems, slices[j].count - off);
           if (jq > i) {
-            prims.recv_reduce_send(from, to, lane, s + 1, own(j, off), len);
+            prims.recv_reduce_send(from, to, lane, s + 1, own(j, off), len, ready(j));
           } else if (dir == 0) {
             // Our slice's left partial: out = partial (+) x[p]; final if no right partial follows.
-            left_done[c] = prims.recv_reduce_copy(from, lane, s + 1, own(p, off), out_slice + off * 4, len, p == n - 1);
+            left_done[c] =
+                prims.recv_reduce_copy(from, lane, s + 1, own(p, off), out_slice + off * 4, len, p == n - 1, ready(p));
           } else {
             finals_op[c] = prims.recv_reduce_into(from, lane, s + 1, out_slice + off * 4, len, {left_done[c]}, true);
           }
@@ -122,7 +128,11 @@ std::vector<RangeOp> build_reduce_line(Prims& prims, const std::byte* in, std::s
 
 }  // namespace detail
 
-void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red) {
+namespace {
+
+// reduce_scatter_values, and reduce_scatter_values_each when produce is set.
+void scatter(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red,
+             const std::function<void(int member)>& produce) {
   using namespace detail;
   Transport& t = ctx.transport;
   const int n = t.size(), p = t.position();
@@ -131,6 +141,7 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
   const auto* src = static_cast<const std::byte*>(in);
   auto* dst = static_cast<std::byte*>(out);
   if (n == 1) {
+    if (produce) produce(0);
     copy_bytes(dst, src, red.compute_bytes(count));
     red.finish(dst, count);
     return;
@@ -148,9 +159,14 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
     ScratchScope scratch;
     std::byte* staging = scratch.acquire(bytes * (n - 1));
     auto staged = [&](int from) { return staging + bytes * mod(from - p - 1, n); };
+    // What goes out must exist before it is posted; our own slice is only read on arrival.
+    if (produce)
+      for (int k = 1; k < n; ++k) produce(mod(p - k, n));
     exchange_direct(
         ctx, name, watchdog, bytes, static_cast<size_t>(chunk) * 4, [&](int to) { return src + bytes * to; }, staged,
-        [] {},
+        [&] {
+          if (produce) produce(p);
+        },
         [&](size_t offset, size_t len) {
           combine_in_ring_order(
               r, n, p, [&](int m) -> const std::byte* { return (m == p ? src + bytes * p : staged(m)) + offset; },
@@ -162,27 +178,50 @@ void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, in
   for (int j = 0; j < n; ++j) slices[j] = {count * j, count};
   Plan plan(t, std::string(name), ctx.tag_base, watchdog);
   ScratchScope scratch;
+  // The producer's calls, chained in the ring's order of use (p-1, p-2, ..., p): one per round
+  // of the progress loop, with the transfers they release posted in between.
+  std::vector<OpId> produced;
+  if (produce) {
+    produced.assign(static_cast<size_t>(n), -1);
+    OpId previous = -1;
+    for (int k = 1; k <= n; ++k) {
+      const int j = mod(p - k, n);
+      previous = produced[static_cast<size_t>(j)] = plan.local(0, [&produce, j] { produce(j); }, {previous});
+    }
+  }
   switch (sched.algorithm) {
     case Algorithm::LINE: {
       Prims prims(plan, scratch, &red, chunk, ctx.options.slots_per_lane);
-      build_reduce_line(prims, src, slices, dst, 0, chunk, ctx.num_links);
+      build_reduce_line(prims, src, slices, dst, 0, chunk, ctx.num_links, produced);
       plan.run();
       return;
     }
     case Algorithm::BIDIRECTIONAL_RING: {
       Prims prims(plan, scratch, &red, chunk, ctx.options.slots_per_lane);
-      build_reduce_ring(prims, src, slices, dst, 0, +1, 0, 2, chunk, ctx.num_links);
-      build_reduce_ring(prims, src, slices, dst, 0, -1, 1, 2, chunk, ctx.num_links);
+      build_reduce_ring(prims, src, slices, dst, 0, +1, 0, 2, chunk, ctx.num_links, produced);
+      build_reduce_ring(prims, src, slices, dst, 0, -1, 1, 2, chunk, ctx.num_links, produced);
       plan.run();
       return;
     }
     default: {
       Prims prims(plan, scratch, &red, chunk, ctx.options.slots_per_lane);
-      build_reduce_ring(prims, src, slices, dst, 0, +1, 0, 1, chunk, ctx.num_links);
+      build_reduce_ring(prims, src, slices, dst, 0, +1, 0, 1, chunk, ctx.num_links, produced);
       plan.run();
       return;
     }
   }
+}
+
+}  // namespace
+
+void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red) {
+  scatter(ctx, in, out, count, red, {});
+}
+
+void reduce_scatter_values_each(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red,
+                                const std::function<void(int member)>& produce) {
+  MESHNN_CHECK(produce, "reduce_scatter_values_each needs a slice producer");
+  scatter(ctx, in, out, count, red, produce);
 }
 
 }  // namespace meshnn::ccl

@@ -11,6 +11,7 @@
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/distributed/collective_matmul.hpp"
+#include "meshnn/tensor/concat.hpp"
 #include "support/test_helpers.hpp"
 
 namespace meshnn {
@@ -18,6 +19,7 @@ namespace {
 
 using distributed::all_gather_matmul;
 using distributed::CollectiveMatmulOptions;
+using distributed::matmul_reduce_scatter;
 using testing::all_mesh_shapes;
 using testing::all_ranks_ok;
 using testing::world_size;
@@ -85,17 +87,17 @@ TEST(AllGatherMatmul, FusedGivesTheUnfusedBitsOnEveryGroup) {
         pa[gathered_axis] = Shard{c.dim};
         if (c.b_column_split) pb[gathered_axis] = Shard{c.b.rank() - 1};
         const MeshTensor a = placed(c.a, 7, c.act, pa, mesh), b = placed(c.b, 8, c.weight, pb, mesh);
-        CollectiveMatmulOptions unfused;
-        unfused.output_dtype = c.out;
-        unfused.fused = false;
-        const auto u = all_gather_matmul(a, b, c.dim, axis, unfused);
-        const bool right = close_to_float64(u.gathered.local(), b.local(), u.product.local(), c.out);
         // Every schedule, in small chunks so that blocks arrive piece by piece over the relays.
         for (Algorithm algorithm : {Algorithm::AUTO, Algorithm::RING, Algorithm::BIDIRECTIONAL_RING, Algorithm::LINE}) {
+          CollectiveMatmulOptions unfused;
+          unfused.output_dtype = c.out;
+          unfused.fused = false;
+          unfused.ccl.algorithm = algorithm;
+          unfused.ccl.chunk_bytes = algorithm == Algorithm::AUTO ? 0 : 1024;
           CollectiveMatmulOptions fused = unfused;
           fused.fused = true;
-          fused.ccl.algorithm = algorithm;
-          fused.ccl.chunk_bytes = algorithm == Algorithm::AUTO ? 0 : 1024;
+          const auto u = all_gather_matmul(a, b, c.dim, axis, unfused);
+          const bool right = close_to_float64(u.gathered.local(), b.local(), u.product.local(), c.out);
           const auto f = all_gather_matmul(a, b, c.dim, axis, fused);
           const bool same = testing::bitwise_equal(f.gathered.local(), u.gathered.local()) &&
                             testing::bitwise_equal(f.product.local(), u.product.local()) &&
@@ -113,9 +115,86 @@ TEST(AllGatherMatmul, FusedGivesTheUnfusedBitsOnEveryGroup) {
   if (world_size() > 1) EXPECT_GE(checked, 20);
 }
 
-// The contraction dim and B sharded on K fail alike, before anything
-// moves (the mesh stays usable).
-TEST(AllGatherMatmul, BadArgumentsFailAlikeOnEveryRank) {
+// Values as `dtype` stores them, held as float32: a split of them converts back without change.
+Tensor stored_values(const Shape& shape, uint64_t seed, DataType dtype) {
+  return Tensor::from_float(testing::normal_values(shape.volume(), static_cast<uint32_t>(seed)), shape, dtype,
+                            Layout::TILE)
+      .typecast(DataType::FLOAT32);
+}
+
+struct ScatterCase {
+  Shape a, b;
+  int scatter_dim;  // of the product
+  DataType act, weight, out;
+  bool a_partial;  // A Partial x B Replicate instead of both split on K
+};
+
+// On every mesh and group, fused = unfused bit for bit, and this member's slice is its block of the
+// whole product (float64 from the operands' values).
+TEST(MatmulReduceScatter, FusedGivesTheUnfusedBitsOnEveryGroup) {
+  const std::vector<ScatterCase> cases = {
+      {Shape{1, 128, 256}, Shape{256, 64}, 1, DataType::FLOAT32, DataType::BFLOAT8_B, DataType::FLOAT32, false},
+      {Shape{1, 128, 256}, Shape{256, 64}, 1, DataType::BFLOAT16, DataType::BFLOAT16, DataType::BFLOAT16, false},
+      {Shape{4, 32, 128}, Shape{128, 96}, 0, DataType::BFLOAT16, DataType::BFLOAT4_B, DataType::BFLOAT8_B, false},
+      {Shape{128, 64}, Shape{64, 64}, 0, DataType::FLOAT32, DataType::FLOAT32, DataType::FLOAT32, true},
+      {Shape{96, 128}, Shape{128, 64}, 0, DataType::FLOAT32, DataType::BFLOAT16, DataType::FLOAT32, false},  // cuts tiles
+  };
+  int checked = 0;
+  for (MeshShape ms : all_mesh_shapes(world_size())) {
+    if (world_size() == 1) break;
+    auto mesh = MeshDevice::open(ms);
+    for (std::optional<int> axis : {std::optional<int>{}, std::optional<int>{0}, std::optional<int>{1}}) {
+      const int members = !axis ? ms.rows * ms.cols : *axis == 0 ? ms.rows : ms.cols;
+      if (members == 1 || (!axis && ms.rows > 1 && ms.cols > 1)) continue;
+      const int split_axis = axis.value_or(ms.rows > 1 ? 0 : 1);
+      const int position = split_axis == 0 ? mesh->coordinate().row : mesh->coordinate().col;
+      for (const ScatterCase& c : cases) {
+        const int product_rank = std::max(c.a.rank(), c.b.rank());
+        const int a_dim = c.scatter_dim - (product_rank - c.a.rank());
+        if (c.a[a_dim] % members != 0 || c.a[-1] % (32 * members) != 0) continue;
+        const Tensor host_a = stored_values(c.a, 11, c.act), host_b = stored_values(c.b, 12, c.weight);
+        Placements pa{Replicate{}, Replicate{}}, pb{Replicate{}, Replicate{}};
+        pa[split_axis] = c.a_partial ? Placement{Partial{}} : Placement{Shard{c.a.rank() - 1}};
+        if (!c.a_partial) pb[split_axis] = Shard{c.b.rank() - 2};
+        const Tensor zero(c.a.rank() == 2 ? c.a : c.a, DataType::FLOAT32, Layout::TILE);
+        const Tensor noise = stored_values(c.a, 13, c.act);
+        MeshTensor a = testing::with_logical_value(host_a, pa, mesh, c.a_partial ? noise : zero, c.a_partial ? noise : zero);
+        a = MeshTensor(mesh, a.shape(), a.placements(), a.local().typecast(c.act));
+        MeshTensor b = testing::with_logical_value(host_b, pb, mesh, host_b, host_b);
+        b = MeshTensor(mesh, b.shape(), b.placements(), b.local().typecast(c.weight));
+        const int64_t block = c.a[a_dim] / members;
+        const Tensor my_rows = slice(host_a, a_dim, position * block, (position + 1) * block);
+        // Every schedule (each has its own order of sums: fused and unfused use the same one), in
+        // small chunks so that slices travel piece by piece.
+        for (Algorithm algorithm : {Algorithm::AUTO, Algorithm::RING, Algorithm::BIDIRECTIONAL_RING, Algorithm::LINE}) {
+          CollectiveMatmulOptions unfused;
+          unfused.output_dtype = c.out;
+          unfused.fused = false;
+          unfused.ccl.algorithm = algorithm;
+          unfused.ccl.chunk_bytes = algorithm == Algorithm::AUTO ? 0 : 1024;
+          CollectiveMatmulOptions fused = unfused;
+          fused.fused = true;
+          const MeshTensor u = matmul_reduce_scatter(a, b, c.scatter_dim, axis, unfused);
+          const bool right = close_to_float64(my_rows, host_b, u.local(), c.out);
+          const MeshTensor f = matmul_reduce_scatter(a, b, c.scatter_dim, axis, fused);
+          const bool same = testing::bitwise_equal(f.local(), u.local()) && f.placements() == u.placements();
+          EXPECT_TRUE(all_ranks_ok(same && right))
+              << ms.to_string() << " axis " << (axis ? std::to_string(*axis) : "none") << " A "
+              << fmt::format("{}", c.a) << " scatter dim " << c.scatter_dim << " " << to_string(c.act) << " x "
+              << to_string(c.weight) << " -> " << to_string(c.out) << " " << to_string(algorithm) << ": same bits "
+              << same << ", close to float64 " << right;
+          ++checked;
+        }
+      }
+    }
+  }
+  if (world_size() > 1) EXPECT_GE(checked, 12);
+}
+
+// all_gather_matmul on the contraction dim or with B split on K, matmul_reduce_scatter without
+// partial sums or onto the product's columns: the same error on every rank, before anything moves
+// (the mesh stays usable).
+TEST(CollectiveMatmul, BadArgumentsFailAlikeOnEveryRank) {
   if (world_size() == 1) GTEST_SKIP() << "needs a group of 2 or more";
   auto mesh = MeshDevice::open(MeshShape{1, world_size()});
   const int n = world_size();
@@ -123,9 +202,12 @@ TEST(AllGatherMatmul, BadArgumentsFailAlikeOnEveryRank) {
   const MeshTensor a_k = placed(Shape{32, 64 * n}, 1, DataType::FLOAT32, {Replicate{}, Shard{1}}, mesh);
   const MeshTensor b_k_split = placed(Shape{64, 64}, 2, DataType::BFLOAT16, {Replicate{}, Shard{0}}, mesh);
   const MeshTensor b_wide = placed(Shape{64 * n, 64}, 2, DataType::BFLOAT16, {Replicate{}, Replicate{}}, mesh);
+  const MeshTensor b_k_split_wide = placed(Shape{64 * n, 64}, 2, DataType::BFLOAT16, {Replicate{}, Shard{0}}, mesh);
   for (auto [what, call] : std::vector<std::pair<std::string, std::function<void()>>>{
            {"contraction dim", [&] { all_gather_matmul(a_k, b_wide, 1); }},
            {"B split on K", [&] { all_gather_matmul(a_rows, b_k_split, 0); }},
+           {"no partial sums to scatter", [&] { matmul_reduce_scatter(a_rows, b_wide, 0); }},
+           {"scatter on the columns", [&] { matmul_reduce_scatter(a_k, b_k_split_wide, 1); }},
        }) {
     const std::string message = testing::error_message_of(call);
     EXPECT_FALSE(message.empty()) << what;

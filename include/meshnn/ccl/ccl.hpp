@@ -74,6 +74,17 @@ void all_gather_into_each(const MeshTensor& input, MeshTensor& output, int dim,
                           std::optional<int> cluster_axis = {}, std::optional<Topology> topology = {},
                           int num_links = 1, const CclOptions& options = {});
 
+// reduce_scatter_into (SUM) of a float32 TILE input whose slices are produced while the reduction
+// runs (the fused matmul_reduce_scatter): produce(j) returns this member's contribution to slice j
+// (float32, TILE, the output's local shape); input gives the shape and placements only (its
+// storage is not read). Calls run on the calling thread one at a time, each before its slice is
+// first needed, in the ring's order of use. The bits are those of reduce_scatter_into on the
+// concatenated slices. Slices must be whole tiles (else meshnn::Error before any message).
+void reduce_scatter_into_each(const MeshTensor& input, MeshTensor& output, int dim,
+                              const std::function<Tensor(int member)>& produce, std::optional<int> cluster_axis = {},
+                              std::optional<Topology> topology = {}, int num_links = 1,
+                              const CclOptions& options = {});
+
 // The schedule a call would use (pure, same on every rank), e.g. to print in a benchmark.
 ccl::Schedule planned_schedule(const MeshTensor& input, ccl::Collective collective, std::optional<int> cluster_axis = {},
                                std::optional<Topology> topology = {}, const CclOptions& options = {});

@@ -106,6 +106,13 @@ void all_gather_bytes_each(const CallContext& ctx, const void* mine, size_t byte
 // in: size() slices of `count` elements (slice j = elements [j*count, (j+1)*count)) in the
 // reduction's compute type; out: `count` elements = slice position() reduced over the group.
 void reduce_scatter_values(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red);
+// The same with `in` produced slice by slice while the reduction runs (the fused
+// matmul_reduce_scatter): produce(j) must write slice j of in; it runs before slice j is first
+// read, on the calling thread, the calls one at a time in an order fixed by the schedule (the
+// ring's order of use: position-1, position-2, ..., position), transfers posted in between. The
+// result has the bits reduce_scatter_values gives for the same input.
+void reduce_scatter_values_each(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red,
+                                const std::function<void(int member)>& produce);
 
 // in, out: `count` elements (must not alias); out = the reduction over the group, identical on every
 // member.

@@ -118,14 +118,19 @@ class Prims {
   OpId direct_recv(int peer, int lane, int step, void* dst, size_t bytes, const Deps& after = {}) {
     return plan_.recv(peer, lane, step, dst, bytes, after);
   }
+  // own_ready (below): what must finish before `own` may be read (a fused matmul's product of that
+  // slice); a receive that combines own is posted only then.
+  //
   // First hop of a reduction chain: own contribution to the wire (a staging copy only if the wire
   // format differs from the compute type).
-  OpId send_own(int peer, int lane, int step, const void* own, int64_t count);
+  OpId send_own(int peer, int lane, int step, const void* own, int64_t count, const Deps& own_ready = {});
   // Receive a partial, combine own contribution into it, forward it. Returns the send.
-  OpId recv_reduce_send(int from, int to, int lane, int step, const void* own, int64_t count);
+  OpId recv_reduce_send(int from, int to, int lane, int step, const void* own, int64_t count,
+                        const Deps& own_ready = {});
   // Receive a partial, write partial (+) own to out (and MEAN's scaling if `finish`). Returns the
   // receive (complete once out is written).
-  OpId recv_reduce_copy(int from, int lane, int step, const void* own, void* out, int64_t count, bool finish = true);
+  OpId recv_reduce_copy(int from, int lane, int step, const void* own, void* out, int64_t count, bool finish = true,
+                        const Deps& own_ready = {});
   // Receive a partial and fold it into out (out = out (+) partial), after `after`.
   OpId recv_reduce_into(int from, int lane, int step, void* out, int64_t count, const Deps& after, bool finish);
 

@@ -41,4 +41,12 @@ AllGatherMatmulResult all_gather_matmul(const MeshTensor& a, const MeshTensor& b
                                         std::optional<int> cluster_axis = {},
                                         const CollectiveMatmulOptions& options = {});
 
+// The local product of operands split on the contraction dim along cluster_axis (A Shard(K) and
+// B Shard(K), or A Partial and B Replicate: partial sums), reduce_scattered (SUM) on `dim` of the
+// product, its row dim or a batch dim of A that b broadcasts. Partial sums stay float32 until the
+// reduction and are quantised once, to options.output_dtype. Fused: the product's slice for each
+// member is computed just before the ring needs it, while earlier slices travel.
+MeshTensor matmul_reduce_scatter(const MeshTensor& a, const MeshTensor& b, int dim, std::optional<int> cluster_axis = {},
+                                 const CollectiveMatmulOptions& options = {});
+
 }  // namespace meshnn::distributed
