@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -144,31 +145,41 @@ TEST(CclAllToAll, LargeBlocksChunkByDefault) {
   }
 }
 
+// What the watchdog reports when position 0 of two runs `call` (with a 0.3 s watchdog) and
+// position 1 never joins.
+std::string stuck_report(const std::function<void(const CallContext&)>& call, size_t chunk_bytes = 0) {
+  std::mutex m;
+  std::string report;
+  set_stuck_handler([](const std::string& message) { throw Error(message); });
+  try {
+    InProcessFabric::run(2, [&](Transport& t) {
+      if (t.position() == 1) return;  // never joins the collective
+      CclOptions o;
+      o.watchdog_seconds = 0.3;
+      o.chunk_bytes = chunk_bytes;
+      try {
+        call(CallContext{t, 0, Topology::RING, 1, o, ""});
+      } catch (const Error& e) {
+        std::lock_guard lock(m);
+        report = e.what();
+      }
+    });
+  } catch (...) {
+  }
+  set_stuck_handler({});
+  return report;
+}
+
 // A peer that never joins: the watchdog names the collective and the peer, whether the blocks go
 // as one message each (no Plan) or in chunks (through the Plan).
 TEST(CclAllToAll, WatchdogReportsTheMissingPeer) {
   for (size_t chunk : {size_t{0}, size_t{1024}}) {
-    std::mutex m;
-    std::string report;
-    set_stuck_handler([](const std::string& message) { throw Error(message); });
-    try {
-      InProcessFabric::run(2, [&](Transport& t) {
-        if (t.position() == 1) return;  // never joins the collective
-        std::vector<uint8_t> in(2 * 4096), out(2 * 4096);
-        CclOptions o;
-        o.watchdog_seconds = 0.3;
-        o.chunk_bytes = chunk;
-        CallContext ctx{t, 0, Topology::RING, 1, o, ""};
-        try {
+    const std::string report = stuck_report(
+        [](const CallContext& ctx) {
+          std::vector<uint8_t> in(2 * 4096), out(2 * 4096);
           all_to_all_bytes(ctx, in.data(), 4096, out.data());
-        } catch (const Error& e) {
-          std::lock_guard lock(m);
-          report = e.what();
-        }
-      });
-    } catch (...) {
-    }
-    set_stuck_handler({});
+        },
+        chunk);
     EXPECT_NE(report.find("all_to_all stuck at step 0 waiting for peer virtual rank 1"), std::string::npos)
         << "chunk " << chunk << ": " << report;
   }
@@ -563,26 +574,10 @@ TEST(CclSchedule, AutoChoice) {
 }
 
 TEST(CclWatchdog, ReportsOpStepPeerAndBytes) {
-  std::mutex m;
-  std::string report;
-  set_stuck_handler([](const std::string& message) { throw Error(message); });
-  try {
-    InProcessFabric::run(2, [&](Transport& t) {
-      if (t.position() == 1) return;  // never joins the collective
-      std::vector<uint8_t> mine(4096), out(8192);
-      CclOptions o;
-      o.watchdog_seconds = 0.3;
-      CallContext ctx{t, 0, Topology::RING, 1, o, ""};
-      try {
-        all_gather_bytes(ctx, mine.data(), mine.size(), out.data());
-      } catch (const Error& e) {
-        std::lock_guard lock(m);
-        report = e.what();
-      }
-    });
-  } catch (...) {
-  }
-  set_stuck_handler({});
+  const std::string report = stuck_report([](const CallContext& ctx) {
+    std::vector<uint8_t> mine(4096), out(8192);
+    all_gather_bytes(ctx, mine.data(), mine.size(), out.data());
+  });
   EXPECT_NE(report.find("all_gather stuck at step 0 waiting for peer virtual rank 1"), std::string::npos) << report;
   EXPECT_NE(report.find("bytes outstanding"), std::string::npos) << report;
 }
