@@ -4,14 +4,14 @@
 //   mpirun -np 2 meshnn-ccl-bench -b 1M -e 256M -f 2 [-c all] [-d float32] [-w 5] [-n 20]
 //          [--topology ring] [--algo auto] [--links 1] [--chunk 0] [--json out.json]
 //
-// Sizes are nccl-tests' S: all_gather = the gathered output, reduce_scatter = one rank's input,
-// all_reduce = the buffer. Time = the slowest rank's mean over -n iterations after -w warm-ups,
-// run in rounds that alternate with MPI's (see time_pair);
-// algbw = S / time; busbw = algbw * (n-1)/n (gather, scatter) or * 2(n-1)/n (all_reduce).
+// Sizes are nccl-tests' S: all_gather = the gathered output, reduce_scatter and all_to_all = one
+// rank's input, all_reduce = the buffer. Time = the slowest rank's mean over -n iterations after
+// -w warm-ups, run in rounds that alternate with MPI's (see time_pair);
+// algbw = S / time; busbw = algbw * (n-1)/n (gather, scatter, all_to_all) or * 2(n-1)/n (all_reduce).
 // ratio = MPI time / our time (= our busbw / MPI busbw; > 1 means faster than MPI).
 // #wrong: elements differing from MPI's result (inputs are small integers, so every summation
-// order is exact), summed over ranks. For 16-bit and block dtypes MPI gathers the same bytes and
-// reduces the same values in float32.
+// order is exact), summed over ranks. For 16-bit and block dtypes MPI gathers (MPI_Allgather) and
+// exchanges (MPI_Alltoall) the same bytes and reduces the same values in float32.
 #include <fmt/format.h>
 #include <malloc.h>
 #include <mpi.h>
@@ -114,6 +114,15 @@ class MpiBuffer {
   std::unique_ptr<std::byte, Release> data_;
 };
 
+// Collectives that move bytes: how many of ours differ from MPI's.
+int64_t bytes_differing(const MpiBuffer<std::byte>& mpi, const Tensor& ours) {
+  const std::byte* got = ours.data<std::byte>();
+  if (std::memcmp(mpi.data(), got, mpi.size()) == 0) return 0;
+  int64_t wrong = 0;
+  for (size_t i = 0; i < mpi.size(); ++i) wrong += mpi.data()[i] != got[i];
+  return wrong;
+}
+
 int64_t count_wrong(const Tensor& ours, const MpiBuffer<float>& mpi) {
   const std::vector<float> v = ours.to_float();
   int64_t wrong = 0;
@@ -154,7 +163,7 @@ BenchOptions parse_options(int argc, char** argv) {
   cli.add_option("-e,--maxbytes", o.max_bytes, "largest size")->transform(SizeRange(4, int64_t{1} << 40))->default_str("256M");
   cli.add_option("-f,--stepfactor", o.factor, "size multiplier between rows")->transform(IntRange(2, 1024));
   cli.add_option("-c,--collective", which, "collectives to run")
-      ->check(CLI::IsMember({"all_gather", "reduce_scatter", "all_reduce", "all"}));
+      ->check(CLI::IsMember({"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "all"}));
   cli.add_option("-d,--dtype", dtype_name, "element type")
       ->check(CLI::IsMember({"float32", "bfloat16", "bfloat8_b", "int32", "uint32"}));
   cli.add_option("-w,--warmup_iters", o.warmup, "warm-up iterations")->transform(IntRange(0, 100000));
@@ -173,7 +182,7 @@ BenchOptions parse_options(int argc, char** argv) {
     throw UsageError(fmt::format("--maxbytes: {} is below --minbytes {}", o.max_bytes, o.min_bytes));
 
   // The checks above let through only what these conversions accept.
-  if (which == "all") o.collectives = {"all_gather", "reduce_scatter", "all_reduce"};
+  if (which == "all") o.collectives = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all"};
   else o.collectives = {which};
   o.dtype = parse_data_type(dtype_name);
   o.topology = parse_topology(topology_name);
@@ -225,12 +234,30 @@ Measured measure_all_gather(const Bench& b, int64_t count) {
   m.times = time_pair(
       o.warmup, o.iters, comm, [&] { all_gather_into(in, out, 1, std::nullopt, o.topology, o.links, o.ccl); },
       [&] { MPI_Allgather(local.data<std::byte>(), bytes, MPI_BYTE, mpi_out.data(), bytes, MPI_BYTE, comm); });
-  m.wrong = std::memcmp(mpi_out.data(), out.local().data<std::byte>(), mpi_out.size()) != 0;
-  if (m.wrong) {
-    m.wrong = 0;
-    for (size_t i = 0; i < mpi_out.size(); ++i) m.wrong += mpi_out.data()[i] != out.local().data<std::byte>()[i];
-  }
+  m.wrong = bytes_differing(mpi_out, out.local());
   m.schedule = schedule_name(planned_schedule(in, ccl::Collective::ALL_GATHER, std::nullopt, o.topology, o.ccl));
+  return m;
+}
+
+// Our `count` elements as n rows (n tile rows for block floats), row j for rank j: the blocks lie
+// one after another on both sides, as MPI_Alltoall's do. In Shard(1) (columns) -> out Shard(0).
+Measured measure_all_to_all(const Bench& b, int64_t count) {
+  const BenchOptions& o = b.o;
+  MPI_Comm comm = b.mesh->comm();
+  const Layout layout = is_block_float(o.dtype) ? Layout::TILE : Layout::ROW_MAJOR;
+  const int64_t rows = b.n * (layout == Layout::TILE ? 32 : 1);
+  const Shape shape{rows, count / rows};
+  const Tensor local = Tensor::from_float(bench_values(count, b.rank), shape, o.dtype, layout);
+  const MeshTensor in(b.mesh, Shape{rows, count / rows * b.n}, {Replicate{}, Shard{1}}, local);
+  MeshTensor out = all_to_all(in, 1, 0, std::nullopt, o.topology, o.links, o.ccl);
+  MpiBuffer<std::byte> mpi_out(local.size_bytes());
+  const int block = static_cast<int>(local.size_bytes() / b.n);
+  Measured m;
+  m.times = time_pair(
+      o.warmup, o.iters, comm, [&] { all_to_all_into(in, out, 1, 0, std::nullopt, o.topology, o.links, o.ccl); },
+      [&] { MPI_Alltoall(local.data<std::byte>(), block, MPI_BYTE, mpi_out.data(), block, MPI_BYTE, comm); });
+  m.wrong = bytes_differing(mpi_out, out.local());
+  m.schedule = schedule_name(planned_schedule(in, ccl::Collective::ALL_TO_ALL, std::nullopt, o.topology, o.ccl));
   return m;
 }
 
@@ -292,8 +319,9 @@ Row measure_row(const Bench& b, const std::string& collective, int64_t size) {
   row.count = static_cast<int64_t>(size / elem_bytes) / quantum * quantum;  // elements in S
   if (row.count == 0) row.count = quantum;
   row.bytes = static_cast<size_t>(row.count * elem_bytes);
-  row.measured = collective == "all_gather" ? measure_all_gather(b, row.count)
-                                            : measure_reduction(b, collective == "reduce_scatter", row.count);
+  row.measured = collective == "all_gather"   ? measure_all_gather(b, row.count)
+                 : collective == "all_to_all" ? measure_all_to_all(b, row.count)
+                                              : measure_reduction(b, collective == "reduce_scatter", row.count);
   MPI_Allreduce(&row.measured.wrong, &row.wrong, 1, MPI_INT64_T, MPI_SUM, b.mesh->comm());
   const double factor_bus = collective == "all_reduce" ? 2.0 * (b.n - 1) / b.n : static_cast<double>(b.n - 1) / b.n;
   const PairTimes& t = row.measured.times;

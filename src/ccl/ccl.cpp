@@ -13,7 +13,6 @@
 #include "storage_views.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/memory.hpp"
-#include "meshnn/tensor/concat.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 
 namespace meshnn {
@@ -24,6 +23,7 @@ using ccl::Group;
 using ccl::OutputSpec;
 using namespace ccl::detail;
 using ccl::all_reduce_spec;
+using ccl::all_to_all_spec;
 using ccl::check_common;
 using ccl::check_output;
 using ccl::gather_spec;
@@ -32,9 +32,9 @@ using ccl::normalize;
 using ccl::reduce_scatter_spec;
 using ccl::resolve_group;
 
-// Shared by the three: transport + tags + checked mode, then `body`.
+// Shared by all: transport + tags + checked mode, then `body`. out_dim: all_to_all's (-1 otherwise).
 template <class Body>
-void run_collective(const MeshTensor& in, const Group& g, std::string_view op, int dim, ReduceOp rop,
+void run_collective(const MeshTensor& in, const Group& g, std::string_view op, int dim, int out_dim, ReduceOp rop,
                     std::optional<Topology> topology, int num_links, const CclOptions& options, Body&& body) {
   MeshDevice& mesh = in.mesh_device();
   const Topology topo = topology.value_or(mesh.topology());
@@ -46,7 +46,7 @@ void run_collective(const MeshTensor& in, const Group& g, std::string_view op, i
   // The argument exchange is an operation of its own (its own tags), then the collective.
   if (checked_mode(options))
     check_arguments_agree(transport, ccl::tag_base_for(mesh.next_operation_id(), transport),
-                          describe_args(in, op, dim, rop, g, topo, num_links, options), std::string(op));
+                          describe_args(in, op, dim, out_dim, rop, g, topo, num_links, options), std::string(op));
   const int tag_base = ccl::tag_base_for(mesh.next_operation_id(), transport);
   ccl::CallContext ctx{transport, tag_base, topo, num_links, options, std::string(op)};
   body(ctx);
@@ -61,17 +61,18 @@ ccl::Reduction reduction_for(DataType dtype, ReduceOp op, int n, const CclOption
   return r;
 }
 
-Tensor tensor_from_bytes(const Shape& shape, DataType dtype, Layout layout, const std::byte* bytes) {
-  Tensor t(shape, dtype, layout);
-  std::memcpy(t.data<std::byte>(), bytes, t.size_bytes());
-  return t;
-}
-
 }  // namespace
 
 // ---------------- all_gather ----------------
 
 namespace {
+
+// A tensor holding a copy of stored bytes (one member's shard as the schedules move it).
+Tensor tensor_from_bytes(const Shape& shape, DataType dtype, Layout layout, const std::byte* bytes) {
+  Tensor t = Tensor::uninitialized(shape, dtype, layout);
+  copy_bytes(t.data<std::byte>(), bytes, t.size_bytes());
+  return t;
+}
 
 // all_gather_into, and all_gather_into_each when on_shard is set.
 void gather_into(const MeshTensor& input, MeshTensor& output, int dim, std::optional<int> cluster_axis,
@@ -84,7 +85,8 @@ void gather_into(const MeshTensor& input, MeshTensor& output, int dim, std::opti
   check_output(output, spec, input, "all_gather");
   const Tensor& in = input.local();
   Tensor& out = output.local();
-  run_collective(input, g, "all_gather", d, ReduceOp::SUM, topology, num_links, options, [&](ccl::CallContext& ctx) {
+  run_collective(input, g, "all_gather", d, -1, ReduceOp::SUM, topology, num_links, options,
+                 [&](ccl::CallContext& ctx) {
     const int n = g.size;
     const auto runs = slice_runs(spec.local, in.layout(), d, n);
     const bool in_place = runs && runs->outer == 1;  // shards consecutive in the output's storage
@@ -100,19 +102,8 @@ void gather_into(const MeshTensor& input, MeshTensor& output, int dim, std::opti
       ccl::all_gather_bytes(ctx, in.data<std::byte>(), in.size_bytes(), blocks);
     }
     if (in_place) return;
-    if (runs) {
-      // Interleave: for each outer index, one run from every member (whole tiles: bit-exact).
-      const size_t run = storage_bytes_of(runs->run, in.dtype());
-      std::byte* o = out.data<std::byte>();
-      for (int64_t k = 0; k < runs->outer; ++k)
-        for (int j = 0; j < n; ++j) copy_bytes(o + (k * n + j) * run, blocks + j * in.size_bytes() + k * run, run);
-      return;
-    }
-    // A part boundary cuts tiles: let concat() repack (block floats are requantised there).
-    std::vector<Tensor> parts;
-    for (int j = 0; j < n; ++j)
-      parts.push_back(tensor_from_bytes(in.shape(), in.dtype(), in.layout(), blocks + j * in.size_bytes()));
-    out = concat(parts, d);
+    // Interleaved runs of whole tiles (bit-exact), or through concat() when tiles are cut.
+    join_parts(blocks, in.shape(), d, n, out);
   });
 }
 
@@ -154,7 +145,7 @@ void reduce_scatter_into(const MeshTensor& input, MeshTensor& output, int dim, R
   check_output(output, spec, input, "reduce_scatter");
   const Tensor& in = input.local();
   Tensor& out = output.local();
-  run_collective(input, g, "reduce_scatter", d, op, topology, num_links, options, [&](ccl::CallContext& ctx) {
+  run_collective(input, g, "reduce_scatter", d, -1, op, topology, num_links, options, [&](ccl::CallContext& ctx) {
     const int n = g.size;
     const ccl::Reduction red = reduction_for(in.dtype(), op, n, options);
     const auto runs = slice_runs(in.shape(), in.layout(), d, n);
@@ -238,7 +229,7 @@ void reduce_scatter_into_each(const MeshTensor& input, MeshTensor& output, int d
                "on dim {})",
                to_string(input.dtype()), input.local().shape(), g.size, d);
   Tensor& out = output.local();
-  run_collective(input, g, "reduce_scatter", d, ReduceOp::SUM, topology, num_links, options, [&](ccl::CallContext& ctx) {
+  run_collective(input, g, "reduce_scatter", d, -1, ReduceOp::SUM, topology, num_links, options, [&](ccl::CallContext& ctx) {
     const ccl::Reduction red = reduction_for(DataType::FLOAT32, ReduceOp::SUM, g.size, options);
     const int64_t per_slice = runs->outer * runs->run;
     const size_t slice_bytes = static_cast<size_t>(per_slice) * 4;
@@ -278,7 +269,7 @@ void all_reduce_into(const MeshTensor& input, MeshTensor& output, ReduceOp op, s
   MESHNN_CHECK(&input.local() != &output.local(), "all_reduce_into: input and output must be different tensors");
   const Tensor& in = input.local();
   Tensor& out = output.local();
-  run_collective(input, g, "all_reduce", 0, op, topology, num_links, options, [&](ccl::CallContext& ctx) {
+  run_collective(input, g, "all_reduce", 0, -1, op, topology, num_links, options, [&](ccl::CallContext& ctx) {
     // Elementwise: any storage order will do (TILE padding reduces along, block floats in face order).
     const ccl::Reduction red = reduction_for(in.dtype(), op, g.size, options);
     const int64_t count = storage_elements(in);
@@ -305,11 +296,62 @@ MeshTensor all_reduce(const MeshTensor& input, ReduceOp op, std::optional<int> c
   return output;
 }
 
+// ---------------- all_to_all ----------------
+
+void all_to_all_into(const MeshTensor& input, MeshTensor& output, int in_dim, int out_dim,
+                     std::optional<int> cluster_axis, std::optional<Topology> topology, int num_links,
+                     const CclOptions& options) {
+  check_common(input, num_links, "all_to_all");
+  const int di = normalize(input.shape(), in_dim, "all_to_all"), dout = normalize(input.shape(), out_dim, "all_to_all");
+  const Group g = resolve_group(input.mesh_device(), cluster_axis, "all_to_all");
+  const OutputSpec spec = all_to_all_spec(input, g, di, dout);
+  check_output(output, spec, input, "all_to_all");
+  const Tensor& in = input.local();
+  Tensor& out = output.local();
+  run_collective(input, g, "all_to_all", di, dout, ReduceOp::SUM, topology, num_links, options,
+                 [&](ccl::CallContext& ctx) {
+    const int n = g.size;
+    // Block j: part j of our shard along out_dim, for member j; it arrives as part `position` of
+    // member j's, which is block j of our output along in_dim.
+    Shape part = in.shape();
+    part[dout] = part[dout] / n;
+    const size_t block = Tensor::storage_bytes(part, in.dtype(), in.layout());
+    const auto send_runs = slice_runs(in.shape(), in.layout(), dout, n);
+    const auto recv_runs = slice_runs(spec.local, out.layout(), di, n);
+    ccl::ScratchScope scratch;
+    // Where the blocks already lie one after another in storage, send from and receive into the
+    // tensors themselves.
+    const std::byte* send = in.data<std::byte>();
+    if (!send_runs || send_runs->outer != 1) {
+      std::byte* packed = scratch.acquire(block * n);
+      split_parts(in, dout, n, packed);
+      send = packed;
+    }
+    const bool straight_in = recv_runs && recv_runs->outer == 1;
+    std::byte* received = straight_in ? out.data<std::byte>() : scratch.acquire(block * n);
+    ccl::all_to_all_bytes(ctx, send, block, received);
+    if (!straight_in) join_parts(received, part, di, n, out);
+  });
+}
+
+MeshTensor all_to_all(const MeshTensor& input, int in_dim, int out_dim, std::optional<int> cluster_axis,
+                      std::optional<Topology> topology, int num_links, const CclOptions& options) {
+  check_common(input, num_links, "all_to_all");
+  const int di = normalize(input.shape(), in_dim, "all_to_all"), dout = normalize(input.shape(), out_dim, "all_to_all");
+  const Group g = resolve_group(input.mesh_device(), cluster_axis, "all_to_all");
+  const OutputSpec spec = all_to_all_spec(input, g, di, dout);
+  MeshTensor output(input.mesh(), spec.global, spec.placements, Tensor(spec.local, input.dtype(), input.layout()));
+  all_to_all_into(input, output, in_dim, out_dim, cluster_axis, topology, num_links, options);
+  return output;
+}
+
 ccl::Schedule planned_schedule(const MeshTensor& input, Collective collective, std::optional<int> cluster_axis,
                                std::optional<Topology> topology, const CclOptions& options) {
   const Group g = resolve_group(input.mesh_device(), cluster_axis, ccl::to_string(collective));
-  const size_t bytes = collective == Collective::ALL_GATHER ? input.local().size_bytes()
-                                                           : static_cast<size_t>(storage_elements(input.local())) * 4;
+  const size_t shard = input.local().size_bytes();
+  const size_t bytes = collective == Collective::ALL_GATHER   ? shard
+                       : collective == Collective::ALL_TO_ALL ? shard / g.size
+                                                              : static_cast<size_t>(storage_elements(input.local())) * 4;
   return ccl::choose_schedule(collective, g.size, bytes, topology.value_or(input.mesh_device().topology()), options);
 }
 

@@ -37,12 +37,13 @@ void check_arguments_agree(Transport& transport, int tag_base, const std::string
   throw Error(message);
 }
 
-std::string describe_args(const MeshTensor& t, std::string_view op, int dim, ReduceOp rop, const Group& g, Topology topo,
-                          int links, const CclOptions& o) {
-  return fmt::format("{} shape={} shard={} dtype={} layout={} placements={} dim={} op={} axis={} topology={} links={} "
+std::string describe_args(const MeshTensor& t, std::string_view op, int dim, int out_dim, ReduceOp rop, const Group& g,
+                          Topology topo, int links, const CclOptions& o) {
+  return fmt::format("{} shape={} shard={} dtype={} layout={} placements={} dim={}{} op={} axis={} topology={} links={} "
                      "algorithm={} chunk={} wire={}",
                      op, t.shape(), t.shard_shape(), to_string(t.dtype()), to_string(t.layout()),
-                     to_string(t.placements()), dim, to_string(rop), g.cluster_axis ? std::to_string(*g.cluster_axis) : "none",
+                     to_string(t.placements()), dim, out_dim >= 0 ? fmt::format(" out_dim={}", out_dim) : "",
+                     to_string(rop), g.cluster_axis ? std::to_string(*g.cluster_axis) : "none",
                      to_string(topo), links, to_string(o.algorithm), o.chunk_bytes, o.partials_in_input_dtype);
 }
 

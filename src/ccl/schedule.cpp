@@ -29,6 +29,7 @@ std::string_view to_string(Collective c) {
     case Collective::ALL_GATHER: return "all_gather";
     case Collective::REDUCE_SCATTER: return "reduce_scatter";
     case Collective::ALL_REDUCE: return "all_reduce";
+    case Collective::ALL_TO_ALL: return "all_to_all";
   }
   return "?";
 }
@@ -67,11 +68,14 @@ Algorithm auto_algorithm(Collective c, int n, size_t bytes, Topology topology) {
 Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, const CclOptions& options) {
   Schedule s;
   s.algorithm = options.algorithm != Algorithm::AUTO ? options.algorithm : auto_algorithm(c, n, bytes, topology);
+  // Every block of an all_to_all has its own destination: relaying it around a ring only adds hops.
+  if (c == Collective::ALL_TO_ALL) s.algorithm = Algorithm::DIRECT;
   s.chunk_bytes = options.chunk_bytes ? options.chunk_bytes : kDefaultChunkBytes;
   s.chunk_bytes = std::max<size_t>(64, s.chunk_bytes / 64 * 64);
-  // Direct all_gather and all_reduce on two members send the whole buffer as one message unless
-  // told otherwise: with one hop, chunks pipeline nothing and each costs a rendezvous
-  // (docs/design-measurements.md §5), and all_reduce then combines in place (src/ccl/all_reduce.cpp).
+  // Direct all_gather, all_reduce and all_to_all on two members send the whole buffer as one
+  // message unless told otherwise: with one hop, chunks pipeline nothing and each costs a
+  // rendezvous (docs/design-measurements.md §5), and all_reduce then combines in place
+  // (src/ccl/all_reduce.cpp).
   if (n == 2 && s.algorithm == Algorithm::DIRECT && c != Collective::REDUCE_SCATTER && !options.chunk_bytes)
     s.chunk_bytes = std::clamp((bytes + 63) / 64 * 64, s.chunk_bytes, kMaxMessageBytes);
   return s;

@@ -120,6 +120,30 @@ OutputSpec all_reduce_spec(const MeshTensor& t, const Group& g, ReduceOp op) {
   return s;
 }
 
+OutputSpec all_to_all_spec(const MeshTensor& t, const Group& g, int in_dim, int out_dim) {
+  MESHNN_CHECK(in_dim != out_dim, "all_to_all: in_dim and out_dim are both {}: the split would not change", in_dim);
+  for (int a : g.axes) {
+    if (!nontrivial(t, a)) continue;
+    const Placement& pl = t.placement(a);
+    MESHNN_CHECK(pl == Placement{Shard{in_dim}},
+                 "all_to_all: the tensor is {} along mesh axis {} but all_to_all takes Shard({}) there ({}){}",
+                 to_string(pl), a, in_dim, to_string(t.placements()),
+                 is_partial(pl) ? ": reduce it first (reduce_scatter)" : is_replicate(pl) ? ": slice it instead" : "");
+  }
+  check_nested_shard(t, g, in_dim, "all_to_all", "gathering");
+  check_nested_shard(t, g, out_dim, "all_to_all", "scattering");
+  MESHNN_CHECK(!t.is_padded(), "all_to_all: the tensor's shards carry padding (shape {}, shard {}); not supported",
+               t.shape(), t.shard_shape());
+  const int64_t size = t.local().shape()[out_dim];
+  MESHNN_CHECK(size % g.size == 0, "all_to_all: out_dim {} of size {} (shard shape {}) does not divide over {} devices",
+               out_dim, size, t.shard_shape(), g.size);
+  OutputSpec s{t.shape(), t.local().shape(), t.placements()};
+  s.local[in_dim] = s.local[in_dim] * g.size;
+  s.local[out_dim] = size / g.size;
+  for (int a : g.axes) s.placements[a] = Shard{out_dim};
+  return s;
+}
+
 void check_common(const MeshTensor& t, int num_links, std::string_view op) {
   MESHNN_CHECK(t.mesh() != nullptr && t.mesh_device().is_open(), "{}: the tensor's mesh is not open", op);
   MESHNN_CHECK(num_links >= 1 && num_links <= ccl::kMaxLinks, "{}: num_links must be 1..{}, got {}", op, ccl::kMaxLinks,

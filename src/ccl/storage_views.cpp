@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "meshnn/core/memory.hpp"
 #include "meshnn/tensor/block_float.hpp"
+#include "meshnn/tensor/concat.hpp"
 #include "meshnn/tensor/storage_codec.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 
@@ -34,6 +36,46 @@ std::optional<Runs> slice_runs(const Shape& shape, Layout layout, int d, int n) 
 size_t storage_bytes_of(int64_t elements, DataType dtype) {
   if (is_block_float(dtype)) return static_cast<size_t>(elements / kTileVolume) * tile_bytes(dtype);
   return static_cast<size_t>(elements) * element_bytes(dtype);
+}
+
+void split_parts(const Tensor& t, int d, int n, std::byte* parts) {
+  Shape part = t.shape();
+  part[d] = part[d] / n;
+  const size_t part_bytes = Tensor::storage_bytes(part, t.dtype(), t.layout());
+  if (const auto runs = slice_runs(t.shape(), t.layout(), d, n)) {
+    // Part j = run j of every outer index.
+    const size_t run = storage_bytes_of(runs->run, t.dtype());
+    const std::byte* src = t.data<std::byte>();
+    for (int j = 0; j < n; ++j)
+      for (int64_t k = 0; k < runs->outer; ++k)
+        copy_bytes(parts + j * part_bytes + k * run, src + (k * n + j) * run, run);
+    return;
+  }
+  for (int j = 0; j < n; ++j) {
+    const Tensor s = slice(t, d, j * part[d], (j + 1) * part[d]);
+    copy_bytes(parts + j * part_bytes, s.data<std::byte>(), part_bytes);
+  }
+}
+
+void join_parts(const std::byte* parts, const Shape& part, int d, int n, Tensor& t) {
+  const size_t part_bytes = Tensor::storage_bytes(part, t.dtype(), t.layout());
+  if (const auto runs = slice_runs(t.shape(), t.layout(), d, n)) {
+    // For each outer index, one run from every part.
+    const size_t run = storage_bytes_of(runs->run, t.dtype());
+    std::byte* dst = t.data<std::byte>();
+    for (int64_t k = 0; k < runs->outer; ++k)
+      for (int j = 0; j < n; ++j) copy_bytes(dst + (k * n + j) * run, parts + j * part_bytes + k * run, run);
+    return;
+  }
+  // A part boundary cuts tiles: concat() repacks.
+  std::vector<Tensor> pieces;
+  for (int j = 0; j < n; ++j) {
+    Tensor piece(part, t.dtype(), t.layout());
+    copy_bytes(piece.data<std::byte>(), parts + j * part_bytes, part_bytes);
+    pieces.push_back(std::move(piece));
+  }
+  const Tensor joined = concat(pieces, d);
+  copy_bytes(t.data<std::byte>(), joined.data<std::byte>(), t.size_bytes());
 }
 
 ElementType compute_type(DataType dtype) {

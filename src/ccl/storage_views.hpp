@@ -17,6 +17,13 @@ struct Runs {
 };
 std::optional<Runs> slice_runs(const Shape& shape, Layout layout, int d, int n);
 size_t storage_bytes_of(int64_t elements, DataType dtype);
+// The n equal parts of t along d, each stored as a tensor of the part's shape would be, back to
+// back in `parts` (t's storage bytes in all). Whole tiles are copied when the cuts are
+// tile-aligned; otherwise the parts are sliced out (block floats requantised).
+void split_parts(const Tensor& t, int d, int n, std::byte* parts);
+// The inverse: n parts of shape `part`, back to back in `parts`, concatenated along d into t (whose
+// shape is part's with dim d n times larger), overwriting its storage.
+void join_parts(const std::byte* parts, const Shape& part, int d, int n, Tensor& t);
 ElementType compute_type(DataType dtype);
 // Storage already in the compute type (no conversion pass).
 bool native(DataType dtype);

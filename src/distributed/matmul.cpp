@@ -87,6 +87,8 @@ double CostModel::seconds(const RedistributeStep& s) const {
   switch (s.kind) {
     case StepKind::ALL_GATHER: return (n - 1) * (link.alpha_s + bytes * link.beta_s_per_byte);
     case StepKind::REDUCE_SCATTER: return (n - 1) * (reduce.alpha_s + bytes / n * reduce.beta_s_per_byte);
+    // Every block straight to its owner over the axis's links: n-1 messages of a 1/n share.
+    case StepKind::ALL_TO_ALL: return (n - 1) * (link.alpha_s + bytes / n * link.beta_s_per_byte);
     case StepKind::ALL_REDUCE: return 2 * (n - 1) * (reduce.alpha_s + bytes / n * reduce.beta_s_per_byte);
     case StepKind::LOCAL_SLICE: return bytes / n / copy_bytes_per_s;
   }

@@ -21,8 +21,8 @@ class Planner {
 
   const Placements& current() const { return current_; }
 
-  void add(StepKind kind, int axis, int dim, ReduceOp op, Placement result) {
-    RedistributeStep step{kind, axis, dim, op, current_, axis_size(mesh_, axis), local_bytes()};
+  void add(StepKind kind, int axis, int dim, ReduceOp op, Placement result, int from_dim = -1) {
+    RedistributeStep step{kind, axis, dim, op, current_, axis_size(mesh_, axis), local_bytes(), from_dim};
     step.after[axis] = result;
     // The shard shape of the new placements must exist: a dim that does not split evenly is an
     // error here, before anything moves.
@@ -63,6 +63,7 @@ std::string_view to_string(StepKind kind) {
     case StepKind::ALL_GATHER: return "all_gather";
     case StepKind::ALL_REDUCE: return "all_reduce";
     case StepKind::REDUCE_SCATTER: return "reduce_scatter";
+    case StepKind::ALL_TO_ALL: return "all_to_all";
     case StepKind::LOCAL_SLICE: return "local slice";
   }
   return "?";
@@ -72,7 +73,8 @@ double bytes_received(const RedistributeStep& s) {
   const double n = s.members, bytes = static_cast<double>(s.local_bytes_in);
   switch (s.kind) {
     case StepKind::ALL_GATHER: return (n - 1) * bytes;
-    case StepKind::REDUCE_SCATTER: return (n - 1) / n * bytes;
+    case StepKind::REDUCE_SCATTER:
+    case StepKind::ALL_TO_ALL: return (n - 1) / n * bytes;
     case StepKind::ALL_REDUCE: return 2 * (n - 1) / n * bytes;
     case StepKind::LOCAL_SLICE: return 0;
   }
@@ -88,7 +90,8 @@ double RedistributePlan::bytes_received() const {
 std::string RedistributePlan::summary() const {
   std::string out;
   for (const auto& s : steps)
-    out += fmt::format("{}{}({}axis {})", out.empty() ? "" : ", ", to_string(s.kind),
+    out += fmt::format("{}{}({}{}axis {})", out.empty() ? "" : ", ", to_string(s.kind),
+                       s.from_dim >= 0 ? fmt::format("d{}->", s.from_dim) : "",
                        s.dim >= 0 ? fmt::format("d{}, ", s.dim) : "", s.axis);
   return out.empty() ? "-" : out;
 }
@@ -97,10 +100,11 @@ std::string RedistributePlan::explain() const {
   std::string out = fmt::format("redistribute {} -> {}: {}\n", meshnn::to_string(from), meshnn::to_string(to),
                                 steps.empty() ? "nothing to do" : fmt::format("{} step(s)", steps.size()));
   for (const RedistributeStep& s : steps) {
-    const std::string what = s.kind == StepKind::ALL_REDUCE ? fmt::format("all_reduce ({})", meshnn::to_string(s.op))
-                             : s.kind == StepKind::REDUCE_SCATTER
-                                 ? fmt::format("reduce_scatter ({}) dim {}", meshnn::to_string(s.op), s.dim)
-                                 : fmt::format("{} dim {}", to_string(s.kind), s.dim);
+    const std::string what =
+        s.kind == StepKind::ALL_REDUCE       ? fmt::format("all_reduce ({})", meshnn::to_string(s.op))
+        : s.kind == StepKind::REDUCE_SCATTER ? fmt::format("reduce_scatter ({}) dim {}", meshnn::to_string(s.op), s.dim)
+        : s.kind == StepKind::ALL_TO_ALL     ? fmt::format("all_to_all dim {} -> {}", s.from_dim, s.dim)
+                                             : fmt::format("{} dim {}", to_string(s.kind), s.dim);
     out += fmt::format("  {} along axis {} ({} devices, {} byte shard) -> {}\n", what, s.axis, s.members,
                        s.local_bytes_in, meshnn::to_string(s.after));
   }
@@ -128,6 +132,17 @@ RedistributePlan plan_redistribute(const Shape& global, DataType dtype, Layout l
     const int other = 1 - axis;
     if (is_shard(have)) {
       const int d = std::get<Shard>(have).dim;
+      // Re-sharding to another dim is one exchange when no other split of either dim is involved
+      // (the local shard then holds both dims whole along this axis's group).
+      if (is_shard(want) && have != want) {
+        const int b = std::get<Shard>(want).dim;
+        const bool alone = !shards(p.current()[other], d) && !shards(p.current()[other], b) && !shards(to[other], d) &&
+                           !shards(to[other], b);
+        if (alone) {
+          p.add(StepKind::ALL_TO_ALL, axis, b, ReduceOp::SUM, want, d);
+          continue;
+        }
+      }
       if (have != want || regathered(d, from, to)) {
         if (axis == 0 && shards(p.current()[1], d))  // the inner split of d goes first
           p.add(StepKind::ALL_GATHER, 1, d, ReduceOp::SUM, Replicate{});
@@ -170,6 +185,7 @@ MeshTensor redistribute(const MeshTensor& t, const Placements& to) {
       case StepKind::ALL_GATHER: x = all_gather(x, s.dim, s.axis); break;
       case StepKind::ALL_REDUCE: x = all_reduce(x, s.op, s.axis); break;
       case StepKind::REDUCE_SCATTER: x = reduce_scatter(x, s.dim, s.op, s.axis); break;
+      case StepKind::ALL_TO_ALL: x = all_to_all(x, s.from_dim, s.dim, s.axis); break;
       case StepKind::LOCAL_SLICE: {
         // This device's chunk of the dim under the new placements, inside the chunk it holds now.
         const MeshCoordinate me = mesh->coordinate();

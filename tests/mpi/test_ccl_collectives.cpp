@@ -1,4 +1,4 @@
-// all_gather / reduce_scatter / all_reduce on mesh tensors under MPI: a CI-sized selection of
+// all_gather / reduce_scatter / all_reduce / all_to_all on mesh tensors under MPI: a CI-sized selection of
 // docs/spec/collective-cases.md (§4 lists it) in every dtype and both layouts, on every mesh shape
 // of this rank count and every cluster_axis. Verdicts are combined over ranks before any assertion.
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "meshnn/ccl/ccl.hpp"
+#include "meshnn/tensor/concat.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/ops/pcc.hpp"
 #include "meshnn/distributed/distribute.hpp"
@@ -111,6 +112,98 @@ TEST(CclMpiAllGather, CasesEveryDtypeLayoutAxis) {
         }
       }
     }
+  }
+}
+
+// ---------------- all_to_all ----------------
+
+// What all_to_all must give, by MPI: our shard cut into the group's parts along out_dim (slice()),
+// their bytes exchanged by MPI_Alltoall, and the parts received joined along in_dim (concat()).
+Tensor all_to_all_by_mpi(const Tensor& shard, int in_dim, int out_dim, const GroupInfo& g) {
+  const int n = g.size;
+  const int64_t part = shard.shape()[out_dim] / n;
+  std::vector<Tensor> parts;
+  for (int j = 0; j < n; ++j) parts.push_back(slice(shard, out_dim, j * part, (j + 1) * part));
+  const size_t block = parts[0].size_bytes();
+  std::vector<std::byte> sent(block * n), received(block * n);
+  for (int j = 0; j < n; ++j) std::memcpy(sent.data() + j * block, parts[j].data<std::byte>(), block);
+  MPI_Alltoall(sent.data(), static_cast<int>(block), MPI_BYTE, received.data(), static_cast<int>(block), MPI_BYTE,
+               g.comm);
+  for (int j = 0; j < n; ++j) std::memcpy(parts[j].data<std::byte>(), received.data() + j * block, block);
+  return concat(parts, in_dim);
+}
+
+struct AllToAllCase {
+  Shape global;
+  int in_dim, out_dim;
+};
+
+TEST(CclMpiAllToAll, CasesEveryDtypeLayoutAxisAgainstMpiAlltoall) {
+  // Tile-aligned cuts (whole tiles move), and cuts through tiles on either side (out_dim 3 of 48,
+  // in_dim 2 of 48 rows).
+  const std::vector<AllToAllCase> cases = {
+      {Shape{8, 2, 32, 256}, 0, 3}, {Shape{1, 1, 256, 512}, 2, 3}, {Shape{1, 1, 256, 512}, -1, -2},
+      {Shape{16, 8, 64}, 1, 0},     {Shape{1, 8, 40, 48}, 1, 3},   {Shape{2, 1, 48, 64}, 2, 3},
+      {Shape{64, 128}, 0, 1}};
+  CclOptions chunked;
+  chunked.chunk_bytes = 1024;  // several chunks per block: the Plan path
+  for (const Config& cfg : configs()) {
+    auto mesh = MeshDevice::open(cfg.shape);
+    const GroupInfo g = group_of(*mesh, cfg.axis);
+    for (const AllToAllCase& c : cases) {
+      const int di = c.in_dim < 0 ? c.in_dim + c.global.rank() : c.in_dim;
+      const int dout = c.out_dim < 0 ? c.out_dim + c.global.rank() : c.out_dim;
+      if (c.global[di] % g.size != 0 || c.global[dout] % g.size != 0) continue;
+      for (Layout layout : {Layout::ROW_MAJOR, Layout::TILE}) {
+        for (DataType dtype : dtypes_for(layout)) {
+          for (const CclOptions& opts : {CclOptions{}, chunked}) {
+            const Tensor host = seeded_tensor(c.global, dtype, layout, 11);
+            Placements pl{Replicate{}, Replicate{}};
+            for (int a : g.axes) pl[a] = Shard{di};
+            MeshMapperConfig mapper;
+            mapper.placements = pl;
+            const MeshTensor in = distribute_tensor(host, mapper, mesh);
+            const MeshTensor out = all_to_all(in, c.in_dim, c.out_dim, cfg.axis, std::nullopt, 2, opts);
+            const Tensor want = all_to_all_by_mpi(in.local(), di, dout, g);
+            bool ok = out.shape() == c.global && out.local().shape() == want.shape() &&
+                      std::memcmp(out.local().data<std::byte>(), want.data<std::byte>(), want.size_bytes()) == 0;
+            for (int a : g.axes) ok = ok && out.placement(a) == Placement{Shard{dout}};
+            // And the meaning: our part of the whole tensor along out_dim.
+            const int64_t part = c.global[dout] / g.size;
+            const Tensor mine = slice(host, dout, g.position * part, (g.position + 1) * part);
+            // Parts cut along out_dim have out's extent there; parts joined along in_dim, in's.
+            const bool requantised = is_block_float(dtype) && (cuts_tiles(out.local().shape(), layout, dout) ||
+                                                               cuts_tiles(in.local().shape(), layout, di));
+            if (ok) ok = requantised ? pcc(mine, out.local()) >= 0.9999 : testing::bitwise_equal(out.local(), mine);
+            EXPECT_TRUE(all_ranks_ok(ok)) << cfg.name() << " " << c.global.to_string() << " dims " << c.in_dim << "->"
+                                          << c.out_dim << " " << to_string(dtype) << " " << to_string(layout)
+                                          << " chunk " << opts.chunk_bytes;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CclMpiAllToAll, IntoReusesTheOutputAndRoundTrips) {
+  for (const Config& cfg : configs()) {
+    auto mesh = MeshDevice::open(cfg.shape);
+    const GroupInfo g = group_of(*mesh, cfg.axis);
+    const Shape shape{1, 2, 32 * g.size, 32 * g.size};
+    const Tensor host = seeded_tensor(shape, DataType::BFLOAT8_B, Layout::TILE, 21);
+    Placements pl{Replicate{}, Replicate{}};
+    for (int a : g.axes) pl[a] = Shard{2};
+    MeshMapperConfig mapper;
+    mapper.placements = pl;
+    const MeshTensor in = distribute_tensor(host, mapper, mesh);
+    MeshTensor out = all_to_all(in, 2, 3, cfg.axis);
+    const std::byte* storage = out.local().data<std::byte>();
+    all_to_all_into(in, out, 2, 3, cfg.axis);
+    const MeshTensor back = all_to_all(out, 3, 2, cfg.axis);
+    const Tensor& original = in.local();
+    const bool ok = out.local().data<std::byte>() == storage &&
+                    std::memcmp(back.local().data<std::byte>(), original.data<std::byte>(), original.size_bytes()) == 0;
+    EXPECT_TRUE(all_ranks_ok(ok)) << cfg.name();
   }
 }
 
@@ -341,6 +434,13 @@ TEST(CclMpiErrors, SameErrorOnEveryRankAndMeshStillWorks) {
   EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_gather(sharded, 2); }), "sharded on dim 3"));
   EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_reduce(partial, ReduceOp::MAX); }), "Partial(sum)"));
   EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_reduce(partial, ReduceOp::SUM, {}, {}, 0); }), "num_links"));
+  // all_to_all: a local out_dim that does not divide, an input not sharded on in_dim, the same dim
+  // twice.
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_to_all(sharded, 3, 1); }),
+                                    "out_dim 1 of size 1 (shard shape [1, 1, 32, 64]) does not divide over"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_to_all(sharded, 2, 3); }), "takes Shard(2)"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_to_all(partial, 3, 2); }), "reduce it first"));
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_to_all(sharded, 3, -1); }), "would not change"));
 
   // Checked mode: rank 0 passes a different shape; every rank throws the same error.
   CclOptions checked;
@@ -349,6 +449,13 @@ TEST(CclMpiErrors, SameErrorOnEveryRankAndMeshStillWorks) {
   const MeshTensor odd(mesh, mine, {Partial{}, Partial{}}, seeded_tensor(mine, DataType::FLOAT32, Layout::ROW_MAJOR, 3));
   EXPECT_TRUE(same_error_everywhere(
       error_message_of([&] { all_reduce(odd, ReduceOp::SUM, {}, {}, 1, checked); }), "arguments differ across the group"));
+  // Rank 0 splits another dim: each call is valid alone, so only the checked mode can tell.
+  const Shape square{n, 1, 32 * n, 64 * n};
+  const MeshTensor columns = distribute_tensor(seeded_tensor(square, DataType::FLOAT32, Layout::ROW_MAJOR, 4),
+                                               ShardTensorToMesh(3), mesh);
+  const int out_dim = world_rank() == 0 ? 0 : 2;
+  EXPECT_TRUE(same_error_everywhere(error_message_of([&] { all_to_all(columns, 3, out_dim, {}, {}, 1, checked); }),
+                                    "arguments differ across the group"));
 
   // The mesh still works, checked mode included.
   const MeshTensor ones(mesh, shape, {Partial{}, Partial{}},
@@ -356,6 +463,8 @@ TEST(CclMpiErrors, SameErrorOnEveryRankAndMeshStillWorks) {
   const MeshTensor sum = all_reduce(ones, ReduceOp::SUM, {}, {}, 1, checked);
   bool ok = true;
   for (float v : sum.local().to_float()) ok = ok && v == static_cast<float>(n);
+  const MeshTensor moved = all_to_all(sharded, 3, 2, {}, {}, 1, checked);
+  ok = ok && moved.local().shape() == Shape({1, 1, 32 / n, 64 * n});
   EXPECT_TRUE(all_ranks_ok(ok));
 }
 

@@ -152,12 +152,15 @@ TEST(DistributedMatmul, TtnnReadmeExampleRunsLocally) {
   }
 }
 
-// A [64, 128] Shard(0) times B [128, 256] Shard(1) on a 1x2 mesh, alpha 1 ms and beta 1 ms/KiB:
-// gathering A costs 1 ms + 16 KiB (the [32, 128] float32 shard) = 17 ms; gathering B, 1 + 64 =
-// 65 ms; re-cutting either side costs more. The planner gathers A.
+// A [64, 128] Shard(0) times B [128, 256] Shard(1) on a 1x2 mesh, alpha 1 ms and beta 1 ms/KiB
+// for gathers and reductions alike: gathering A costs 1 ms + 16 KiB (the [32, 128] float32 shard)
+// = 17 ms; gathering B, 1 + 64 = 65 ms. Re-cutting A to Shard(K) is an all_to_all of half its
+// shard (1 + 8 = 9 ms) but needs B re-cut alike (1 + 32 = 33 ms) and the partial product reduced
+// (an all_reduce of the [64, 256] product: 2 x (1 + 32) = 66 ms). The planner gathers A.
 TEST(DistributedMatmul, PlannerPicksTheCheapestByHandComputedCosts) {
   DistributedMatmulOptions options;
   for (auto& link : options.cost.axis) link = {1e-3, 1e-3 / 1024};
+  for (auto& link : options.cost.reduce_axis) link = {1e-3, 1e-3 / 1024};
   options.cost.matmul_flops_per_s = 1e15;  // compute negligible next to the link
   options.cost.copy_bytes_per_s = 1e15;
   const auto plan = plan_matmul(Shape{64, 128}, DataType::FLOAT32, Layout::TILE, {Replicate{}, Shard{0}},
@@ -169,7 +172,8 @@ TEST(DistributedMatmul, PlannerPicksTheCheapestByHandComputedCosts) {
   EXPECT_NEAR(plan.communication_s, 17e-3, 1e-9) << plan.explain();
   EXPECT_GT(plan.candidates, 1);
   // Asked for a replicated output the cheapest is gathering B first (65 ms), then no output move,
-  // against gathering A (17) and then the [64, 256] product's halves (1 + 32 = 33): 50 ms.
+  // against gathering A (17) and then the [64, 256] product's halves (1 + 32 = 33): 50 ms; both
+  // re-cut to Shard(K) come to 9 + 33 + 66 = 108 ms.
   options.output_placements = Placements{Replicate{}, Replicate{}};
   const auto replicated = plan_matmul(Shape{64, 128}, DataType::FLOAT32, Layout::TILE, {Replicate{}, Shard{0}},
                                       Shape{128, 256}, DataType::FLOAT32, Layout::TILE, {Replicate{}, Shard{1}}, {1, 2},

@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 
+#include "meshnn/ccl/ccl.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/distributed/distribute.hpp"
 #include "meshnn/distributed/redistribute.hpp"
+#include "meshnn/tensor/concat.hpp"
 #include "support/test_helpers.hpp"
 
 namespace meshnn {
@@ -70,6 +74,11 @@ TEST(Redistribute, PlansTakeTheStepsWorkedOutByHand) {
   EXPECT_EQ(kinds({Partial{}, Replicate{}}, {Shard{0}, Replicate{}}), (V{{StepKind::REDUCE_SCATTER, 0}}));
   EXPECT_EQ(kinds({Replicate{}, Replicate{}}, {Shard{0}, Shard{1}}),
             (V{{StepKind::LOCAL_SLICE, 0}, {StepKind::LOCAL_SLICE, 1}}));
+  // Re-sharding along one axis is one exchange when no other split of either dim is involved...
+  EXPECT_EQ(kinds({Shard{0}, Replicate{}}, {Shard{1}, Replicate{}}), (V{{StepKind::ALL_TO_ALL, 0}}));
+  EXPECT_EQ(kinds({Shard{0}, Partial{}}, {Shard{1}, Replicate{}}),
+            (V{{StepKind::ALL_REDUCE, 1}, {StepKind::ALL_TO_ALL, 0}}));
+  // ...but here each axis's new dim is the other axis's old one.
   EXPECT_EQ(kinds({Shard{1}, Shard{0}}, {Shard{0}, Shard{1}}),
             (V{{StepKind::ALL_GATHER, 1}, {StepKind::ALL_GATHER, 0}, {StepKind::LOCAL_SLICE, 0},
                {StepKind::LOCAL_SLICE, 1}}));
@@ -84,6 +93,58 @@ TEST(Redistribute, PlansTakeTheStepsWorkedOutByHand) {
   ASSERT_EQ(plan.steps.size(), 1u);
   EXPECT_EQ(plan.steps[0].local_bytes_in, 4 * 16 * 4);  // a [4, 16] float32 shard
   EXPECT_NE(plan.explain().find("all_gather dim 0 along axis 0 (2 devices"), std::string::npos) << plan.explain();
+  const auto exchange = plan_redistribute(shape, DataType::FLOAT32, Layout::ROW_MAJOR, {Replicate{}, Shard{1}},
+                                          {Replicate{}, Shard{0}}, mesh);
+  ASSERT_EQ(exchange.steps.size(), 1u);
+  EXPECT_EQ(exchange.steps[0].from_dim, 1);
+  EXPECT_EQ(exchange.steps[0].dim, 0);
+  EXPECT_EQ(exchange.summary(), "all_to_all(d1->d0, axis 1)");
+  EXPECT_DOUBLE_EQ(exchange.bytes_received(), 3.0 / 4 * (8 * 4 * 4));  // 3/4 of an [8, 4] float32 shard
+  EXPECT_NE(exchange.explain().find("all_to_all dim 1 -> 0 along axis 1 (4 devices"), std::string::npos)
+      << exchange.explain();
+}
+
+// Shard(a) -> Shard(b) on one axis (the other axis whole, or split on a third dim) is one
+// all_to_all, with the bits of the path it replaces: all_gather(a), then this device's slice of b.
+TEST(Redistribute, ShardToShardIsOneAllToAllWithTheGatherAndSlicesBits) {
+  const Shape shape{8, 4, 64};
+  for (MeshShape ms : all_mesh_shapes(world_size())) {
+    auto mesh = MeshDevice::open(ms);
+    for (int axis : {0, 1}) {
+      const int n = mesh->axis_size(axis), other = 1 - axis;
+      if (n == 1) continue;
+      for (const auto& [a, b] : {std::pair{0, 2}, std::pair{2, 0}}) {
+        for (const Placement& beside : {Placement{Replicate{}}, Placement{Shard{1}}}) {
+          if (is_shard(beside) && shape[1] % mesh->axis_size(other) != 0) continue;
+          for (const auto& [dtype, layout] : {std::pair{DataType::FLOAT32, Layout::ROW_MAJOR},
+                                              std::pair{DataType::BFLOAT16, Layout::TILE},
+                                              std::pair{DataType::BFLOAT8_B, Layout::TILE}}) {
+            Placements from{Replicate{}, Replicate{}}, to{Replicate{}, Replicate{}};
+            from[axis] = Shard{a};
+            to[axis] = Shard{b};
+            from[other] = to[other] = beside;
+            const auto plan = plan_redistribute(shape, dtype, layout, from, to, ms);
+            const bool one_step = plan.steps.size() == 1 && plan.steps[0].kind == StepKind::ALL_TO_ALL &&
+                                  plan.steps[0].axis == axis && plan.steps[0].from_dim == a && plan.steps[0].dim == b;
+            MeshMapperConfig mapper;
+            mapper.placements = from;
+            const MeshTensor source = distribute_tensor(testing::seeded_tensor(shape, dtype, layout, 5), mapper, mesh);
+            const MeshTensor moved = redistribute(source, to);
+            // The old path, by hand.
+            const Tensor gathered = all_gather(source, a, axis).local();
+            const int64_t chunk = gathered.shape()[b] / n, k = mesh->axis_position(axis);
+            const Tensor old = slice(gathered, b, k * chunk, (k + 1) * chunk);
+            const Tensor& got = moved.local();
+            const bool same = moved.placements() == to && got.shape() == old.shape() &&
+                              std::memcmp(got.data<std::byte>(), old.data<std::byte>(), old.size_bytes()) == 0;
+            EXPECT_TRUE(all_ranks_ok(one_step && same))
+                << ms.to_string() << " " << to_string(from) << " -> " << to_string(to) << " " << to_string(dtype)
+                << " " << to_string(layout) << (one_step ? "" : ": planned " + plan.summary());
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(Redistribute, ImpossibleRequestsFailAlikeBeforeAnythingMoves) {

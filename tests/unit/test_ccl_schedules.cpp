@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -84,6 +85,104 @@ TEST(CclAllGather, OwnBlockAlreadyInPlace) {
     for (int j = 0; j < 5; ++j)
       for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(out[j * bytes + i], static_cast<uint8_t>(j + i));
   });
+}
+
+// Byte i of the block member `from` sends member `to`: differs with all three.
+uint8_t exchanged_byte(int from, int to, size_t i) {
+  return static_cast<uint8_t>(from * 37 + to * 101 + i * 7 + (i >> 8));
+}
+
+// Every block size from empty to chunked (through the Plan, 256-byte chunks over one or three
+// links) and whole (one message per peer), every group size: out block j is what j sent us.
+TEST(CclAllToAll, EveryGroupSizeAndBlockSize) {
+  for (int n = 1; n <= 16; ++n) {
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{3}, size_t{333}, size_t{5000}}) {
+      for (size_t chunk : {size_t{0}, size_t{256}}) {
+        for (int links : {1, 3}) {
+          std::atomic<int> bad{0};
+          InProcessFabric::run(n, [&](Transport& t) {
+            const int p = t.position();
+            std::vector<uint8_t> in(bytes * n), out(bytes * n, 0xEE);
+            for (int j = 0; j < n; ++j)
+              for (size_t i = 0; i < bytes; ++i) in[j * bytes + i] = exchanged_byte(p, j, i);
+            CclOptions o;
+            o.chunk_bytes = chunk;
+            o.watchdog_seconds = 60;
+            CallContext ctx{t, 0, Topology::RING, links, o, ""};
+            all_to_all_bytes(ctx, in.data(), bytes, out.data());
+            for (int j = 0; j < n; ++j)
+              for (size_t i = 0; i < bytes; ++i) bad += out[j * bytes + i] != exchanged_byte(j, p, i);
+          });
+          EXPECT_EQ(bad.load(), 0) << "n=" << n << " bytes=" << bytes << " chunk=" << chunk << " links=" << links;
+        }
+      }
+    }
+  }
+}
+
+// Blocks above the default 1 MiB chunk: several chunks per peer by default (one message on two
+// members), whatever algorithm the options name (all_to_all has only the direct schedule).
+TEST(CclAllToAll, LargeBlocksChunkByDefault) {
+  const size_t bytes = (size_t{5} << 20) / 4 + 3;
+  for (int n : {2, 3, 5}) {
+    const Schedule s = choose_schedule(Collective::ALL_TO_ALL, n, bytes, Topology::RING, CclOptions{});
+    EXPECT_EQ(s.algorithm, Algorithm::DIRECT);
+    EXPECT_EQ(s.chunk_bytes >= bytes, n == 2) << "n=" << n;
+    std::atomic<int> bad{0};
+    InProcessFabric::run(n, [&](Transport& t) {
+      const int p = t.position();
+      std::vector<uint8_t> in(bytes * n), out(bytes * n);
+      for (int j = 0; j < n; ++j)
+        for (size_t i = 0; i < bytes; ++i) in[j * bytes + i] = exchanged_byte(p, j, i);
+      CclOptions o;
+      o.algorithm = Algorithm::RING;
+      CallContext ctx{t, 0, Topology::RING, 2, o, ""};
+      all_to_all_bytes(ctx, in.data(), bytes, out.data());
+      for (int j = 0; j < n; ++j)
+        for (size_t i = 0; i < bytes; ++i) bad += out[j * bytes + i] != exchanged_byte(j, p, i);
+    });
+    EXPECT_EQ(bad.load(), 0) << "n=" << n;
+  }
+}
+
+// What the watchdog reports when position 0 of two runs `call` (with a 0.3 s watchdog) and
+// position 1 never joins.
+std::string stuck_report(const std::function<void(const CallContext&)>& call, size_t chunk_bytes = 0) {
+  std::mutex m;
+  std::string report;
+  set_stuck_handler([](const std::string& message) { throw Error(message); });
+  try {
+    InProcessFabric::run(2, [&](Transport& t) {
+      if (t.position() == 1) return;  // never joins the collective
+      CclOptions o;
+      o.watchdog_seconds = 0.3;
+      o.chunk_bytes = chunk_bytes;
+      try {
+        call(CallContext{t, 0, Topology::RING, 1, o, ""});
+      } catch (const Error& e) {
+        std::lock_guard lock(m);
+        report = e.what();
+      }
+    });
+  } catch (...) {
+  }
+  set_stuck_handler({});
+  return report;
+}
+
+// A peer that never joins: the watchdog names the collective and the peer, whether the blocks go
+// as one message each (no Plan) or in chunks (through the Plan).
+TEST(CclAllToAll, WatchdogReportsTheMissingPeer) {
+  for (size_t chunk : {size_t{0}, size_t{1024}}) {
+    const std::string report = stuck_report(
+        [](const CallContext& ctx) {
+          std::vector<uint8_t> in(2 * 4096), out(2 * 4096);
+          all_to_all_bytes(ctx, in.data(), 4096, out.data());
+        },
+        chunk);
+    EXPECT_NE(report.find("all_to_all stuck at step 0 waiting for peer virtual rank 1"), std::string::npos)
+        << "chunk " << chunk << ": " << report;
+  }
 }
 
 // The documented order of each schedule, evaluated directly: element e of slice j.
@@ -475,26 +574,10 @@ TEST(CclSchedule, AutoChoice) {
 }
 
 TEST(CclWatchdog, ReportsOpStepPeerAndBytes) {
-  std::mutex m;
-  std::string report;
-  set_stuck_handler([](const std::string& message) { throw Error(message); });
-  try {
-    InProcessFabric::run(2, [&](Transport& t) {
-      if (t.position() == 1) return;  // never joins the collective
-      std::vector<uint8_t> mine(4096), out(8192);
-      CclOptions o;
-      o.watchdog_seconds = 0.3;
-      CallContext ctx{t, 0, Topology::RING, 1, o, ""};
-      try {
-        all_gather_bytes(ctx, mine.data(), mine.size(), out.data());
-      } catch (const Error& e) {
-        std::lock_guard lock(m);
-        report = e.what();
-      }
-    });
-  } catch (...) {
-  }
-  set_stuck_handler({});
+  const std::string report = stuck_report([](const CallContext& ctx) {
+    std::vector<uint8_t> mine(4096), out(8192);
+    all_gather_bytes(ctx, mine.data(), mine.size(), out.data());
+  });
   EXPECT_NE(report.find("all_gather stuck at step 0 waiting for peer virtual rank 1"), std::string::npos) << report;
   EXPECT_NE(report.find("bytes outstanding"), std::string::npos) << report;
 }

@@ -30,7 +30,8 @@ namespace meshnn::ccl {
 //  DIRECT            one step: every member sends straight to every other (small messages).
 //  AUTO              chosen from the topology, group size and message size (choose_schedule).
 // all_reduce runs reduce_scatter then all_gather of the same family, pipelined chunk by chunk
-// (DIRECT: everyone sends its whole buffer to everyone and reduces locally).
+// (DIRECT: everyone sends its whole buffer to everyone and reduces locally). all_to_all has one
+// schedule, DIRECT (each block goes straight to its owner), whatever `algorithm` asks for.
 enum class Algorithm { AUTO, RING, BIDIRECTIONAL_RING, LINE, DIRECT };
 std::string_view to_string(Algorithm a);  // "auto", "ring", "bidirectional_ring", "line", "direct"
 Algorithm parse_algorithm(std::string_view name);  // throws meshnn::Error listing the choices
@@ -42,8 +43,8 @@ Algorithm parse_algorithm(std::string_view name);  // throws meshnn::Error listi
 //                 original split).
 enum class HopSplit { SPLIT_FARTHEST, PARITY_SWAP };
 
-enum class Collective { ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE };
-std::string_view to_string(Collective c);  // "all_gather", "reduce_scatter", "all_reduce"
+enum class Collective { ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE, ALL_TO_ALL };
+std::string_view to_string(Collective c);  // "all_gather", "reduce_scatter", "all_reduce", "all_to_all"
 
 struct CclOptions {
   Algorithm algorithm = Algorithm::AUTO;
@@ -69,7 +70,7 @@ struct Schedule {
   size_t chunk_bytes = 0;
 };
 // bytes: all_gather: one member's block; reduce_scatter: one member's whole input; all_reduce: the
-// buffer.
+// buffer; all_to_all: one block (what one member sends one peer).
 Schedule choose_schedule(Collective c, int group_size, size_t bytes, Topology topology, const CclOptions& options);
 
 // Tags: each collective gets kLanesPerOp consecutive tags, taken round-robin from the transport's
@@ -102,6 +103,12 @@ void all_gather_bytes(const CallContext& ctx, const void* mine, size_t bytes, vo
 // run. Between two calls the transfers that the last arrival released are posted.
 void all_gather_bytes_each(const CallContext& ctx, const void* mine, size_t bytes, void* out,
                            const std::function<void(int member)>& on_block);
+
+// in: size() blocks of `block_bytes`, block j for member j; out: size() blocks, block j = what member
+// j sent this one (its block position()). in and out must not overlap. One step, every member
+// straight to every other, peers taken at increasing distance (to position()+s while receiving from
+// position()-s, the pairwise exchange's order) so no two members start on the same receiver.
+void all_to_all_bytes(const CallContext& ctx, const void* in, size_t block_bytes, void* out);
 
 // in: size() slices of `count` elements (slice j = elements [j*count, (j+1)*count)) in the
 // reduction's compute type; out: `count` elements = slice position() reduced over the group.

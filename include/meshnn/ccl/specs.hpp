@@ -56,6 +56,8 @@ OutputSpec gather_spec(const MeshTensor& t, const Group& g, int d);
 void check_reducible(const MeshTensor& t, const Group& g, ReduceOp op, std::string_view name);
 OutputSpec reduce_scatter_spec(const MeshTensor& t, const Group& g, int d, ReduceOp op);
 OutputSpec all_reduce_spec(const MeshTensor& t, const Group& g, ReduceOp op);
+// in_dim, out_dim normalised.
+OutputSpec all_to_all_spec(const MeshTensor& t, const Group& g, int in_dim, int out_dim);
 void check_common(const MeshTensor& t, int num_links, std::string_view op);
 void check_output(const MeshTensor& out, const OutputSpec& s, const MeshTensor& in, std::string_view op);
 

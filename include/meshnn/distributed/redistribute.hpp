@@ -5,7 +5,8 @@
 //   Partial   -> Replicate   all_reduce along the axis
 //   Partial   -> Shard(d)    reduce_scatter(d) along the axis
 //   Replicate -> Shard(d)    a local slice, no communication
-//   Shard(a)  -> Shard(b)    all_gather(a) then a local slice of b
+//   Shard(a)  -> Shard(b)    all_to_all(a -> b) along the axis when no other split of a or b is
+//                            involved; otherwise all_gather(a) then a local slice of b
 //
 // Nothing can become Partial (it is the result of a computation, not a layout). A dim sharded on
 // both axes is split row-major over all devices (axis 0 outer), so when such a dim changes how it
@@ -23,17 +24,18 @@
 
 namespace meshnn::distributed {
 
-enum class StepKind { ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, LOCAL_SLICE };
+enum class StepKind { ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER, ALL_TO_ALL, LOCAL_SLICE };
 std::string_view to_string(StepKind kind);  // "all_gather", ...
 
 struct RedistributeStep {
   StepKind kind;
   int axis;          // the mesh axis (cluster_axis) it runs along
-  int dim = -1;      // gathered, scattered or sliced tensor dim
+  int dim = -1;      // gathered, scattered or sliced tensor dim (all_to_all: the dim it splits)
   ReduceOp op = ReduceOp::SUM;
   Placements after;  // placements once the step has run
   int members = 1;   // devices along the axis
   int64_t local_bytes_in = 0;  // this step's input shard, bytes (what the cost model charges)
+  int from_dim = -1;           // all_to_all: the dim sharded before the step
 };
 
 // Bytes one device receives in the step on a ring schedule (a local slice receives none).
@@ -45,7 +47,7 @@ struct RedistributePlan {
   // One line per step: "all_gather dim 1 along axis 1 (4 devices, 64 KiB shard) -> [...]".
   std::string explain() const;
   double bytes_received() const;  // over all steps
-  // "all_gather(d1, axis 1), local slice(d0, axis 0)" or "-".
+  // "all_gather(d1, axis 1), local slice(d0, axis 0)", "all_to_all(d0->d1, axis 1)" or "-".
   std::string summary() const;
 };
 
