@@ -3,8 +3,11 @@
 // then every candidate plan (the cheapest predicted --max-plans, and the planner's choice) is timed,
 // and the table shows predicted against measured time. The summary states the two targets: the
 // choice within 10% of the best plan measured, and predictions within 25% for plans moving >= 1 MiB.
+// With --collective-matmuls: the fused all_gather_matmul and matmul_reduce_scatter against their
+// unfused pairs (the collective, then the product), alternated, on the same shapes.
 //
 //   mpirun -np 2 build/apps/meshnn-dmm-bench [--shapes llama-mlp,square-1k] [--json out.json]
+//   mpirun -np 2 build/apps/meshnn-dmm-bench --collective-matmuls [--shapes falcon-mlp]
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -14,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshnn/distributed/calibrate.hpp"
+#include "meshnn/distributed/collective_matmul.hpp"
 #include "meshnn/distributed/distribute.hpp"
 #include "meshnn/distributed/matmul.hpp"
 #include "meshnn/io/json_output.hpp"
@@ -48,6 +52,7 @@ const PlacementCase kCases[] = {
 
 struct Options {
   int iterations = 5, max_plans = 6;
+  bool collective_matmuls = false;
   std::string calibration, save_calibration, json;
 };
 
@@ -122,6 +127,53 @@ nlohmann::ordered_json run_case(const ShapeCase& shape, const PlacementCase& pc,
           {"worst_prediction_error_1mib", io::round_to(worst_error, 4)}, {"plans", rows}};
 }
 
+// Sequence parallelism's two collective matmuls on one shape, fused against unfused, alternated
+// round by round (each round's figure the slowest rank's): all_gather_matmul with A's rows split
+// and B column-parallel; matmul_reduce_scatter with both split on K, scattered onto A's rows.
+nlohmann::ordered_json run_collective_matmuls(const ShapeCase& shape, const Options& o, const MeshDevicePtr& mesh,
+                                              bool root) {
+  const Shape sa{shape.m, shape.k}, sb{shape.k, shape.n};
+  const Tensor ha = Tensor::from_float(std::vector<float>(static_cast<size_t>(sa.volume()), 0.5f), sa,
+                                       DataType::BFLOAT16, Layout::TILE);
+  const Tensor hb = Tensor::from_float(std::vector<float>(static_cast<size_t>(sb.volume()), 0.25f), sb,
+                                       DataType::BFLOAT8_B, Layout::TILE);
+  const MeshTensor a_rows = distribute_tensor(ha, MeshMapperConfig{{Replicate{}, Shard{0}}}, mesh);
+  const MeshTensor a_k = distribute_tensor(ha, MeshMapperConfig{{Replicate{}, Shard{1}}}, mesh);
+  const MeshTensor b_columns = distribute_tensor(hb, MeshMapperConfig{{Replicate{}, Shard{1}}}, mesh);
+  const MeshTensor b_k = distribute_tensor(hb, MeshMapperConfig{{Replicate{}, Shard{0}}}, mesh);
+  CollectiveMatmulOptions fused, unfused;
+  unfused.fused = false;
+  struct Op {
+    const char* name;
+    std::function<void(const CollectiveMatmulOptions&)> run;
+  };
+  const Op ops[] = {
+      {"all_gather_matmul", [&](const CollectiveMatmulOptions& opt) { all_gather_matmul(a_rows, b_columns, 0, 1, opt); }},
+      {"matmul_reduce_scatter", [&](const CollectiveMatmulOptions& opt) { matmul_reduce_scatter(a_k, b_k, 0, 1, opt); }},
+  };
+  if (root) std::printf("\n%s %lldx%lldx%lld, collective matmuls (ms, median of %d alternations):\n", shape.name,
+                        static_cast<long long>(shape.m), static_cast<long long>(shape.k), static_cast<long long>(shape.n),
+                        o.iterations);
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const Op& op : ops) {
+    std::vector<double> f, u;
+    op.run(fused);
+    op.run(unfused);
+    for (int i = 0; i < o.iterations; ++i) {
+      f.push_back(timed_median(*mesh, 1, [&] { op.run(fused); }));
+      u.push_back(timed_median(*mesh, 1, [&] { op.run(unfused); }));
+    }
+    std::sort(f.begin(), f.end());
+    std::sort(u.begin(), u.end());
+    const double fs = f[f.size() / 2], us = u[u.size() / 2];
+    if (root)
+      std::printf("  %-22s fused %8.3f  unfused %8.3f  unfused / fused %.2f\n", op.name, 1e3 * fs, 1e3 * us, us / fs);
+    rows.push_back({{"op", op.name}, {"fused_s", io::round_to(fs, 6)}, {"unfused_s", io::round_to(us, 6)}});
+  }
+  return {{"shape", shape.name}, {"m", shape.m}, {"k", shape.k}, {"n", shape.n}, {"ranks", mesh->num_devices()},
+          {"collective_matmuls", rows}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +189,8 @@ int main(int argc, char** argv) {
     cli.add_option("--calibration", o.calibration, "cost model to load instead of calibrating")->type_name("FILE");
     cli.add_option("--save-calibration", o.save_calibration, "write the calibrated cost model here")->type_name("FILE");
     cli.add_option("--json", o.json, "write one JSON record per case")->type_name("FILE");
+    cli.add_flag("--collective-matmuls", o.collective_matmuls,
+                 "time the fused all_gather_matmul and matmul_reduce_scatter against their unfused pairs instead");
     parse_command_line(cli, argc, argv);
 
     std::vector<const ShapeCase*> chosen;
@@ -151,8 +205,13 @@ int main(int argc, char** argv) {
 
     auto mesh = MeshDevice::open({1, rt.world_size()});
     const bool root = mesh->device_id() == 0;
-    const CostModel model = cost_model(o, mesh, root);
     std::vector<std::string> records;
+    if (o.collective_matmuls) {
+      for (const ShapeCase* shape : chosen) records.push_back(run_collective_matmuls(*shape, o, mesh, root).dump());
+      if (root && !o.json.empty()) io::write_text_file(o.json, io::json_array_lines(records));
+      return 0;
+    }
+    const CostModel model = cost_model(o, mesh, root);
     for (const ShapeCase* shape : chosen)
       for (const PlacementCase& pc : kCases) records.push_back(run_case(*shape, pc, model, o, mesh, root).dump());
     if (root && !o.json.empty()) io::write_text_file(o.json, io::json_array_lines(records));
