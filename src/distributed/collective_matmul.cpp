@@ -46,7 +46,8 @@ AllGatherMatmulResult all_gather_matmul(const MeshTensor& a, const MeshTensor& b
   ccl::check_common(a, options.num_links, kOp);
   const int d = ccl::normalize(a.shape(), dim, kOp);
   const int ra = a.shape().rank();
-  row_block_dim_of_a(a.shape(), b.shape(), d, ra, kOp, "the gathered");
+  const bool contraction = d == ra - 1;
+  if (!contraction) row_block_dim_of_a(a.shape(), b.shape(), d, ra, kOp, "the gathered");
   const ccl::Group g = ccl::resolve_group(a.mesh_device(), cluster_axis, kOp);
   const ccl::OutputSpec gathered_spec = ccl::gather_spec(a, g, d);
   const MatmulPlan plan = plan_matmul(gathered_spec.global, a.dtype(), a.layout(), gathered_spec.placements, b.shape(),
@@ -61,17 +62,45 @@ AllGatherMatmulResult all_gather_matmul(const MeshTensor& a, const MeshTensor& b
   MeshTensor gathered(a.mesh(), gathered_spec.global, gathered_spec.placements,
                       Tensor(gathered_spec.local, a.dtype(), a.layout()));
   const Tensor& w = b.local();
-  // Fused only when every block takes the kernel path the whole would (the same bits).
-  if (!options.fused || !same_kernel_path(a.local(), w, a.local().shape(), gathered_spec.local)) {
+  // Row blocks: fused only when every block takes the kernel path the whole would (the same
+  // bits). K chunks: when each chunk's rows of b start on a tile and b is one matrix.
+  const int64_t chunk_k = a.local().shape()[-1];
+  const bool fusable = contraction ? chunk_k % kTileHeight == 0 && w.volume() == w.shape()[-2] * w.shape()[-1]
+                                   : same_kernel_path(a.local(), w, a.local().shape(), gathered_spec.local);
+  if (!options.fused || !fusable) {
     all_gather_into(a, gathered, d, cluster_axis, options.topology, options.num_links, options.ccl);
     MeshTensor product(a.mesh(), plan.product_shape, plan.product, matmul(gathered.local(), w, false, false, local));
     return {std::move(gathered), std::move(product)};
   }
+  MatmulOptions block_options = local;
+  block_options.output_dtype = DataType::FLOAT32;
+  if (contraction) {
+    // Each chunk of K times its own rows of b, read in place (each weight byte once, as the
+    // unfused product reads it), summed in float32 in the order the chunks complete.
+    Tensor sum;
+    bool first = true;
+    all_gather_into_each(
+        a, gathered, d,
+        [&](int member, const Tensor& chunk) {
+          MatmulOptions rows = block_options;
+          rows.b_row_begin = member * chunk_k;
+          Tensor part = matmul(chunk, w, false, false, rows);
+          if (first) {
+            sum = std::move(part);
+            first = false;
+            return;
+          }
+          float* s = sum.data<float>();
+          const float* p = part.data<float>();
+          for (size_t i = 0, n = sum.size_bytes() / sizeof(float); i < n; ++i) s[i] += p[i];
+        },
+        cluster_axis, options.topology, options.num_links, options.ccl);
+    if (sum.dtype() != *local.output_dtype) sum = sum.typecast(*local.output_dtype);
+    return {std::move(gathered), MeshTensor(a.mesh(), plan.product_shape, plan.product, std::move(sum))};
+  }
   // Each block's rows of the product as soon as the block is in, in float32 (a block boundary may
   // cut tiles: concat repacks float32 exactly), quantised once at the end as the whole would be.
   std::vector<Tensor> blocks(static_cast<size_t>(g.size));
-  MatmulOptions block_options = local;
-  block_options.output_dtype = DataType::FLOAT32;
   all_gather_into_each(
       a, gathered, d,
       [&](int member, const Tensor& shard) { blocks[static_cast<size_t>(member)] = matmul(shard, w, false, false, block_options); },

@@ -242,8 +242,18 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   const int64_t k = transpose_a ? a.shape()[-2] : a.shape()[-1];
   const int64_t kb = transpose_b ? b.shape()[-1] : b.shape()[-2];
   const int64_t n = transpose_b ? b.shape()[-2] : b.shape()[-1];
-  MESHNN_CHECK(k == kb, "{}: inner dims differ: a {} (transpose_a={}) has K={}, b {} (transpose_b={}) has K={}", what,
-               a.shape(), transpose_a, k, b.shape(), transpose_b, kb);
+  const bool b_window = options.b_row_begin.has_value();
+  const int64_t b_row_begin = options.b_row_begin.value_or(0);
+  if (!b_window) {
+    MESHNN_CHECK(k == kb, "{}: inner dims differ: a {} (transpose_a={}) has K={}, b {} (transpose_b={}) has K={}",
+                 what, a.shape(), transpose_a, k, b.shape(), transpose_b, kb);
+  } else {
+    MESHNN_CHECK(!transpose_b && b.volume() == b.shape()[-2] * b.shape()[-1] && b_row_begin % 32 == 0 &&
+                     b_row_begin >= 0 && b_row_begin + k <= kb,
+                 "{}: rows [{}, {}) of b {} (transpose_b={}): b must be one matrix, not transposed, and the window "
+                 "start a multiple of 32 inside b",
+                 what, b_row_begin, b_row_begin + k, b.shape(), transpose_b);
+  }
 
   const std::span<const int64_t> a_batch = batch_dims(a.shape()), b_batch = batch_dims(b.shape());
   const ops_detail::Dims out_batch = ops_detail::broadcast_dims(a_batch, b_batch, what);
@@ -367,8 +377,13 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
     for (int64_t item = begin; item < end; ++item) {
       const int64_t g = item / chunks, chunk = item % chunks;
       const int64_t nt_begin = nt_total * chunk / chunks, nt_end = nt_total * (chunk + 1) / chunks;
-      const kernels::TileMatrix bm{b.data<std::byte>() + (p.fold ? 0 : (*p.b_index)(g)) * b_matrix_bytes, b.dtype(),
-                                   b.padded_shape()[-2] / 32, b.padded_shape()[-1] / 32};
+      // A row window of b starts whole tile rows in and spans the window's tile rows (K padded
+      // to a tile: a's zero columns meet the next rows of b there).
+      const int64_t b_tile_cols = b.padded_shape()[-1] / 32;
+      const kernels::TileMatrix bm{
+          b.data<std::byte>() + (p.fold ? 0 : (*p.b_index)(g)) * b_matrix_bytes +
+              static_cast<size_t>(b_row_begin / 32 * b_tile_cols) * tile_bytes(b.dtype()),
+          b.dtype(), b_window ? p.kp / 32 : b.padded_shape()[-2] / 32, b_tile_cols};
       float* c = p.c_rows + g * p.rows_per_group * p.np;
       if (p.bf16)
         kernels::gemm_tile_b_bf16(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp,

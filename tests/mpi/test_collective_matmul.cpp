@@ -72,6 +72,9 @@ TEST(AllGatherMatmul, FusedGivesTheUnfusedBitsOnEveryGroup) {
       {Shape{1, 64, 96}, Shape{96, 128}, 1, DataType::BFLOAT16, DataType::BFLOAT4_B, DataType::BFLOAT8_B, false},
       {Shape{4, 32, 64}, Shape{64, 64}, 0, DataType::FLOAT32, DataType::FLOAT32, DataType::FLOAT32, true},
       {Shape{96, 64}, Shape{64, 64}, 0, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::FLOAT32, false},  // blocks cut tiles
+      // The contraction dim: each chunk times its rows of B.
+      {Shape{1, 64, 256}, Shape{256, 128}, 2, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT16, true},
+      {Shape{40, 128}, Shape{128, 96}, 1, DataType::FLOAT32, DataType::BFLOAT4_B, DataType::FLOAT32, false},
   };
   int checked = 0;
   for (MeshShape ms : all_mesh_shapes(world_size())) {
@@ -99,8 +102,13 @@ TEST(AllGatherMatmul, FusedGivesTheUnfusedBitsOnEveryGroup) {
           const auto u = all_gather_matmul(a, b, c.dim, axis, unfused);
           const bool right = close_to_float64(u.gathered.local(), b.local(), u.product.local(), c.out);
           const auto f = all_gather_matmul(a, b, c.dim, axis, fused);
+          // Split on K the sums run in another order: A @ B within the same bound, and the same
+          // bits on a second run instead.
+          const bool on_k = c.dim == c.a.rank() - 1;
+          const auto again = on_k ? all_gather_matmul(a, b, c.dim, axis, fused) : f;
           const bool same = testing::bitwise_equal(f.gathered.local(), u.gathered.local()) &&
-                            testing::bitwise_equal(f.product.local(), u.product.local()) &&
+                            testing::bitwise_equal(f.product.local(), on_k ? again.product.local() : u.product.local()) &&
+                            (!on_k || close_to_float64(f.gathered.local(), b.local(), f.product.local(), c.out)) &&
                             f.product.placements() == u.product.placements();
           EXPECT_TRUE(all_ranks_ok(same && right))
               << ms.to_string() << " axis " << (axis ? std::to_string(*axis) : "none") << " A "
@@ -191,7 +199,7 @@ TEST(MatmulReduceScatter, FusedGivesTheUnfusedBitsOnEveryGroup) {
   if (world_size() > 1) EXPECT_GE(checked, 12);
 }
 
-// all_gather_matmul on the contraction dim or with B split on K, matmul_reduce_scatter without
+// all_gather_matmul on a batch dim B has too or with B split on K, matmul_reduce_scatter without
 // partial sums or onto the product's columns: the same error on every rank, before anything moves
 // (the mesh stays usable).
 TEST(CollectiveMatmul, BadArgumentsFailAlikeOnEveryRank) {
@@ -200,11 +208,13 @@ TEST(CollectiveMatmul, BadArgumentsFailAlikeOnEveryRank) {
   const int n = world_size();
   const MeshTensor a_rows = placed(Shape{32 * n, 64}, 1, DataType::FLOAT32, {Replicate{}, Shard{0}}, mesh);
   const MeshTensor a_k = placed(Shape{32, 64 * n}, 1, DataType::FLOAT32, {Replicate{}, Shard{1}}, mesh);
+  const MeshTensor a_batch = placed(Shape{2 * n, 32, 64}, 1, DataType::FLOAT32, {Replicate{}, Shard{0}}, mesh);
+  const MeshTensor b_batch = placed(Shape{2 * n, 64, 64}, 2, DataType::BFLOAT16, {Replicate{}, Replicate{}}, mesh);
   const MeshTensor b_k_split = placed(Shape{64, 64}, 2, DataType::BFLOAT16, {Replicate{}, Shard{0}}, mesh);
   const MeshTensor b_wide = placed(Shape{64 * n, 64}, 2, DataType::BFLOAT16, {Replicate{}, Replicate{}}, mesh);
   const MeshTensor b_k_split_wide = placed(Shape{64 * n, 64}, 2, DataType::BFLOAT16, {Replicate{}, Shard{0}}, mesh);
   for (auto [what, call] : std::vector<std::pair<std::string, std::function<void()>>>{
-           {"contraction dim", [&] { all_gather_matmul(a_k, b_wide, 1); }},
+           {"a batch dim B has too", [&] { all_gather_matmul(a_batch, b_batch, 0); }},
            {"B split on K", [&] { all_gather_matmul(a_rows, b_k_split, 0); }},
            {"no partial sums to scatter", [&] { matmul_reduce_scatter(a_rows, b_wide, 0); }},
            {"scatter on the columns", [&] { matmul_reduce_scatter(a_k, b_k_split_wide, 1); }},

@@ -27,6 +27,7 @@
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/ops/pcc.hpp"
 #include "meshnn/core/thread_pool.hpp"
+#include "meshnn/tensor/concat.hpp"
 #include "meshnn/tensor/tensor.hpp"
 #include "support/test_helpers.hpp"
 
@@ -466,6 +467,35 @@ TEST(KernelsPcc, TensorOverloadChecksShapes) {
   const Tensor c =
       Tensor::from_float(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{3, 2}, DataType::FLOAT32, Layout::TILE);
   EXPECT_THROW(pcc(a, c), Error);
+}
+
+// A row window of b (b_row_begin) gives the bits of the same rows sliced out, on every weight
+// dtype, both activation dtypes, 1 and 5 rows, K a multiple of 32 or not (then a's zero padding
+// meets the rows after the window); a window that does not fit is an error naming it.
+TEST(KernelsMatmul, RowWindowOfBMatchesTheSlicedRows) {
+  for (DataType act : {DataType::FLOAT32, DataType::BFLOAT16})
+    for (DataType weight : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B})
+      for (int64_t m : {1, 5, 40})
+        for (auto [begin, k] : {std::pair<int64_t, int64_t>{0, 64}, {64, 64}, {128, 50}, {32, 146}}) {
+          const Tensor b = testing::seeded_tensor(Shape{178, 96}, weight, Layout::TILE, 3);
+          const Tensor a = testing::seeded_tensor(Shape{m, k}, act, Layout::TILE, 4);
+          MatmulOptions window;
+          window.output_dtype = DataType::FLOAT32;
+          MatmulOptions sliced = window;
+          window.b_row_begin = begin;
+          const Tensor rows = slice(b, 0, begin, begin + k);
+          EXPECT_TRUE(testing::bitwise_equal(matmul(a, b, false, false, window), matmul(a, rows, false, false, sliced)))
+              << to_string(act) << " x " << to_string(weight) << " m " << m << " rows [" << begin << ", " << begin + k
+              << ")";
+        }
+  const Tensor b = testing::seeded_tensor(Shape{128, 64}, DataType::BFLOAT16, Layout::TILE, 3);
+  const Tensor a = testing::seeded_tensor(Shape{4, 64}, DataType::FLOAT32, Layout::TILE, 4);
+  for (int64_t begin : {16, 96, -32}) {
+    MatmulOptions o;
+    o.b_row_begin = begin;
+    const std::string message = testing::error_message_of([&] { matmul(a, b, false, false, o); });
+    EXPECT_NE(message.find("rows [" + std::to_string(begin)), std::string::npos) << message;
+  }
 }
 
 }  // namespace

@@ -4,11 +4,15 @@
 // are gathered into a column-parallel linear, and a row-parallel linear's partial sums are
 // scattered back onto the sequence.
 //
-// Both give the same bits as the unfused pair (the collective, then ops::matmul on the whole
-// result), which is what CollectiveMatmulOptions::fused = false runs: the products of row blocks
-// are the rows of the whole product (the kernels compute rows independently; a block whose rows
-// would take another kernel path than the whole, e.g. the bf16 path's 4-row threshold, makes the
-// call run unfused), and reductions keep the ring's fixed order.
+// What CollectiveMatmulOptions::fused = false runs is the unfused pair (the collective, then
+// ops::matmul on the whole result). Split on rows (or a batch dim), the fused forms give its bits:
+// the products of row blocks are the rows of the whole product (the kernels compute rows
+// independently; a block whose rows would take another kernel path than the whole, e.g. the bf16
+// path's 4-row threshold, makes the call run unfused), and reductions keep the ring's fixed order.
+// But each row block multiplies the whole of b, so b is read once per block. all_gather_matmul
+// split on the contraction dim (TT-NN's case) reads each of b's rows once, with its chunk of A;
+// its float32 sums then run in another order than the unfused product's (differences within
+// float32 rounding; the order is the schedule's, the same on every run).
 #pragma once
 
 #include <optional>
@@ -33,8 +37,9 @@ struct AllGatherMatmulResult {
 };
 
 // all_gather(a, dim) along cluster_axis, then the local product with b: a is Shard(dim) on the
-// group's axes, where dim is A's row dim (rank - 2) or a batch dim that b lacks or broadcasts (size
-// 1); a's placements after the gather and b's must multiply where they are (distributed/matmul.hpp's
+// group's axes, where dim is A's contraction dim (rank - 1: fused when each chunk is whole tiles
+// and b one matrix), its row dim (rank - 2) or a batch dim that b lacks or broadcasts (size 1);
+// a's placements after the gather and b's must multiply where they are (distributed/matmul.hpp's
 // rules, e.g. b Replicate or Shard(N) on the gathered axis). The product's placements follow those
 // rules. Every argument problem is the same meshnn::Error on every rank before any message moves.
 AllGatherMatmulResult all_gather_matmul(const MeshTensor& a, const MeshTensor& b, int dim,

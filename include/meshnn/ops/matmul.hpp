@@ -32,6 +32,11 @@ struct MatmulOptions {
   // Run the bf16 path through its portable emulation of vdpbf16ps (tests, on any CPU); applies to
   // the same operands as the hardware path.
   bool emulate_bf16 = false;
+  // Multiply by rows [*b_row_begin, *b_row_begin + K) of b instead of all of them (K = a's inner
+  // dim): a K-slice of the weights read in place, not copied (the fused all_gather_matmul's
+  // chunks). b must be one matrix (rank 2, or leading dims of 1), not transposed, and the start a
+  // multiple of 32.
+  std::optional<int64_t> b_row_begin;
 };
 
 // a [..., M, K] (transpose_a: stored [..., K, M]) times b [..., K, N] (transpose_b: stored
