@@ -127,9 +127,10 @@ nlohmann::ordered_json run_case(const ShapeCase& shape, const PlacementCase& pc,
           {"worst_prediction_error_1mib", io::round_to(worst_error, 4)}, {"plans", rows}};
 }
 
-// Sequence parallelism's two collective matmuls on one shape, fused against unfused, alternated
-// round by round (each round's figure the slowest rank's): all_gather_matmul with A's rows split
-// and B column-parallel; matmul_reduce_scatter with both split on K, scattered onto A's rows.
+// The collective matmuls on one shape, fused against unfused, alternated round by round (each
+// round's figure the slowest rank's): all_gather_matmul with A split on K (TT-NN's use) or on rows
+// (sequence parallelism) into a column-parallel B; matmul_reduce_scatter with both split on K,
+// scattered onto A's rows.
 nlohmann::ordered_json run_collective_matmuls(const ShapeCase& shape, const Options& o, const MeshDevicePtr& mesh,
                                               bool root) {
   const Shape sa{shape.m, shape.k}, sb{shape.k, shape.n};
@@ -148,8 +149,11 @@ nlohmann::ordered_json run_collective_matmuls(const ShapeCase& shape, const Opti
     std::function<void(const CollectiveMatmulOptions&)> run;
   };
   const Op ops[] = {
-      {"all_gather_matmul", [&](const CollectiveMatmulOptions& opt) { all_gather_matmul(a_rows, b_columns, 0, 1, opt); }},
-      {"matmul_reduce_scatter", [&](const CollectiveMatmulOptions& opt) { matmul_reduce_scatter(a_k, b_k, 0, 1, opt); }},
+      {"all_gather_matmul (K)", [&](const CollectiveMatmulOptions& opt) { all_gather_matmul(a_k, b_columns, 1, 1, opt); }},
+      {"all_gather_matmul (rows)",
+       [&](const CollectiveMatmulOptions& opt) { all_gather_matmul(a_rows, b_columns, 0, 1, opt); }},
+      {"matmul_reduce_scatter (rows)",
+       [&](const CollectiveMatmulOptions& opt) { matmul_reduce_scatter(a_k, b_k, 0, 1, opt); }},
   };
   if (root) std::printf("\n%s %lldx%lldx%lld, collective matmuls (ms, median of %d alternations):\n", shape.name,
                         static_cast<long long>(shape.m), static_cast<long long>(shape.k), static_cast<long long>(shape.n),
@@ -167,7 +171,7 @@ nlohmann::ordered_json run_collective_matmuls(const ShapeCase& shape, const Opti
     std::sort(u.begin(), u.end());
     const double fs = f[f.size() / 2], us = u[u.size() / 2];
     if (root)
-      std::printf("  %-22s fused %8.3f  unfused %8.3f  unfused / fused %.2f\n", op.name, 1e3 * fs, 1e3 * us, us / fs);
+      std::printf("  %-30s fused %8.3f  unfused %8.3f  unfused / fused %.2f\n", op.name, 1e3 * fs, 1e3 * us, us / fs);
     rows.push_back({{"op", op.name}, {"fused_s", io::round_to(fs, 6)}, {"unfused_s", io::round_to(us, 6)}});
   }
   return {{"shape", shape.name}, {"m", shape.m}, {"k", shape.k}, {"n", shape.n}, {"ranks", mesh->num_devices()},
