@@ -75,10 +75,12 @@ PairTimes time_pair(int warmup, int iters, MPI_Comm comm, Ours&& ours, Mpi&& mpi
   return {total.ours / iters, total.mpi / iters};
 }
 
-// Small integers: exact in every dtype here and in every summation order.
-std::vector<float> bench_values(int64_t count, int rank) {
+// Small integers: exact in every dtype here and in every summation order; never negative for
+// uint32 (MPI's reference sums them as int32, which agrees only on values both types hold).
+std::vector<float> bench_values(int64_t count, int rank, DataType dtype) {
+  const int offset = dtype == DataType::UINT32 ? 0 : 15;
   std::vector<float> v(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) v[i] = static_cast<float>((i * 7 + rank * 13) % 31 - 15);
+  for (int64_t i = 0; i < count; ++i) v[i] = static_cast<float>((i * 7 + rank * 13) % 31 - offset);
   return v;
 }
 
@@ -223,7 +225,7 @@ Measured measure_all_gather(const Bench& b, int64_t count) {
   const BenchOptions& o = b.o;
   MPI_Comm comm = b.mesh->comm();
   const int64_t piece = count / b.n;
-  const std::vector<float> mine = bench_values(piece, b.rank);
+  const std::vector<float> mine = bench_values(piece, b.rank, o.dtype);
   const Tensor local = make_tensor(mine, o.dtype);
   const Shape global{1, count};
   const MeshTensor in(b.mesh, global, {Replicate{}, Shard{1}}, local);
@@ -247,7 +249,7 @@ Measured measure_all_to_all(const Bench& b, int64_t count) {
   const Layout layout = is_block_float(o.dtype) ? Layout::TILE : Layout::ROW_MAJOR;
   const int64_t rows = b.n * (layout == Layout::TILE ? 32 : 1);
   const Shape shape{rows, count / rows};
-  const Tensor local = Tensor::from_float(bench_values(count, b.rank), shape, o.dtype, layout);
+  const Tensor local = Tensor::from_float(bench_values(count, b.rank, o.dtype), shape, o.dtype, layout);
   const MeshTensor in(b.mesh, Shape{rows, count / rows * b.n}, {Replicate{}, Shard{1}}, local);
   MeshTensor out = all_to_all(in, 1, 0, std::nullopt, o.topology, o.links, o.ccl);
   MpiBuffer<std::byte> mpi_out(local.size_bytes());
@@ -266,7 +268,7 @@ Measured measure_reduction(const Bench& b, bool scatter, int64_t count) {
   const BenchOptions& o = b.o;
   MPI_Comm comm = b.mesh->comm();
   const bool integer = is_integer(o.dtype);
-  const std::vector<float> mine = bench_values(count, b.rank);
+  const std::vector<float> mine = bench_values(count, b.rank, o.dtype);
   const Tensor local = make_tensor(mine, o.dtype);
   const Shape global{1, count};
   const MeshTensor in(b.mesh, global, {Partial{}, Partial{}}, local);
