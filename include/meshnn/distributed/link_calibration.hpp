@@ -1,0 +1,56 @@
+// Calibrating one mesh axis's point-to-point link: the one-way time of a message of every size from
+// 8 B to 64 MiB, measured by ping-pong between the first two devices of each group along the axis
+// over meshnn's own transport (what the collectives' steps use), and fitted by a piecewise
+// alpha-beta model. One straight line cannot follow a real transport across that range: MPI
+// switches protocol (eager to rendezvous, or single-copy) at sizes of its own, and each regime has
+// its own latency and bandwidth; so the fit cuts the sizes into up to three ranges at the
+// breakpoints that minimise the worst relative error, each range with its own alpha and beta.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "meshnn/mesh/mesh_device.hpp"
+
+namespace meshnn::distributed {
+
+struct LinkSegment {
+  double from_bytes = 0;  // the segment applies from this size up to the next segment's
+  double alpha_s = 0, beta_s_per_byte = 0;
+};
+
+// t(bytes) = alpha + bytes * beta of the segment that holds `bytes`.
+struct PiecewiseLink {
+  std::vector<LinkSegment> segments;  // by from_bytes, the first from 0
+  double seconds(double bytes) const;
+};
+
+struct LinkSample {
+  double bytes = 0, measured_s = 0, predicted_s = 0;
+};
+
+struct PointToPointCalibration {
+  int axis = 0, members = 1;  // members = 1: nothing measured
+  std::string transport;      // a label for people (the MPI transport the run used)
+  PiecewiseLink link;
+  std::vector<LinkSample> samples;
+  double max_relative_error = 0;  // of the fit over the samples
+  std::string describe() const;   // the segments and the table of samples
+};
+
+struct PointToPointOptions {
+  std::vector<double> bytes;  // sizes to measure; empty: 8 B to 64 MiB, 4 per doubling of 2
+  int repeats = 0;            // round trips per size (median); 0: from the size
+  std::string transport = "default";
+};
+
+// Collective over the mesh (every rank calls it; each rank gets rank 0's calibration).
+PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int axis,
+                                                 const PointToPointOptions& options = {});
+
+// The piecewise fit with at most `max_segments` ranges, breakpoints at sample sizes, least squares
+// in relative error per range, the breakpoints chosen for the least worst relative error. Pure (a
+// unit test feeds it synthetic samples).
+PiecewiseLink fit_piecewise_link(const std::vector<LinkSample>& samples, int max_segments = 3);
+
+}  // namespace meshnn::distributed

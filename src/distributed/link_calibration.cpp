@@ -1,0 +1,154 @@
+#include "meshnn/distributed/link_calibration.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "meshnn/ccl/collectives.hpp"
+#include "meshnn/ccl/transport.hpp"
+#include "meshnn/core/error.hpp"
+#include "meshnn/core/memory.hpp"
+
+namespace meshnn::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// alpha, beta minimising the sum of squared relative errors over samples [begin, end).
+LinkSegment fit_segment(const std::vector<LinkSample>& s, size_t begin, size_t end) {
+  double sw = 0, swx = 0, swy = 0, swxx = 0, swxy = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const double w = 1 / (s[i].measured_s * s[i].measured_s), x = s[i].bytes, y = s[i].measured_s;
+    sw += w, swx += w * x, swy += w * y, swxx += w * x * x, swxy += w * x * y;
+  }
+  LinkSegment seg;
+  seg.from_bytes = begin == 0 ? 0 : s[begin].bytes;
+  const double det = sw * swxx - swx * swx;
+  seg.beta_s_per_byte = det > 0 ? (sw * swxy - swx * swy) / det : 0;
+  if (seg.beta_s_per_byte < 0) seg.beta_s_per_byte = 0;  // a flat (latency-bound) range
+  seg.alpha_s = std::max(0.0, (swy - seg.beta_s_per_byte * swx) / sw);
+  return seg;
+}
+
+double worst_error(const std::vector<LinkSample>& s, const PiecewiseLink& link) {
+  double worst = 0;
+  for (const LinkSample& x : s) worst = std::max(worst, std::abs(link.seconds(x.bytes) - x.measured_s) / x.measured_s);
+  return worst;
+}
+
+// One-way seconds of `bytes`, from round trips between positions 0 and 1 (the others wait).
+double one_way_seconds(ccl::Transport& t, int tag, std::byte* buffer, size_t bytes, int round_trips) {
+  auto wait = [&](int request) {
+    while (!t.test(request)) {
+    }
+  };
+  auto round_trip = [&] {
+    if (t.position() == 0) {
+      wait(t.post_send(1, tag, buffer, bytes));
+      wait(t.post_recv(1, tag, buffer, bytes));
+    } else {
+      wait(t.post_recv(0, tag, buffer, bytes));
+      wait(t.post_send(0, tag, buffer, bytes));
+    }
+  };
+  round_trip();  // warm-up: pages, MPI's connection and registration
+  std::vector<double> batches;
+  for (int b = 0; b < 5; ++b) {
+    const auto start = Clock::now();
+    for (int r = 0; r < round_trips; ++r) round_trip();
+    batches.push_back(std::chrono::duration<double>(Clock::now() - start).count() / (2.0 * round_trips));
+  }
+  std::sort(batches.begin(), batches.end());
+  return batches[batches.size() / 2];
+}
+
+std::vector<double> default_sizes() {
+  std::vector<double> sizes;
+  for (double b = 8; b <= 64.0 * 1024 * 1024; b *= 2) {
+    sizes.push_back(b);
+    if (b * 1.5 < 64.0 * 1024 * 1024) sizes.push_back(b * 1.5);
+  }
+  return sizes;
+}
+
+}  // namespace
+
+double PiecewiseLink::seconds(double bytes) const {
+  const LinkSegment* seg = &segments.front();
+  for (const LinkSegment& s : segments)
+    if (bytes >= s.from_bytes) seg = &s;
+  return seg->alpha_s + bytes * seg->beta_s_per_byte;
+}
+
+PiecewiseLink fit_piecewise_link(const std::vector<LinkSample>& samples_in, int max_segments) {
+  MESHNN_CHECK(samples_in.size() >= 2, "a link fit needs at least 2 samples, got {}", samples_in.size());
+  std::vector<LinkSample> s = samples_in;
+  std::sort(s.begin(), s.end(), [](const LinkSample& a, const LinkSample& b) { return a.bytes < b.bytes; });
+  const size_t n = s.size();
+  PiecewiseLink best{{fit_segment(s, 0, n)}};
+  double best_error = worst_error(s, best);
+  // Every way of starting a second (and third) range at a sample, each range >= 2 samples.
+  for (size_t i = 2; max_segments >= 2 && i + 2 <= n; ++i) {
+    const PiecewiseLink two{{fit_segment(s, 0, i), fit_segment(s, i, n)}};
+    if (const double e = worst_error(s, two); e < best_error) best = two, best_error = e;
+    for (size_t j = i + 2; max_segments >= 3 && j + 2 <= n; ++j) {
+      const PiecewiseLink three{{fit_segment(s, 0, i), fit_segment(s, i, j), fit_segment(s, j, n)}};
+      if (const double e = worst_error(s, three); e < best_error) best = three, best_error = e;
+    }
+  }
+  return best;
+}
+
+std::string PointToPointCalibration::describe() const {
+  if (members == 1) return fmt::format("axis {}: one device, nothing to measure\n", axis);
+  std::string out = fmt::format("axis {} ({} devices, {}): point-to-point, one way, fit within {:.1f}%\n", axis,
+                                members, transport, 100 * max_relative_error);
+  for (const LinkSegment& s : link.segments)
+    out += fmt::format("  from {:>10.0f} B: alpha {:8.3f} us, {:8.3f} GB/s\n", s.from_bytes, 1e6 * s.alpha_s,
+                       s.beta_s_per_byte > 0 ? 1e-9 / s.beta_s_per_byte : INFINITY);
+  out += fmt::format("  {:>10} {:>12} {:>12} {:>8}\n", "bytes", "measured us", "model us", "error");
+  for (const LinkSample& x : samples)
+    out += fmt::format("  {:>10.0f} {:>12.3f} {:>12.3f} {:>7.1f}%\n", x.bytes, 1e6 * x.measured_s, 1e6 * x.predicted_s,
+                       100 * (x.predicted_s - x.measured_s) / x.measured_s);
+  return out;
+}
+
+PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int axis, const PointToPointOptions& options) {
+  MESHNN_CHECK(axis == 0 || axis == 1, "calibrate_point_to_point: mesh axis must be 0 or 1, got {}", axis);
+  PointToPointCalibration c;
+  c.axis = axis;
+  c.members = axis == 0 ? mesh->num_rows() : mesh->num_cols();
+  c.transport = options.transport;
+  if (c.members == 1) return c;
+  const std::vector<double> sizes = options.bytes.empty() ? default_sizes() : options.bytes;
+  for (double b : sizes) MESHNN_CHECK(b >= 1 && b <= double(1 << 30), "calibrate_point_to_point: size {} B is out of 1 B..1 GiB", b);
+  const size_t largest = static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()));
+  ccl::MpiTransport transport(mesh->axis_comm(axis));
+  const bool pinging = transport.position() < 2;
+  // The memory tensors use (core/memory.hpp), so transfers meet the pages collectives meet.
+  std::unique_ptr<std::byte, void (*)(std::byte*)> buffer(allocate_buffer(largest), release_buffer);
+  std::vector<double> seconds;
+  for (double b : sizes) {
+    const int tag = ccl::tag_base_for(mesh->next_operation_id(), transport);
+    // About 20 ms of round trips per batch at 10 GB/s, between 5 and 1000.
+    const int round_trips = options.repeats > 0 ? options.repeats : std::clamp(static_cast<int>(1e8 / (b + 1e4)), 5, 1000);
+    mesh->synchronize();
+    seconds.push_back(pinging ? one_way_seconds(transport, tag, buffer.get(), static_cast<size_t>(b), round_trips) : 0);
+  }
+  // Rank 0's measurements for everyone, so that every rank fits the same model.
+  MPI_Bcast(seconds.data(), static_cast<int>(seconds.size()), MPI_DOUBLE, 0, mesh->comm());
+  for (size_t i = 0; i < sizes.size(); ++i) c.samples.push_back({sizes[i], seconds[i], 0});
+  c.link = fit_piecewise_link(c.samples);
+  for (LinkSample& x : c.samples) x.predicted_s = c.link.seconds(x.bytes);
+  std::sort(c.samples.begin(), c.samples.end(), [](const LinkSample& a, const LinkSample& b) { return a.bytes < b.bytes; });
+  for (const LinkSample& x : c.samples)
+    c.max_relative_error = std::max(c.max_relative_error, std::abs(x.predicted_s - x.measured_s) / x.measured_s);
+  return c;
+}
+
+}  // namespace meshnn::distributed
