@@ -30,6 +30,7 @@ std::string_view to_string(Collective c) {
     case Collective::REDUCE_SCATTER: return "reduce_scatter";
     case Collective::ALL_REDUCE: return "all_reduce";
     case Collective::ALL_TO_ALL: return "all_to_all";
+    case Collective::BROADCAST: return "broadcast";
   }
   return "?";
 }
@@ -52,6 +53,10 @@ constexpr size_t kMaxMessageBytes = size_t{1} << 30;
 
 Algorithm auto_algorithm(Collective c, int n, size_t bytes, Topology topology) {
   if (topology == Topology::LINEAR) return Algorithm::LINE;
+  // A broadcast on two members is one hop; a small one is latency-bound, and the root's n-1
+  // messages cost less than a relay's n-1 hops in a row. Otherwise two chains of half the depth.
+  if (c == Collective::BROADCAST)
+    return n <= 2 || bytes <= kDirectGatherBytes ? Algorithm::DIRECT : Algorithm::BIDIRECTIONAL_RING;
   // all_gather on two members: one hop and nothing to forward.
   if (c == Collective::ALL_GATHER && n == 2) return Algorithm::DIRECT;
   const size_t direct_limit = c == Collective::ALL_GATHER       ? kDirectGatherBytes

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/distributed/summa.hpp"
 #include "meshnn/ops/matmul.hpp"
 
 namespace meshnn::distributed {
@@ -81,6 +83,54 @@ std::optional<RedistributePlan> try_plan(const Shape& s, DataType dtype, Layout 
 
 }  // namespace
 
+namespace {
+
+// The SUMMA candidate (summa.hpp): A and B moved to its placements (or as they are), priced as
+// the pipeline of panel broadcasts and products (MatmulPlan::overlap_s). None when B is not a
+// matrix, the mesh is one device, or the shapes, dtypes or output do not allow it.
+std::optional<MatmulPlan> summa_plan(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& pa,
+                                     const Shape& b, DataType b_dtype, Layout b_layout, const Placements& pb,
+                                     const Shape& c, MeshShape mesh, const DistributedMatmulOptions& options) {
+  if (b.rank() != 2 || mesh.num_devices() == 1) return std::nullopt;
+  const Placements xa = summa_a_placements(a.rank(), mesh), xb = summa_b_placements(mesh);
+  try {
+    check_summa(a, a_dtype, a_layout, xa, b, b_dtype, b_layout, xb, mesh);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  const auto move_a = try_plan(a, a_dtype, a_layout, pa, xa, mesh);
+  const auto move_b = try_plan(b, b_dtype, b_layout, pb, xb, mesh);
+  const Placements product = summa_c_placements(c.rank(), mesh);
+  std::optional<RedistributePlan> move_out = RedistributePlan{product, product, {}};
+  if (options.output_placements)
+    move_out = try_plan(c, DataType::FLOAT32, Layout::TILE, product, *options.output_placements, mesh);
+  if (!move_a || !move_b || !move_out) return std::nullopt;
+  MatmulPlan plan;
+  plan.a = *move_a;
+  plan.b = *move_b;
+  plan.output = *move_out;
+  plan.product = product;
+  plan.product_shape = c;
+  plan.summa = true;
+  plan.summa_panel_width = summa_panel_width(a[-1], mesh);
+  plan.summa_panels = a[-1] / plan.summa_panel_width;
+  // One panel: A's [..., M/rows, width] along a mesh row, B's [width, N/cols] along a column.
+  Shape a_panel = shard_shape_for(a, xa, mesh, false), b_panel = shard_shape_for(b, xb, mesh, false);
+  a_panel[-1] = b_panel[0] = plan.summa_panel_width;
+  const CostModel& cost = options.cost;
+  const double t_c =
+      cost.broadcast_seconds(1, mesh.cols, static_cast<double>(Tensor::storage_bytes(a_panel, a_dtype, Layout::TILE))) +
+      cost.broadcast_seconds(0, mesh.rows, static_cast<double>(Tensor::storage_bytes(b_panel, b_dtype, Layout::TILE)));
+  const double t_p = 2.0 * static_cast<double>(a_panel.volume()) * static_cast<double>(b_panel[1]) / cost.matmul_flops_per_s;
+  const double panels = static_cast<double>(plan.summa_panels);
+  plan.compute_s = panels * t_p;
+  plan.communication_s = cost.seconds(*move_a) + cost.seconds(*move_b) + cost.seconds(*move_out) + panels * t_c;
+  plan.overlap_s = (panels - 1) * std::min(t_c, t_p);
+  return plan;
+}
+
+}  // namespace
+
 double CostModel::seconds(const RedistributeStep& s) const {
   const double n = s.members, bytes = static_cast<double>(s.local_bytes_in);
   const LinkCost &link = axis[s.axis], &reduce = reduce_axis[s.axis];
@@ -95,6 +145,13 @@ double CostModel::seconds(const RedistributeStep& s) const {
   return 0;
 }
 
+double CostModel::broadcast_seconds(int a, int members, double bytes) const {
+  if (members <= 1 || bytes <= 0) return 0;
+  constexpr double kChunkBytes = 1 << 20;  // ccl's default chunk
+  const double hops = members / 2, chunks = std::ceil(bytes / kChunkBytes);
+  return (hops + chunks - 1) * (axis[a].alpha_s + bytes / chunks * axis[a].beta_s_per_byte);
+}
+
 double CostModel::seconds(const RedistributePlan& plan) const {
   double total = 0;
   for (const auto& s : plan.steps) total += seconds(s);
@@ -106,6 +163,10 @@ std::string MatmulPlan::explain() const {
                                 "(communication {:.3f} ms, local product {:.3f} ms)\n",
                                 candidates, 1e3 * predicted_s(), 1e3 * communication_s, 1e3 * compute_s);
   out += "A: " + a.explain() + "B: " + b.explain();
+  if (summa)
+    out += fmt::format("SUMMA: {} panels of {} K elements, each broadcast along both mesh axes while the one "
+                       "before is multiplied ({:.3f} ms of communication hidden)\n",
+                       summa_panels, summa_panel_width, 1e3 * overlap_s);
   out += fmt::format("local product {} -> placements {}\n", product_shape, meshnn::to_string(product));
   if (!output.steps.empty()) out += "output: " + output.explain();
   return out;
@@ -167,6 +228,7 @@ std::vector<MatmulPlan> matmul_plans(const Shape& a, DataType a_dtype, Layout a_
               options.cost.seconds(*move_a) + options.cost.seconds(*move_b) + options.cost.seconds(*move_out);
           plans.push_back(std::move(plan));
         }
+  if (auto p = summa_plan(a, a_dtype, a_layout, pa, b, b_dtype, b_layout, pb, c, mesh, options)) plans.push_back(std::move(*p));
   MESHNN_CHECK(!plans.empty(),
                "distributed matmul: no plan for A {} {} times B {} {} on a {} mesh{}: the dims do not split evenly "
                "over the devices in any way that fits",
@@ -180,8 +242,8 @@ std::vector<MatmulPlan> matmul_plans(const Shape& a, DataType a_dtype, Layout a_
 }
 
 std::string MatmulPlan::summary() const {
-  return fmt::format("A: {}; B: {}; product {}; output: {}", a.summary(), b.summary(), meshnn::to_string(product),
-                     output.summary());
+  return fmt::format("A: {}; B: {}; product {}{}; output: {}", a.summary(), b.summary(), meshnn::to_string(product),
+                     summa ? fmt::format(" by SUMMA ({} panels)", summa_panels) : "", output.summary());
 }
 
 MatmulPlan plan_matmul(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& a_placements,
@@ -206,7 +268,16 @@ MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& pl
   const bool partial = is_partial(plan.product[0]) || is_partial(plan.product[1]);
   MatmulOptions local_options;
   local_options.output_dtype = partial && !plan.output.steps.empty() ? DataType::FLOAT32 : out_dtype;
-  MeshTensor product(mesh, plan.product_shape, plan.product, meshnn::matmul(xa.local(), xb.local(), false, false, local_options));
+  MeshTensor product;
+  if (plan.summa) {
+    SummaOptions summa_options;
+    summa_options.output_dtype = out_dtype;
+    summa_options.panel_width = plan.summa_panel_width;
+    product = summa(xa, xb, summa_options);
+  } else {
+    product = MeshTensor(mesh, plan.product_shape, plan.product,
+                         meshnn::matmul(xa.local(), xb.local(), false, false, local_options));
+  }
   if (plan.output.to == plan.product && plan.output.steps.empty() && !options.output_placements) return product;
   MeshTensor out = redistribute(product, plan.output.to);
   if (out.dtype() != out_dtype) out = MeshTensor(mesh, out.shape(), out.placements(), out.local().typecast(out_dtype));

@@ -1,4 +1,5 @@
-// all_gather / reduce_scatter / all_reduce / all_to_all on mesh tensors under MPI: a CI-sized selection of
+// all_gather / reduce_scatter / all_reduce / all_to_all on mesh tensors under MPI (and broadcast on
+// plain buffers against MPI_Bcast): a CI-sized selection of
 // docs/spec/collective-cases.md (§4 lists it) in every dtype and both layouts, on every mesh shape
 // of this rank count and every cluster_axis. Verdicts are combined over ranks before any assertion.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "meshnn/ccl/ccl.hpp"
+#include "meshnn/ccl/transport.hpp"
 #include "meshnn/tensor/concat.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/ops/pcc.hpp"
@@ -465,6 +467,41 @@ TEST(CclMpiErrors, SameErrorOnEveryRankAndMeshStillWorks) {
   for (float v : sum.local().to_float()) ok = ok && v == static_cast<float>(n);
   const MeshTensor moved = all_to_all(sharded, 3, 2, {}, {}, 1, checked);
   ok = ok && moved.local().shape() == Shape({1, 1, 32 / n, 64 * n});
+  EXPECT_TRUE(all_ranks_ok(ok));
+}
+
+// ccl::broadcast_bytes over the mesh's communicators (the whole mesh, and each axis of a 2 x n/2
+// mesh) against MPI_Bcast of the same bytes: every root, every schedule, sizes from one byte to
+// many chunks.
+TEST(CclBroadcastMpi, MatchesMpiBcastEveryRootAndSchedule) {
+  const int n = world_size();
+  std::vector<MeshShape> shapes = {{1, n}};
+  if (n >= 4) shapes.push_back({2, n / 2});
+  bool ok = true;
+  for (MeshShape ms : shapes) {
+    auto mesh = MeshDevice::open(ms);
+    std::vector<MPI_Comm> comms = {mesh->comm()};
+    if (ms.rows > 1) comms = {mesh->axis_comm(0), mesh->axis_comm(1)};
+    for (MPI_Comm comm : comms) {
+      ccl::MpiTransport transport(comm);
+      for (Algorithm algorithm : {Algorithm::AUTO, Algorithm::RING, Algorithm::BIDIRECTIONAL_RING, Algorithm::LINE,
+                                  Algorithm::DIRECT})
+        for (size_t bytes : {size_t{1}, size_t{3000}, size_t{70001}})
+          for (int root = 0; root < transport.size(); ++root) {
+            std::vector<uint8_t> mine(bytes), reference(bytes);
+            for (size_t i = 0; i < bytes; ++i)
+              mine[i] = reference[i] = static_cast<uint8_t>(transport.position() * 29 + root * 7 + i * 13 + (i >> 9));
+            ccl::CclOptions o;
+            o.algorithm = algorithm;
+            o.chunk_bytes = algorithm == Algorithm::AUTO ? 0 : 4096;
+            const ccl::CallContext ctx{transport, ccl::tag_base_for(mesh->next_operation_id(), transport),
+                                       algorithm == Algorithm::LINE ? Topology::LINEAR : Topology::RING, 2, o, ""};
+            ccl::broadcast_bytes(ctx, root, mine.data(), bytes);
+            MPI_Bcast(reference.data(), static_cast<int>(bytes), MPI_BYTE, root, comm);
+            ok = ok && mine == reference;
+          }
+    }
+  }
   EXPECT_TRUE(all_ranks_ok(ok));
 }
 

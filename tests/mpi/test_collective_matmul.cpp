@@ -32,33 +32,6 @@ MeshTensor placed(const Shape& shape, uint64_t seed, DataType dtype, const Place
   return MeshTensor(mesh, t.shape(), t.placements(), t.local().typecast(dtype));
 }
 
-// |got - x @ w| within the output dtype's rounding plus float32 accumulation,
-// element by element, with x @ w and the bound in float64 from the operands'
-// stored values (b broadcast if 2-D).
-bool close_to_float64(const Tensor& x, const Tensor& w, const Tensor& got, DataType out_dtype) {
-  const std::vector<float> xs = x.to_float(), ws = w.to_float(), gs = got.to_float();
-  const int64_t m = x.shape()[-2], k = x.shape()[-1], n = w.shape()[-1], batch = x.shape().volume() / (m * k);
-  // bfloat16 activations are multiplied as stored; block floats share an
-  // exponent per 16 values.
-  const double unit = out_dtype == DataType::FLOAT32 ? 0x1p-24 : out_dtype == DataType::BFLOAT16 ? 0x1p-8 : 0x1p-6;
-  for (int64_t t = 0; t < batch; ++t)
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double sum = 0, magnitude = 0;
-        for (int64_t p = 0; p < k; ++p) {
-          const double term =
-              static_cast<double>(xs[static_cast<size_t>((t * m + i) * k + p)]) * ws[static_cast<size_t>(p * n + j)];
-          sum += term;
-          magnitude += std::abs(term);
-        }
-        const double g = gs[static_cast<size_t>((t * m + i) * n + j)];
-        // Block floats round to the block's largest exponent: allow the row's
-        // magnitude scale.
-        if (std::abs(g - sum) > 2 * unit * magnitude + k * 0x1p-24 * magnitude + 1e-6) return false;
-      }
-  return true;
-}
-
 // Every schedule; the forced ones in small chunks so that blocks travel piece
 // by piece.
 constexpr Algorithm kAlgorithms[] = {Algorithm::AUTO, Algorithm::RING, Algorithm::BIDIRECTIONAL_RING, Algorithm::LINE};
@@ -126,7 +99,7 @@ TEST(AllGatherMatmul, FusedGivesTheUnfusedBitsOnEveryGroup) {
       for (Algorithm algorithm : kAlgorithms) {
         const auto [unfused, fused] = unfused_and_fused(algorithm, c.out);
         const auto u = all_gather_matmul(a, b, c.dim, axis, unfused);
-        const bool right = close_to_float64(u.gathered.local(), b.local(), u.product.local(), c.out);
+        const bool right = testing::matmul_close_to_float64(u.gathered.local(), b.local(), u.product.local(), c.out);
         const auto f = all_gather_matmul(a, b, c.dim, axis, fused);
         // Split on K the sums run in another order: A @ B within the same
         // bound, and the same bits on a second run instead.
@@ -134,7 +107,7 @@ TEST(AllGatherMatmul, FusedGivesTheUnfusedBitsOnEveryGroup) {
         const auto again = on_k ? all_gather_matmul(a, b, c.dim, axis, fused) : f;
         const bool same = testing::bitwise_equal(f.gathered.local(), u.gathered.local()) &&
                           testing::bitwise_equal(f.product.local(), on_k ? again.product.local() : u.product.local()) &&
-                          (!on_k || close_to_float64(f.gathered.local(), b.local(), f.product.local(), c.out)) &&
+                          (!on_k || testing::matmul_close_to_float64(f.gathered.local(), b.local(), f.product.local(), c.out)) &&
                           f.product.placements() == u.product.placements();
         EXPECT_TRUE(all_ranks_ok(same && right))
             << group_name(mesh, axis) << " A " << fmt::format("{}", c.a) << " dim " << c.dim << " " << to_string(c.act)
@@ -198,7 +171,7 @@ TEST(MatmulReduceScatter, FusedGivesTheUnfusedBitsOnEveryGroup) {
       for (Algorithm algorithm : kAlgorithms) {
         const auto [unfused, fused] = unfused_and_fused(algorithm, c.out);
         const MeshTensor u = matmul_reduce_scatter(a, b, c.scatter_dim, axis, unfused);
-        const bool right = close_to_float64(my_rows, host_b, u.local(), c.out);
+        const bool right = testing::matmul_close_to_float64(my_rows, host_b, u.local(), c.out);
         const MeshTensor f = matmul_reduce_scatter(a, b, c.scatter_dim, axis, fused);
         const bool same = testing::bitwise_equal(f.local(), u.local()) && f.placements() == u.placements();
         EXPECT_TRUE(all_ranks_ok(same && right))

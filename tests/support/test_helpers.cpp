@@ -1,6 +1,7 @@
 #include "support/test_helpers.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -108,6 +109,27 @@ MeshTensor with_logical_value(const Tensor& host, const Placements& placements, 
   }
   const Shape shard = shard_shape_for(host.shape(), placements, mesh->shape(), false);
   return MeshTensor(mesh, host.shape(), placements, Tensor::from_float(local, shard, DataType::FLOAT32, Layout::TILE));
+}
+
+bool matmul_close_to_float64(const Tensor& x, const Tensor& w, const Tensor& got, DataType out_dtype) {
+  const std::vector<float> xs = x.to_float(), ws = w.to_float(), gs = got.to_float();
+  const int64_t m = x.shape()[-2], k = x.shape()[-1], n = w.shape()[-1], batch = x.shape().volume() / (m * k);
+  // bfloat16 activations are multiplied as stored; block floats share an exponent per 16 values.
+  const double unit = out_dtype == DataType::FLOAT32 ? 0x1p-24 : out_dtype == DataType::BFLOAT16 ? 0x1p-8 : 0x1p-6;
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, magnitude = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double term = static_cast<double>(xs[static_cast<size_t>((t * m + i) * k + p)]) * ws[static_cast<size_t>(p * n + j)];
+          sum += term;
+          magnitude += std::abs(term);
+        }
+        const double g = gs[static_cast<size_t>((t * m + i) * n + j)];
+        // Block floats round to the block's largest exponent: allow the row's magnitude scale.
+        if (std::abs(g - sum) > 2 * unit * magnitude + k * 0x1p-24 * magnitude + 1e-6) return false;
+      }
+  return true;
 }
 
 }  // namespace meshnn::testing

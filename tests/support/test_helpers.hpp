@@ -67,6 +67,12 @@ std::vector<MeshShape> all_mesh_shapes(int n);
 // included: along Partial axes the first member holds the shard, and every member adds c_j times
 // `noise(axis)`'s shard, the c_j summing to zero over the axis. With integer-valued host and noise
 // every sum is exact, so a reduction gives `host` bit for bit.
+// |got - x @ w| within the output dtype's rounding plus float32 accumulation, element by element,
+// with x @ w and the bound in float64 from the operands' stored values (w 2-D, broadcast over x's
+// batch): 2 u |x||w| + K 2^-24 |x||w| + 1e-6 per element, u the unit roundoff of out_dtype
+// (2^-24 float32, 2^-8 bfloat16, 2^-6 for block floats, which round to their block's exponent).
+bool matmul_close_to_float64(const Tensor& x, const Tensor& w, const Tensor& got, DataType out_dtype);
+
 MeshTensor with_logical_value(const Tensor& host, const Placements& placements, const MeshDevicePtr& mesh,
                               const Tensor& noise_axis0, const Tensor& noise_axis1);
 

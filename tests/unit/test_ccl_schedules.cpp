@@ -185,6 +185,100 @@ TEST(CclAllToAll, WatchdogReportsTheMissingPeer) {
   }
 }
 
+// Byte i of a broadcast from `root`.
+uint8_t broadcast_byte(int root, size_t i) { return static_cast<uint8_t>(root * 53 + i * 11 + (i >> 8) + 1); }
+
+// Every schedule, group size 1..16, every root, empty to many-chunk buffers over one or three
+// links: every member ends with the root's bytes, and the root's buffer is untouched.
+TEST(CclBroadcast, EveryScheduleEveryGroupSizeEveryRoot) {
+  for (const Variant& v : kVariants) {
+    if (v.split == HopSplit::PARITY_SWAP) continue;  // an all_gather split: broadcast has no parts
+    for (int n = 1; n <= 16; ++n) {
+      for (size_t bytes : {size_t{0}, size_t{1}, size_t{1000}, size_t{5000}}) {
+        for (int links : {1, 3}) {
+          std::atomic<int> bad{0};
+          for (int root = 0; root < n; ++root) {
+            InProcessFabric::run(n, [&](Transport& t) {
+              std::vector<uint8_t> buf(bytes, 0xEE);
+              if (t.position() == root)
+                for (size_t i = 0; i < bytes; ++i) buf[i] = broadcast_byte(root, i);
+              CallContext ctx{t, 0, v.topology, links, options_for(v, 256), ""};
+              broadcast_bytes(ctx, root, buf.data(), bytes);
+              for (size_t i = 0; i < bytes; ++i) bad += buf[i] != broadcast_byte(root, i);
+            });
+          }
+          EXPECT_EQ(bad.load(), 0) << v.name << " n=" << n << " bytes=" << bytes << " links=" << links;
+        }
+      }
+    }
+  }
+}
+
+// AUTO (direct below 16 KiB, two chains above) with the default and odd chunk sizes, every root.
+TEST(CclBroadcast, AutoScheduleAndChunkings) {
+  for (int n : {2, 3, 5, 8}) {
+    for (size_t bytes : {size_t{64}, size_t{20000}, size_t{100003}}) {
+      for (size_t chunk : {size_t{0}, size_t{64}, size_t{4096}, size_t{65536}}) {
+        std::atomic<int> bad{0};
+        for (int root = 0; root < n; ++root) {
+          InProcessFabric::run(n, [&](Transport& t) {
+            std::vector<uint8_t> buf(bytes, 0);
+            if (t.position() == root)
+              for (size_t i = 0; i < bytes; ++i) buf[i] = broadcast_byte(root, i);
+            CclOptions o;
+            o.chunk_bytes = chunk;
+            o.watchdog_seconds = 60;
+            broadcast_bytes(CallContext{t, 0, Topology::RING, 1, o, ""}, root, buf.data(), bytes);
+            for (size_t i = 0; i < bytes; ++i) bad += buf[i] != broadcast_byte(root, i);
+          });
+        }
+        EXPECT_EQ(bad.load(), 0) << "n=" << n << " bytes=" << bytes << " chunk=" << chunk;
+      }
+    }
+  }
+  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1 << 20, Topology::RING, CclOptions{}).algorithm,
+            Algorithm::BIDIRECTIONAL_RING);
+  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1024, Topology::RING, CclOptions{}).algorithm, Algorithm::DIRECT);
+  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1 << 20, Topology::LINEAR, CclOptions{}).algorithm, Algorithm::LINE);
+}
+
+// broadcast_bytes_each: one call per chunk, in offset order, covering the buffer, each chunk
+// already in place when it is handed over; on every member, the root included.
+TEST(CclBroadcast, EachChunkInOrderOnceInPlace) {
+  for (const Variant& v : kVariants) {
+    if (v.split == HopSplit::PARITY_SWAP) continue;
+    for (int n : {1, 4, 7}) {
+      const size_t bytes = 3000, chunk = 512;
+      std::atomic<int> bad{0};
+      for (int root = 0; root < n; ++root) {
+        InProcessFabric::run(n, [&](Transport& t) {
+          std::vector<uint8_t> buf(bytes, 0);
+          if (t.position() == root)
+            for (size_t i = 0; i < bytes; ++i) buf[i] = broadcast_byte(root, i);
+          size_t next = 0;
+          CallContext ctx{t, 0, v.topology, 2, options_for(v, chunk), ""};
+          broadcast_bytes_each(ctx, root, buf.data(), bytes, [&](size_t offset, size_t len) {
+            bad += offset != next || len != std::min(chunk, bytes - offset);
+            for (size_t i = offset; i < offset + len; ++i) bad += buf[i] != broadcast_byte(root, i);
+            next = offset + len;
+          });
+          bad += next != bytes;
+        });
+      }
+      EXPECT_EQ(bad.load(), 0) << v.name << " n=" << n;
+    }
+  }
+}
+
+// A peer that never joins a broadcast: the watchdog names it.
+TEST(CclBroadcast, WatchdogReportsTheMissingPeer) {
+  const std::string report = stuck_report([](const CallContext& ctx) {
+    std::vector<uint8_t> buf(4096);
+    broadcast_bytes(ctx, 1, buf.data(), buf.size());
+  });
+  EXPECT_NE(report.find("broadcast stuck at step 0 waiting for peer virtual rank 1"), std::string::npos) << report;
+}
+
 // The documented order of each schedule, evaluated directly: element e of slice j.
 float chain_sum(const Variant& v, int n, int j, int64_t e, int64_t slice_count, bool first_half,
                 float (*value)(int, int64_t), int64_t global_index) {

@@ -32,6 +32,9 @@ namespace meshnn::ccl {
 // all_reduce runs reduce_scatter then all_gather of the same family, pipelined chunk by chunk
 // (DIRECT: everyone sends its whole buffer to everyone and reduces locally). all_to_all has one
 // schedule, DIRECT (each block goes straight to its owner), whatever `algorithm` asks for.
+// broadcast relays the root's buffer down chains (RING: one chain forward around the ring;
+// BIDIRECTIONAL_RING: two chains, ceil((N-1)/2) members ahead and the rest behind; LINE: a chain
+// toward each end of the line; DIRECT: the root sends to every member itself).
 enum class Algorithm { AUTO, RING, BIDIRECTIONAL_RING, LINE, DIRECT };
 std::string_view to_string(Algorithm a);  // "auto", "ring", "bidirectional_ring", "line", "direct"
 Algorithm parse_algorithm(std::string_view name);  // throws meshnn::Error listing the choices
@@ -43,8 +46,9 @@ Algorithm parse_algorithm(std::string_view name);  // throws meshnn::Error listi
 //                 original split).
 enum class HopSplit { SPLIT_FARTHEST, PARITY_SWAP };
 
-enum class Collective { ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE, ALL_TO_ALL };
-std::string_view to_string(Collective c);  // "all_gather", "reduce_scatter", "all_reduce", "all_to_all"
+enum class Collective { ALL_GATHER, REDUCE_SCATTER, ALL_REDUCE, ALL_TO_ALL, BROADCAST };
+// "all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast"
+std::string_view to_string(Collective c);
 
 struct CclOptions {
   Algorithm algorithm = Algorithm::AUTO;
@@ -70,7 +74,7 @@ struct Schedule {
   size_t chunk_bytes = 0;
 };
 // bytes: all_gather: one member's block; reduce_scatter: one member's whole input; all_reduce: the
-// buffer; all_to_all: one block (what one member sends one peer).
+// buffer; all_to_all: one block (what one member sends one peer); broadcast: the buffer.
 Schedule choose_schedule(Collective c, int group_size, size_t bytes, Topology topology, const CclOptions& options);
 
 // Tags: each collective gets kLanesPerOp consecutive tags, taken round-robin from the transport's
@@ -109,6 +113,18 @@ void all_gather_bytes_each(const CallContext& ctx, const void* mine, size_t byte
 // straight to every other, peers taken at increasing distance (to position()+s while receiving from
 // position()-s, the pairwise exchange's order) so no two members start on the same receiver.
 void all_to_all_bytes(const CallContext& ctx, const void* in, size_t block_bytes, void* out);
+
+// Member `root`'s `bytes` at buffer into every member's buffer (the root's is only read). A
+// pipelined chain (NCCL's broadcast): the buffer is cut into chunks, and each member receives a
+// chunk straight into place and sends it on from there (directRecvCopySend) while the next chunk
+// arrives, so a chain of h hops takes about (h + chunks - 1) chunk times. Schedules: see Algorithm.
+void broadcast_bytes(const CallContext& ctx, int root, void* buffer, size_t bytes);
+// The same, handing each chunk to on_chunk(offset, bytes) once it is in place here (at the root:
+// its own chunks), so a consumer can start on the front of the buffer while the rest travels.
+// Calls run on the calling thread one after another in offset order, transfers released by the
+// last arrival posted in between.
+void broadcast_bytes_each(const CallContext& ctx, int root, void* buffer, size_t bytes,
+                          const std::function<void(size_t offset, size_t bytes)>& on_chunk);
 
 // in: size() slices of `count` elements (slice j = elements [j*count, (j+1)*count)) in the
 // reduction's compute type; out: `count` elements = slice position() reduced over the group.

@@ -18,9 +18,11 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "meshnn/ccl/collectives.hpp"
 #include "meshnn/ccl/reduce.hpp"
 #include "meshnn/ccl/transport.hpp"
 #include "meshnn/core/scratch.hpp"
@@ -150,5 +152,20 @@ class Prims {
   std::vector<std::vector<Slot>> lanes_;
   std::vector<size_t> lane_cursor_;
 };
+
+// A broadcast as ops of a caller's Plan, for what interleaves broadcasts with its own work (SUMMA
+// runs both mesh axes' panel broadcasts and its products as one plan). The group is laid over the
+// plan's transport: members[k] is the transport position of group member k (broadcast_bytes: every
+// position in order; SUMMA: a mesh row or column over the whole mesh's transport); `root` and `me`
+// are group indices. The root sends from buffer; every other member receives each chunk into place
+// and sends it on down its chain (collectives.hpp's Algorithm names the chains). `ready`: what must
+// finish before buffer is first touched (the root's data written, or a reused buffer free). Chunk c
+// travels on lane (phase * kLanesPerPhase + (c mod num_links) * 2 + chain direction).
+struct BroadcastOps {
+  std::vector<OpId> received;  // per chunk: its receive here (-1 at the root)
+  std::vector<OpId> sent;      // every send from buffer: it may be overwritten once these are done
+};
+BroadcastOps add_broadcast(Plan& plan, std::span<const int> members, int me, int root, std::byte* buffer, size_t bytes,
+                           const Schedule& schedule, int num_links, int phase, const Deps& ready = {});
 
 }  // namespace meshnn::ccl

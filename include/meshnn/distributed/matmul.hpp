@@ -43,6 +43,10 @@ struct CostModel {
   // gather, of a 1/n slice for a reduce_scatter, twice that for an all_reduce).
   double seconds(const RedistributeStep& step) const;
   double seconds(const RedistributePlan& plan) const;
+  // A broadcast of `bytes` along `axis` among `members` as ccl's AUTO schedule relays it on a
+  // ring: two chains of h = ceil((members-1)/2) hops, the buffer in c = ceil(bytes / 1 MiB)
+  // chunks pipelined down them: (h + c - 1) * (alpha + bytes / c * beta).
+  double broadcast_seconds(int axis, int members, double bytes) const;
 };
 
 struct DistributedMatmulOptions {
@@ -57,8 +61,16 @@ struct MatmulPlan {
   RedistributePlan output;  // the product's move to the requested placements (no steps without one)
   Shape product_shape;
   double compute_s = 0, communication_s = 0;
+  // SUMMA (summa.hpp) instead of one local product: panels of summa_panel_width K elements,
+  // broadcast along both axes while the previous panel is multiplied. overlap_s is the
+  // communication hidden behind the products: with P panels, t_c both broadcasts of one panel and
+  // t_p one panel's product, the pipeline takes t_c + (P-1) max(t_c, t_p) + t_p, so
+  // overlap_s = (P-1) min(t_c, t_p) off the sum P t_c + P t_p.
+  bool summa = false;
+  int64_t summa_panel_width = 0, summa_panels = 0;
+  double overlap_s = 0;
   int candidates = 0;  // ways considered
-  double predicted_s() const { return compute_s + communication_s; }
+  double predicted_s() const { return compute_s + communication_s - overlap_s; }
   double bytes_received() const { return a.bytes_received() + b.bytes_received() + output.bytes_received(); }
   std::string explain() const;
   std::string summary() const;  // one line: each operand's moves, the product, the output's move
