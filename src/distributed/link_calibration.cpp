@@ -87,21 +87,43 @@ double PiecewiseLink::seconds(double bytes) const {
 
 PiecewiseLink fit_piecewise_link(const std::vector<LinkSample>& samples_in, int max_segments) {
   MESHNN_CHECK(samples_in.size() >= 2, "a link fit needs at least 2 samples, got {}", samples_in.size());
+  MESHNN_CHECK(max_segments >= 1, "a link fit needs at least one segment, got {}", max_segments);
   std::vector<LinkSample> s = samples_in;
   std::sort(s.begin(), s.end(), [](const LinkSample& a, const LinkSample& b) { return a.bytes < b.bytes; });
   const size_t n = s.size();
-  PiecewiseLink best{{fit_segment(s, 0, n)}};
-  double best_error = worst_error(s, best);
-  // Every way of starting a second (and third) range at a sample, each range >= 2 samples.
-  for (size_t i = 2; max_segments >= 2 && i + 2 <= n; ++i) {
-    const PiecewiseLink two{{fit_segment(s, 0, i), fit_segment(s, i, n)}};
-    if (const double e = worst_error(s, two); e < best_error) best = two, best_error = e;
-    for (size_t j = i + 2; max_segments >= 3 && j + 2 <= n; ++j) {
-      const PiecewiseLink three{{fit_segment(s, 0, i), fit_segment(s, i, j), fit_segment(s, j, n)}};
-      if (const double e = worst_error(s, three); e < best_error) best = three, best_error = e;
-    }
-  }
-  return best;
+  // The worst relative error of one range [i, j) fitted alone (ranges of >= 2 samples).
+  auto range_error = [&](size_t i, size_t j) {
+    const PiecewiseLink one{{fit_segment(s, i, j)}};
+    double worst = 0;
+    for (size_t x = i; x < j; ++x)
+      worst = std::max(worst, std::abs(one.seconds(s[x].bytes) - s[x].measured_s) / s[x].measured_s);
+    return worst;
+  };
+  std::vector<std::vector<double>> err(n + 1, std::vector<double>(n + 1, INFINITY));
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 2; j <= n; ++j) err[i][j] = range_error(i, j);
+  // best[k][j]: the least worst error of the first j samples cut into k ranges; cut[k][j] where
+  // the last of them starts (the breakpoints that minimise the worst error, by dynamic programming).
+  const size_t segments = static_cast<size_t>(max_segments);
+  std::vector<std::vector<double>> best(segments + 1, std::vector<double>(n + 1, INFINITY));
+  std::vector<std::vector<size_t>> cut(segments + 1, std::vector<size_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (size_t k = 1; k <= segments; ++k)
+    for (size_t j = 2; j <= n; ++j)
+      for (size_t i = 0; i + 2 <= j; ++i) {
+        const double e = std::max(best[k - 1][i], err[i][j]);
+        if (e < best[k][j]) best[k][j] = e, cut[k][j] = i;
+      }
+  size_t k_best = 1;
+  for (size_t k = 2; k <= segments; ++k)
+    if (best[k][n] < best[k_best][n]) k_best = k;  // more ranges only when they help
+  std::vector<size_t> starts;
+  for (size_t k = k_best, j = n; k > 0; j = cut[k][j], --k) starts.push_back(cut[k][j]);
+  std::reverse(starts.begin(), starts.end());
+  PiecewiseLink link;
+  for (size_t r = 0; r < starts.size(); ++r)
+    link.segments.push_back(fit_segment(s, starts[r], r + 1 < starts.size() ? starts[r + 1] : n));
+  return link;
 }
 
 std::string PointToPointCalibration::describe() const {
@@ -135,8 +157,8 @@ PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int 
   std::vector<double> seconds;
   for (double b : sizes) {
     const int tag = ccl::tag_base_for(mesh->next_operation_id(), transport);
-    // About 20 ms of round trips per batch at 10 GB/s, between 5 and 1000.
-    const int round_trips = options.repeats > 0 ? options.repeats : std::clamp(static_cast<int>(1e8 / (b + 1e4)), 5, 1000);
+    // About 20 ms of round trips per batch at 10 GB/s, between 10 and 1000.
+    const int round_trips = options.repeats > 0 ? options.repeats : std::clamp(static_cast<int>(1e8 / (b + 1e4)), 10, 1000);
     mesh->synchronize();
     seconds.push_back(pinging ? one_way_seconds(transport, tag, buffer.get(), static_cast<size_t>(b), round_trips) : 0);
   }

@@ -2,9 +2,10 @@
 // 8 B to 64 MiB, measured by ping-pong between the first two devices of each group along the axis
 // over meshnn's own transport (what the collectives' steps use), and fitted by a piecewise
 // alpha-beta model. One straight line cannot follow a real transport across that range: MPI
-// switches protocol (eager to rendezvous, or single-copy) at sizes of its own, and each regime has
-// its own latency and bandwidth; so the fit cuts the sizes into up to three ranges at the
-// breakpoints that minimise the worst relative error, each range with its own alpha and beta.
+// switches protocol (eager to rendezvous, or single-copy) at sizes of its own, caches stop holding
+// the message at others, and each regime has its own latency and bandwidth; so the fit cuts the
+// sizes into up to four ranges at the breakpoints that minimise the worst relative error, each
+// range with its own alpha and beta.
 #pragma once
 
 #include <string>
@@ -48,9 +49,9 @@ struct PointToPointOptions {
 PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int axis,
                                                  const PointToPointOptions& options = {});
 
-// The piecewise fit with at most `max_segments` ranges, breakpoints at sample sizes, least squares
-// in relative error per range, the breakpoints chosen for the least worst relative error. Pure (a
-// unit test feeds it synthetic samples).
-PiecewiseLink fit_piecewise_link(const std::vector<LinkSample>& samples, int max_segments = 3);
+// The piecewise fit with at most `max_segments` ranges of >= 2 samples each, breakpoints at sample
+// sizes, least squares in relative error per range, the breakpoints chosen (dynamic programming)
+// for the least worst relative error. Pure (a unit test feeds it synthetic samples).
+PiecewiseLink fit_piecewise_link(const std::vector<LinkSample>& samples, int max_segments = 4);
 
 }  // namespace meshnn::distributed
