@@ -52,7 +52,7 @@ AllGatherMatmulResult all_gather_matmul(const MeshTensor& a, const MeshTensor& b
   const ccl::OutputSpec gathered_spec = ccl::gather_spec(a, g, d);
   const MatmulPlan plan = plan_matmul(gathered_spec.global, a.dtype(), a.layout(), gathered_spec.placements, b.shape(),
                                       b.dtype(), b.layout(), b.placements(), a.mesh()->shape());
-  MESHNN_CHECK(plan.a.steps.empty() && plan.b.steps.empty(),
+  MESHNN_CHECK(plan.a.steps.empty() && plan.b.steps.empty() && !plan.summa,
                "{}: once gathered, A {} {} and B {} {} do not multiply where they are (distributed/matmul.hpp's "
                "rules); B on the gathered axis must be Replicate or Shard(N)",
                kOp, gathered_spec.global, to_string(gathered_spec.placements), b.shape(), to_string(b.placements()));
@@ -120,7 +120,7 @@ MeshTensor matmul_reduce_scatter(const MeshTensor& a, const MeshTensor& b, int d
   const MatmulPlan plan = plan_matmul(a.shape(), a.dtype(), a.layout(), a.placements(), b.shape(), b.dtype(),
                                       b.layout(), b.placements(), a.mesh()->shape());
   const ccl::Group g = ccl::resolve_group(a.mesh_device(), cluster_axis, kOp);
-  bool partial_on_group = plan.a.steps.empty() && plan.b.steps.empty();
+  bool partial_on_group = plan.a.steps.empty() && plan.b.steps.empty() && !plan.summa;
   for (int axis : g.axes)
     if (ccl::mesh_axis_size(a.mesh()->shape(), axis) > 1)
       partial_on_group = partial_on_group && is_partial(plan.product[axis]);
