@@ -102,8 +102,8 @@ class GatherRelay {
         if (op >= 0) all.push_back(op);
     return all;
   }
-  // Our own block first, then the others by the step their last chunk arrives at (ties: nearer
-  // ahead on the ring first): the order in which blocks complete, fixed by the schedule.
+  // Our own block first, then the others by the step their last chunk arrives at (ties: the
+  // nearest member behind on the ring first): the order blocks complete in, fixed by the schedule.
   std::vector<int> completion_order() const {
     std::vector<int> order;
     for (int k = 0; k < n_; ++k) order.push_back(mod(p_ - k, n_));
