@@ -90,6 +90,10 @@ void gather_into(const MeshTensor& input, MeshTensor& output, int dim, std::opti
     const int n = g.size;
     const auto runs = slice_runs(spec.local, in.layout(), d, n);
     const bool in_place = runs && runs->outer == 1;  // shards consecutive in the output's storage
+    if (in_place && !on_shard) {  // the common case (and a decode step's): straight into the output
+      ccl::all_gather_bytes(ctx, in.data<std::byte>(), in.size_bytes(), out.data<std::byte>());
+      return;
+    }
     ccl::ScratchScope scratch;
     std::byte* blocks = in_place ? out.data<std::byte>() : scratch.acquire(in.size_bytes() * n);
     if (on_shard) {
