@@ -18,8 +18,9 @@ launch=(mpirun --mca plm_rsh_agent "$root/tests/system/local_rsh.sh" --mca pml o
 check_layout() {  # check_layout NAME EXTRA_MPIRUN_ARGS...
   local name=$1
   shift
-  local out
-  out=$(MESHNN_SHOW_BINDING=1 "${launch[@]}" "$@" "$build/apps/meshnn-demo" --mesh 2x4 2>&1)
+  local out rc=0
+  out=$(MESHNN_SHOW_BINDING=1 "${launch[@]}" "$@" "$build/apps/meshnn-demo" --mesh 2x4 2>&1) || rc=$?
+  [ "$rc" = 0 ] || { echo "$name: mpirun exited with $rc"; echo "$out"; exit 1; }
   echo "$out" | grep -q 'PCC vs single-device result = .* (PASS)' || { echo "$name: the demo failed"; echo "$out"; exit 1; }
   local seen=0
   while read -r rank local_rank local_ranks; do
@@ -42,6 +43,7 @@ cores=$(nproc)
 awk -v cores="$cores" '/^rank/ { split($3, a, "="); print $1, $2, "slot=" (a[2] % cores); next } { print }' \
   "$root/hostfiles/t3000.rankfile" > "$work/t3000.rankfile"
 check_layout rankfile --rankfile "$work/t3000.rankfile"
-"${launch[@]}" "$build/apps/meshnn-mlp" --mesh 2x4 --mode 2d --check | grep -q 'check vs single-device result: .*PASS' ||
-  { echo "2-D Falcon MLP across the two hosts failed its check"; exit 1; }
+mlp=$("${launch[@]}" "$build/apps/meshnn-mlp" --mesh 2x4 --mode 2d --check 2>&1) || true
+echo "$mlp" | grep -q 'check vs single-device result: .*PASS' ||
+  { echo "2-D Falcon MLP across the two hosts failed its check:"; echo "$mlp"; exit 1; }
 echo "2-D Falcon MLP across two hosts: PASS"
