@@ -230,6 +230,7 @@ bool use_string_moves() {
 }  // namespace
 
 void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;  // empty blocks may have no storage (null): memcpy must not see them
   if (bytes <= kCopyPieceBytes || plain_memcpy()) {
     std::memcpy(dst, src, bytes);
     return;
