@@ -85,6 +85,28 @@ std::optional<RedistributePlan> try_plan(const Shape& s, DataType dtype, Layout 
 
 namespace {
 
+// A plan's moves: A from pa to xa, B from pb to xb, and the product (placements `product`) to the
+// requested output, priced; no compute yet. None when any move is impossible.
+std::optional<MatmulPlan> plan_moves(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& pa,
+                                     const Placements& xa, const Shape& b, DataType b_dtype, Layout b_layout,
+                                     const Placements& pb, const Placements& xb, const Shape& c,
+                                     const Placements& product, MeshShape mesh, const DistributedMatmulOptions& options) {
+  const auto move_a = try_plan(a, a_dtype, a_layout, pa, xa, mesh);
+  const auto move_b = try_plan(b, b_dtype, b_layout, pb, xb, mesh);
+  std::optional<RedistributePlan> move_out = RedistributePlan{product, product, {}};
+  if (options.output_placements)
+    move_out = try_plan(c, DataType::FLOAT32, Layout::TILE, product, *options.output_placements, mesh);
+  if (!move_a || !move_b || !move_out) return std::nullopt;
+  MatmulPlan plan;
+  plan.a = *move_a;
+  plan.b = *move_b;
+  plan.output = *move_out;
+  plan.product = product;
+  plan.product_shape = c;
+  plan.communication_s = options.cost.seconds(*move_a) + options.cost.seconds(*move_b) + options.cost.seconds(*move_out);
+  return plan;
+}
+
 // The SUMMA candidate (summa.hpp): A and B moved to its placements (or as they are), priced as
 // the pipeline of panel broadcasts and products (MatmulPlan::overlap_s). None when B is not a
 // matrix, the mesh is one device, or the shapes, dtypes or output do not allow it.
@@ -98,19 +120,10 @@ std::optional<MatmulPlan> summa_plan(const Shape& a, DataType a_dtype, Layout a_
   } catch (const Error&) {
     return std::nullopt;
   }
-  const auto move_a = try_plan(a, a_dtype, a_layout, pa, xa, mesh);
-  const auto move_b = try_plan(b, b_dtype, b_layout, pb, xb, mesh);
-  const Placements product = summa_c_placements(c.rank(), mesh);
-  std::optional<RedistributePlan> move_out = RedistributePlan{product, product, {}};
-  if (options.output_placements)
-    move_out = try_plan(c, DataType::FLOAT32, Layout::TILE, product, *options.output_placements, mesh);
-  if (!move_a || !move_b || !move_out) return std::nullopt;
-  MatmulPlan plan;
-  plan.a = *move_a;
-  plan.b = *move_b;
-  plan.output = *move_out;
-  plan.product = product;
-  plan.product_shape = c;
+  std::optional<MatmulPlan> moved = plan_moves(a, a_dtype, a_layout, pa, xa, b, b_dtype, b_layout, pb, xb, c,
+                                               summa_c_placements(c.rank(), mesh), mesh, options);
+  if (!moved) return std::nullopt;
+  MatmulPlan& plan = *moved;
   plan.summa = true;
   plan.summa_panel_width = summa_panel_width(a[-1], mesh);
   plan.summa_panels = a[-1] / plan.summa_panel_width;
@@ -124,9 +137,9 @@ std::optional<MatmulPlan> summa_plan(const Shape& a, DataType a_dtype, Layout a_
   const double t_p = 2.0 * static_cast<double>(a_panel.volume()) * static_cast<double>(b_panel[1]) / cost.matmul_flops_per_s;
   const double panels = static_cast<double>(plan.summa_panels);
   plan.compute_s = panels * t_p;
-  plan.communication_s = cost.seconds(*move_a) + cost.seconds(*move_b) + cost.seconds(*move_out) + panels * t_c;
+  plan.communication_s += panels * t_c;
   plan.overlap_s = (panels - 1) * std::min(t_c, t_p);
-  return plan;
+  return moved;
 }
 
 }  // namespace
@@ -202,31 +215,19 @@ std::vector<MatmulPlan> matmul_plans(const Shape& a, DataType a_dtype, Layout a_
             if (fits) product[axis] = *p;
           }
           if (!fits) continue;
-          const auto move_a = try_plan(a, a_dtype, a_layout, pa, xa, mesh);
-          const auto move_b = try_plan(b, b_dtype, b_layout, pb, xb, mesh);
-          if (!move_a || !move_b) continue;
           Shape local_c;
           try {
             local_c = shard_shape_for(c, product, mesh, false);
           } catch (const Error&) {
             continue;
           }
-          std::optional<RedistributePlan> move_out = RedistributePlan{product, product, {}};
-          if (options.output_placements)
-            move_out = try_plan(c, DataType::FLOAT32, Layout::TILE, product, *options.output_placements, mesh);
-          if (!move_out) continue;
-          MatmulPlan plan;
-          plan.a = *move_a;
-          plan.b = *move_b;
-          plan.output = *move_out;
-          plan.product = product;
-          plan.product_shape = c;
+          std::optional<MatmulPlan> plan =
+              plan_moves(a, a_dtype, a_layout, pa, xa, b, b_dtype, b_layout, pb, xb, c, product, mesh, options);
+          if (!plan) continue;
           const Shape local_a = shard_shape_for(a, xa, mesh, false);
           const double flops = 2.0 * static_cast<double>(local_c.volume()) * static_cast<double>(local_a[-1]);
-          plan.compute_s = flops / options.cost.matmul_flops_per_s;
-          plan.communication_s =
-              options.cost.seconds(*move_a) + options.cost.seconds(*move_b) + options.cost.seconds(*move_out);
-          plans.push_back(std::move(plan));
+          plan->compute_s = flops / options.cost.matmul_flops_per_s;
+          plans.push_back(std::move(*plan));
         }
   if (auto p = summa_plan(a, a_dtype, a_layout, pa, b, b_dtype, b_layout, pb, c, mesh, options)) plans.push_back(std::move(*p));
   MESHNN_CHECK(!plans.empty(),

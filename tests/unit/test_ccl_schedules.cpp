@@ -188,6 +188,18 @@ TEST(CclAllToAll, WatchdogReportsTheMissingPeer) {
 // Byte i of a broadcast from `root`.
 uint8_t broadcast_byte(int root, size_t i) { return static_cast<uint8_t>(root * 53 + i * 11 + (i >> 8) + 1); }
 
+// Bytes of this member's buffer that differ from the root's after a broadcast of `bytes` from
+// `root` (the others' buffers start as `fill`).
+int broadcast_errors(const CallContext& ctx, int root, size_t bytes, uint8_t fill) {
+  std::vector<uint8_t> buf(bytes, fill);
+  if (ctx.transport.position() == root)
+    for (size_t i = 0; i < bytes; ++i) buf[i] = broadcast_byte(root, i);
+  broadcast_bytes(ctx, root, buf.data(), bytes);
+  int bad = 0;
+  for (size_t i = 0; i < bytes; ++i) bad += buf[i] != broadcast_byte(root, i);
+  return bad;
+}
+
 // Every schedule, group size 1..16, every root, empty to many-chunk buffers over one or three
 // links: every member ends with the root's bytes, and the root's buffer is untouched.
 TEST(CclBroadcast, EveryScheduleEveryGroupSizeEveryRoot) {
@@ -199,12 +211,7 @@ TEST(CclBroadcast, EveryScheduleEveryGroupSizeEveryRoot) {
           std::atomic<int> bad{0};
           for (int root = 0; root < n; ++root) {
             InProcessFabric::run(n, [&](Transport& t) {
-              std::vector<uint8_t> buf(bytes, 0xEE);
-              if (t.position() == root)
-                for (size_t i = 0; i < bytes; ++i) buf[i] = broadcast_byte(root, i);
-              CallContext ctx{t, 0, v.topology, links, options_for(v, 256), ""};
-              broadcast_bytes(ctx, root, buf.data(), bytes);
-              for (size_t i = 0; i < bytes; ++i) bad += buf[i] != broadcast_byte(root, i);
+              bad += broadcast_errors(CallContext{t, 0, v.topology, links, options_for(v, 256), ""}, root, bytes, 0xEE);
             });
           }
           EXPECT_EQ(bad.load(), 0) << v.name << " n=" << n << " bytes=" << bytes << " links=" << links;
@@ -222,14 +229,10 @@ TEST(CclBroadcast, AutoScheduleAndChunkings) {
         std::atomic<int> bad{0};
         for (int root = 0; root < n; ++root) {
           InProcessFabric::run(n, [&](Transport& t) {
-            std::vector<uint8_t> buf(bytes, 0);
-            if (t.position() == root)
-              for (size_t i = 0; i < bytes; ++i) buf[i] = broadcast_byte(root, i);
             CclOptions o;
             o.chunk_bytes = chunk;
             o.watchdog_seconds = 60;
-            broadcast_bytes(CallContext{t, 0, Topology::RING, 1, o, ""}, root, buf.data(), bytes);
-            for (size_t i = 0; i < bytes; ++i) bad += buf[i] != broadcast_byte(root, i);
+            bad += broadcast_errors(CallContext{t, 0, Topology::RING, 1, o, ""}, root, bytes, 0);
           });
         }
         EXPECT_EQ(bad.load(), 0) << "n=" << n << " bytes=" << bytes << " chunk=" << chunk;
