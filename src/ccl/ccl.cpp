@@ -67,13 +67,6 @@ ccl::Reduction reduction_for(DataType dtype, ReduceOp op, int n, const CclOption
 
 namespace {
 
-// A tensor holding a copy of stored bytes (one member's shard as the schedules move it).
-Tensor tensor_from_bytes(const Shape& shape, DataType dtype, Layout layout, const std::byte* bytes) {
-  Tensor t = Tensor::uninitialized(shape, dtype, layout);
-  copy_bytes(t.data<std::byte>(), bytes, t.size_bytes());
-  return t;
-}
-
 // all_gather_into, and all_gather_into_each when on_shard is set.
 void gather_into(const MeshTensor& input, MeshTensor& output, int dim, std::optional<int> cluster_axis,
                  std::optional<Topology> topology, int num_links, const CclOptions& options,

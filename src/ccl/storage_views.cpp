@@ -38,6 +38,12 @@ size_t storage_bytes_of(int64_t elements, DataType dtype) {
   return static_cast<size_t>(elements) * element_bytes(dtype);
 }
 
+Tensor tensor_from_bytes(const Shape& shape, DataType dtype, Layout layout, const std::byte* bytes) {
+  Tensor t = Tensor::uninitialized(shape, dtype, layout);
+  copy_bytes(t.data<std::byte>(), bytes, t.size_bytes());
+  return t;
+}
+
 void split_parts(const Tensor& t, int d, int n, std::byte* parts) {
   Shape part = t.shape();
   part[d] = part[d] / n;
@@ -69,11 +75,7 @@ void join_parts(const std::byte* parts, const Shape& part, int d, int n, Tensor&
   }
   // A part boundary cuts tiles: concat() repacks.
   std::vector<Tensor> pieces;
-  for (int j = 0; j < n; ++j) {
-    Tensor piece(part, t.dtype(), t.layout());
-    copy_bytes(piece.data<std::byte>(), parts + j * part_bytes, part_bytes);
-    pieces.push_back(std::move(piece));
-  }
+  for (int j = 0; j < n; ++j) pieces.push_back(tensor_from_bytes(part, t.dtype(), t.layout(), parts + j * part_bytes));
   const Tensor joined = concat(pieces, d);
   copy_bytes(t.data<std::byte>(), joined.data<std::byte>(), t.size_bytes());
 }

@@ -17,6 +17,8 @@ struct Runs {
 };
 std::optional<Runs> slice_runs(const Shape& shape, Layout layout, int d, int n);
 size_t storage_bytes_of(int64_t elements, DataType dtype);
+// A tensor holding a copy of stored bytes (one member's shard as the schedules move it).
+Tensor tensor_from_bytes(const Shape& shape, DataType dtype, Layout layout, const std::byte* bytes);
 // The n equal parts of t along d, each stored as a tensor of the part's shape would be, back to
 // back in `parts` (t's storage bytes in all). Whole tiles are copied when the cuts are
 // tile-aligned; otherwise the parts are sliced out (block floats requantised).

@@ -5,6 +5,7 @@
 #include "meshnn/ccl/specs.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/distributed/matmul.hpp"
+#include "meshnn/ops/eltwise.hpp"
 #include "meshnn/tensor/concat.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 
@@ -90,9 +91,7 @@ AllGatherMatmulResult all_gather_matmul(const MeshTensor& a, const MeshTensor& b
             first = false;
             return;
           }
-          float* s = sum.data<float>();
-          const float* p = part.data<float>();
-          for (size_t i = 0, n = sum.size_bytes() / sizeof(float); i < n; ++i) s[i] += p[i];
+          add_into(sum, part, sum);
         },
         cluster_axis, options.topology, options.num_links, options.ccl);
     if (sum.dtype() != *local.output_dtype) sum = sum.typecast(*local.output_dtype);

@@ -8,8 +8,10 @@
 #include "meshnn/ccl/plan.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/memory.hpp"
+#include "meshnn/ops/eltwise.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/tensor/concat.hpp"
+#include "meshnn/tensor/tile_layout.hpp"
 
 namespace meshnn::distributed {
 namespace {
@@ -103,6 +105,7 @@ MeshTensor summa(const MeshTensor& a, const MeshTensor& b, const SummaOptions& o
   b_panel[0] = width;
   const size_t a_bytes = Tensor::storage_bytes(a_panel, x.dtype(), Layout::TILE);
   const size_t b_bytes = Tensor::storage_bytes(b_panel, w.dtype(), Layout::TILE);
+  const size_t b_tile_row_bytes = Tensor::storage_bytes(Shape{kTileHeight, w.shape()[1]}, w.dtype(), Layout::TILE);
   // Panel buffers, reused round-robin: panel p lives in slot p mod slots.
   const int slots = static_cast<int>(std::min<int64_t>(panels, options.lookahead + 1));
   std::vector<Tensor> a_slots, b_slots;
@@ -147,10 +150,16 @@ MeshTensor summa(const MeshTensor& a, const MeshTensor& b, const SummaOptions& o
       multiply_after.push_back(a_ready[0]);
     }
     if (me.row == owner_row) {
-      // B's rows [b_off, b_off + width) of whole tiles lie together in storage; a slice copies them.
+      // B's rows [b_off, b_off + width): whole tile rows lie together in storage and are copied as
+      // they are; a panel that cuts tiles is repacked by slice().
       b_ready = {plan.local(step, [&, s, b_off] {
+        std::byte* slot = b_slots[static_cast<size_t>(s)].data<std::byte>();
+        if (b_off % kTileHeight == 0 && width % kTileHeight == 0) {
+          copy_bytes(slot, w.data<std::byte>() + b_off / kTileHeight * b_tile_row_bytes, b_bytes);
+          return;
+        }
         const Tensor part = slice(w, 0, b_off, b_off + width);
-        copy_bytes(b_slots[static_cast<size_t>(s)].data<std::byte>(), part.data<std::byte>(), b_bytes);
+        copy_bytes(slot, part.data<std::byte>(), b_bytes);
       }, free)};
       multiply_after.push_back(b_ready[0]);
     }
@@ -171,9 +180,7 @@ MeshTensor summa(const MeshTensor& a, const MeshTensor& b, const SummaOptions& o
         sum = std::move(term);
         return;
       }
-      float* acc = sum.data<float>();
-      const float* add = term.data<float>();
-      for (size_t i = 0, n = sum.size_bytes() / sizeof(float); i < n; ++i) acc[i] += add[i];
+      add_into(sum, term, sum);
     }, multiply_after);
     product_of[static_cast<size_t>(p)] = product;
     ccl::Deps& users = slot_users[static_cast<size_t>(p)];
