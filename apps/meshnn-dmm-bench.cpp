@@ -52,7 +52,7 @@ const PlacementCase kCases[] = {
 
 struct Options {
   int iterations = 5, max_plans = 6;
-  bool collective_matmuls = false;
+  bool collective_matmuls = false, breakdown = false;
   std::string calibration, save_calibration, json;
 };
 
@@ -72,6 +72,37 @@ double timed_median(const MeshDevice& mesh, int iterations, const std::function<
   for (int i = 0; i < iterations; ++i) t.push_back(timed_once(mesh, fn));
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// Each part of a plan's run timed on its own (median of o.iterations) beside its prediction: which
+// of the cost model's terms is off when a whole plan's prediction is.
+nlohmann::ordered_json time_parts(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& plan,
+                                  DistributedMatmulOptions options, const CostModel& model, const Options& o,
+                                  const MeshDevice& mesh, bool root) {
+  options.output_dtype = options.output_dtype.value_or(a.dtype());
+  const MeshTensor xa = redistribute(a, plan.a.to), xb = redistribute(b, plan.b.to);
+  const MeshTensor product = plan_product(xa, xb, plan, options);
+  const double move_a = model.seconds(plan.a), move_b = model.seconds(plan.b), output = model.seconds(plan.output);
+  struct Part {
+    const char* name;
+    double predicted_s;
+    std::function<void()> run;
+  };
+  const Part parts[] = {
+      {"move A", move_a, [&] { redistribute(a, plan.a.to); }},
+      {"move B", move_b, [&] { redistribute(b, plan.b.to); }},
+      {"product", plan.predicted_s() - move_a - move_b - output, [&] { plan_product(xa, xb, plan, options); }},
+      {"output", output, [&] { plan_output(product, plan, options); }},
+  };
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const Part& part : parts) {
+    const double s = timed_median(mesh, o.iterations, part.run);
+    if (root)
+      std::printf("      %-8s predicted %8.3f ms  measured %8.3f ms (%+.0f%%)\n", part.name, 1e3 * part.predicted_s, 1e3 * s,
+                  100 * (part.predicted_s - s) / s);
+    out.push_back({{"part", part.name}, {"predicted_s", part.predicted_s}, {"measured_s", io::round_to(s, 6)}});
+  }
+  return out;
 }
 
 CostModel cost_model(const Options& o, const MeshDevicePtr& mesh, bool root) {
@@ -120,6 +151,7 @@ nlohmann::ordered_json run_case(const ShapeCase& shape, const PlacementCase& pc,
                   100 * error);
     rows.push_back({{"plan", plan.summary()}, {"chosen", is_chosen}, {"bytes_received", plan.bytes_received()},
                     {"predicted_s", plan.predicted_s()}, {"measured_s", io::round_to(s, 6)}});
+    if (o.breakdown) rows.back()["parts"] = time_parts(a, b, plan, options, model, o, *mesh, root);
   }
   if (root)
     std::printf("  chosen / best measured: %.2f (target <= 1.10); worst prediction error of plans moving >= 1 MiB: "
@@ -196,6 +228,8 @@ int main(int argc, char** argv) {
     cli.add_option("--calibration", o.calibration, "cost model to load instead of calibrating")->type_name("FILE");
     cli.add_option("--save-calibration", o.save_calibration, "write the calibrated cost model here")->type_name("FILE");
     cli.add_option("--json", o.json, "write one JSON record per case")->type_name("FILE");
+    cli.add_flag("--breakdown", o.breakdown,
+                 "also time each plan's parts (operand moves, product, output move) against their predictions");
     cli.add_flag("--collective-matmuls", o.collective_matmuls,
                  "time the fused all_gather_matmul and matmul_reduce_scatter against their unfused pairs instead");
     parse_command_line(cli, argc, argv);

@@ -288,7 +288,9 @@ MeshTensor all_reduce(const MeshTensor& input, ReduceOp op, std::optional<int> c
   check_common(input, num_links, "all_reduce");
   const Group g = resolve_group(input.mesh_device(), cluster_axis, "all_reduce");
   const OutputSpec spec = all_reduce_spec(input, g, op);
-  MeshTensor output(input.mesh(), spec.global, spec.placements, Tensor(spec.local, input.dtype(), input.layout()));
+  // all_reduce_into writes the whole storage, padding included: no zero-fill first.
+  MeshTensor output(input.mesh(), spec.global, spec.placements,
+                    Tensor::uninitialized(spec.local, input.dtype(), input.layout()));
   all_reduce_into(input, output, op, cluster_axis, topology, num_links, options);
   return output;
 }

@@ -19,19 +19,43 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// alpha, beta minimising the sum of squared relative errors over samples [begin, end).
-LinkSegment fit_segment(const std::vector<LinkSample>& s, size_t begin, size_t end) {
-  double sw = 0, swx = 0, swy = 0, swxx = 0, swxy = 0;
+// The worst relative error of alpha + beta x over samples [begin, end) at this beta with the best
+// alpha >= 0: alpha must lie within e * y_i of c_i = y_i - beta x_i for every i, which is possible
+// when e >= (c_i - c_j) / (y_i + y_j) for every pair and e >= -c_j / y_j (alpha >= 0). Returns e
+// and sets alpha to the lowest admissible value.
+double minimax_error_at(const std::vector<LinkSample>& s, size_t begin, size_t end, double beta, double& alpha) {
+  double e = 0;
   for (size_t i = begin; i < end; ++i) {
-    const double w = 1 / (s[i].measured_s * s[i].measured_s), x = s[i].bytes, y = s[i].measured_s;
-    sw += w, swx += w * x, swy += w * y, swxx += w * x * x, swxy += w * x * y;
+    const double ci = s[i].measured_s - beta * s[i].bytes;
+    e = std::max(e, -ci / s[i].measured_s);
+    for (size_t j = begin; j < end; ++j) {
+      const double cj = s[j].measured_s - beta * s[j].bytes;
+      e = std::max(e, (ci - cj) / (s[i].measured_s + s[j].measured_s));
+    }
+  }
+  alpha = 0;
+  for (size_t i = begin; i < end; ++i)
+    alpha = std::max(alpha, s[i].measured_s - beta * s[i].bytes - e * s[i].measured_s);
+  return e;
+}
+
+// alpha >= 0 and beta >= 0 minimising the worst relative error over samples [begin, end) (a
+// Chebyshev fit: the calibration's target is a worst error, and least squares lets one size of a
+// range stray to keep the others close). The error is a maximum of functions linear in beta, so
+// convex: a ternary search over beta finds its minimum.
+LinkSegment fit_segment(const std::vector<LinkSample>& s, size_t begin, size_t end) {
+  double beta_high = 0;
+  for (size_t i = begin; i < end; ++i) beta_high = std::max(beta_high, 2 * s[i].measured_s / s[i].bytes);
+  double lo = 0, hi = beta_high, alpha = 0;
+  for (int iteration = 0; iteration < 200 && hi > lo; ++iteration) {
+    const double m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
+    if (minimax_error_at(s, begin, end, m1, alpha) <= minimax_error_at(s, begin, end, m2, alpha)) hi = m2;
+    else lo = m1;
   }
   LinkSegment seg;
   seg.from_bytes = begin == 0 ? 0 : s[begin].bytes;
-  const double det = sw * swxx - swx * swx;
-  seg.beta_s_per_byte = det > 0 ? (sw * swxy - swx * swy) / det : 0;
-  if (seg.beta_s_per_byte < 0) seg.beta_s_per_byte = 0;  // a flat (latency-bound) range
-  seg.alpha_s = std::max(0.0, (swy - seg.beta_s_per_byte * swx) / sw);
+  seg.beta_s_per_byte = (lo + hi) / 2;
+  minimax_error_at(s, begin, end, seg.beta_s_per_byte, seg.alpha_s);
   return seg;
 }
 
@@ -114,9 +138,12 @@ PiecewiseLink fit_piecewise_link(const std::vector<LinkSample>& samples_in, int 
         const double e = std::max(best[k - 1][i], err[i][j]);
         if (e < best[k][j]) best[k][j] = e, cut[k][j] = i;
       }
+  // More ranges only when they lower the worst error by a tenth of a percentage point or more:
+  // less is rounding, and a range fitted to it would be fitted to noise.
+  constexpr double kWorthARange = 1e-3;
   size_t k_best = 1;
   for (size_t k = 2; k <= segments; ++k)
-    if (best[k][n] < best[k_best][n]) k_best = k;  // more ranges only when they help
+    if (best[k][n] < best[k_best][n] - kWorthARange) k_best = k;
   std::vector<size_t> starts;
   for (size_t k = k_best, j = n; k > 0; j = cut[k][j], --k) starts.push_back(cut[k][j]);
   std::reverse(starts.begin(), starts.end());
@@ -128,15 +155,25 @@ PiecewiseLink fit_piecewise_link(const std::vector<LinkSample>& samples_in, int 
 
 std::string PointToPointCalibration::describe() const {
   if (members == 1) return fmt::format("axis {}: one device, nothing to measure\n", axis);
-  std::string out = fmt::format("axis {} ({} devices, {}): point-to-point, one way, fit within {:.1f}%\n", axis,
+  std::string out = fmt::format("axis {} ({} devices, {}): point-to-point, one way, fit within {:.1f}%", axis,
                                 members, transport, 100 * max_relative_error);
+  if (!check.empty()) out += fmt::format(", a second sweep within {:.1f}%", 100 * check_relative_error);
+  out += "\n";
   for (const LinkSegment& s : link.segments)
     out += fmt::format("  from {:>10.0f} B: alpha {:8.3f} us, {:8.3f} GB/s\n", s.from_bytes, 1e6 * s.alpha_s,
                        s.beta_s_per_byte > 0 ? 1e-9 / s.beta_s_per_byte : INFINITY);
-  out += fmt::format("  {:>10} {:>12} {:>12} {:>8}\n", "bytes", "measured us", "model us", "error");
-  for (const LinkSample& x : samples)
-    out += fmt::format("  {:>10.0f} {:>12.3f} {:>12.3f} {:>7.1f}%\n", x.bytes, 1e6 * x.measured_s, 1e6 * x.predicted_s,
+  out += fmt::format("  {:>10} {:>12} {:>12} {:>8}", "bytes", "measured us", "model us", "error");
+  if (!check.empty()) out += fmt::format(" {:>12} {:>8}", "again us", "error");
+  out += "\n";
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const LinkSample& x = samples[i];
+    out += fmt::format("  {:>10.0f} {:>12.3f} {:>12.3f} {:>7.1f}%", x.bytes, 1e6 * x.measured_s, 1e6 * x.predicted_s,
                        100 * (x.predicted_s - x.measured_s) / x.measured_s);
+    if (i < check.size())
+      out += fmt::format(" {:>12.3f} {:>7.1f}%", 1e6 * check[i].measured_s,
+                         100 * (check[i].predicted_s - check[i].measured_s) / check[i].measured_s);
+    out += "\n";
+  }
   return out;
 }
 
@@ -154,22 +191,32 @@ PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int 
   const bool pinging = transport.position() < 2;
   // The memory tensors use (core/memory.hpp), so transfers meet the pages collectives meet.
   std::unique_ptr<std::byte, void (*)(std::byte*)> buffer(allocate_buffer(largest), release_buffer);
-  std::vector<double> seconds;
-  for (double b : sizes) {
-    const int tag = ccl::tag_base_for(mesh->next_operation_id(), transport);
-    // About 20 ms of round trips per batch at 10 GB/s, between 10 and 1000.
-    const int round_trips = options.repeats > 0 ? options.repeats : std::clamp(static_cast<int>(1e8 / (b + 1e4)), 10, 1000);
-    mesh->synchronize();
-    seconds.push_back(pinging ? one_way_seconds(transport, tag, buffer.get(), static_cast<size_t>(b), round_trips) : 0);
-  }
-  // Rank 0's measurements for everyone, so that every rank fits the same model.
-  MPI_Bcast(seconds.data(), static_cast<int>(seconds.size()), MPI_DOUBLE, 0, mesh->comm());
-  for (size_t i = 0; i < sizes.size(); ++i) c.samples.push_back({sizes[i], seconds[i], 0});
+  // One sweep over the sizes: rank 0's one-way times, for every rank (so that all fit one model).
+  auto sweep = [&] {
+    std::vector<double> seconds;
+    for (double b : sizes) {
+      const int tag = ccl::tag_base_for(mesh->next_operation_id(), transport);
+      // About 20 ms of round trips per batch at 10 GB/s, between 10 and 1000.
+      const int round_trips =
+          options.repeats > 0 ? options.repeats : std::clamp(static_cast<int>(1e8 / (b + 1e4)), 10, 1000);
+      mesh->synchronize();
+      seconds.push_back(pinging ? one_way_seconds(transport, tag, buffer.get(), static_cast<size_t>(b), round_trips) : 0);
+    }
+    MPI_Bcast(seconds.data(), static_cast<int>(seconds.size()), MPI_DOUBLE, 0, mesh->comm());
+    std::vector<LinkSample> samples;
+    for (size_t i = 0; i < sizes.size(); ++i) samples.push_back({sizes[i], seconds[i], 0});
+    std::sort(samples.begin(), samples.end(), [](const LinkSample& a, const LinkSample& b) { return a.bytes < b.bytes; });
+    return samples;
+  };
+  c.samples = sweep();
   c.link = fit_piecewise_link(c.samples);
   for (LinkSample& x : c.samples) x.predicted_s = c.link.seconds(x.bytes);
-  std::sort(c.samples.begin(), c.samples.end(), [](const LinkSample& a, const LinkSample& b) { return a.bytes < b.bytes; });
-  for (const LinkSample& x : c.samples)
-    c.max_relative_error = std::max(c.max_relative_error, std::abs(x.predicted_s - x.measured_s) / x.measured_s);
+  c.max_relative_error = worst_error(c.samples, c.link);
+  if (options.check_sweep) {
+    c.check = sweep();
+    for (LinkSample& x : c.check) x.predicted_s = c.link.seconds(x.bytes);
+    c.check_relative_error = worst_error(c.check, c.link);
+  }
   return c;
 }
 

@@ -260,29 +260,38 @@ MatmulPlan plan_matmul(const Shape& a, DataType a_dtype, Layout a_layout, const 
   return std::move(plans.front());
 }
 
-MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& plan, const DistributedMatmulOptions& options) {
-  MESHNN_CHECK(a.mesh() == b.mesh(), "distributed matmul: A and B are on different meshes");
-  const MeshDevicePtr& mesh = a.mesh();
-  const MeshTensor xa = redistribute(a, plan.a.to), xb = redistribute(b, plan.b.to);
-  const DataType out_dtype = options.output_dtype.value_or(a.dtype());
-  // Partial sums stay float32 until their reduction, which quantises once.
-  const bool partial = is_partial(plan.product[0]) || is_partial(plan.product[1]);
-  MatmulOptions local_options;
-  local_options.output_dtype = partial && !plan.output.steps.empty() ? DataType::FLOAT32 : out_dtype;
-  MeshTensor product;
+MeshTensor plan_product(const MeshTensor& xa, const MeshTensor& xb, const MatmulPlan& plan,
+                        const DistributedMatmulOptions& options) {
+  MESHNN_CHECK(xa.mesh() == xb.mesh(), "distributed matmul: A and B are on different meshes");
+  const MeshDevicePtr& mesh = xa.mesh();
+  const DataType out_dtype = options.output_dtype.value_or(xa.dtype());
   if (plan.summa) {
     SummaOptions summa_options;
     summa_options.output_dtype = out_dtype;
     summa_options.panel_width = plan.summa_panel_width;
-    product = summa(xa, xb, summa_options);
-  } else {
-    product = MeshTensor(mesh, plan.product_shape, plan.product,
-                         meshnn::matmul(xa.local(), xb.local(), false, false, local_options));
+    return summa(xa, xb, summa_options);
   }
+  // Partial sums stay float32 until their reduction, which quantises once.
+  const bool partial = is_partial(plan.product[0]) || is_partial(plan.product[1]);
+  MatmulOptions local_options;
+  local_options.output_dtype = partial && !plan.output.steps.empty() ? DataType::FLOAT32 : out_dtype;
+  return MeshTensor(mesh, plan.product_shape, plan.product, meshnn::matmul(xa.local(), xb.local(), false, false, local_options));
+}
+
+MeshTensor plan_output(const MeshTensor& product, const MatmulPlan& plan, const DistributedMatmulOptions& options) {
   if (plan.output.to == plan.product && plan.output.steps.empty() && !options.output_placements) return product;
+  const DataType out_dtype = options.output_dtype.value_or(product.dtype());
   MeshTensor out = redistribute(product, plan.output.to);
-  if (out.dtype() != out_dtype) out = MeshTensor(mesh, out.shape(), out.placements(), out.local().typecast(out_dtype));
+  if (out.dtype() != out_dtype) out = MeshTensor(product.mesh(), out.shape(), out.placements(), out.local().typecast(out_dtype));
   return out;
+}
+
+MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& plan, const DistributedMatmulOptions& options) {
+  MESHNN_CHECK(a.mesh() == b.mesh(), "distributed matmul: A and B are on different meshes");
+  DistributedMatmulOptions resolved = options;
+  resolved.output_dtype = options.output_dtype.value_or(a.dtype());
+  return plan_output(plan_product(redistribute(a, plan.a.to), redistribute(b, plan.b.to), plan, resolved), plan,
+                     resolved);
 }
 
 MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const DistributedMatmulOptions& options) {

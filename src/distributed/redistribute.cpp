@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "meshnn/ccl/ccl.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/tensor/concat.hpp"
@@ -179,28 +181,37 @@ MeshTensor redistribute(const MeshTensor& t, const Placements& to) {
   Placements start = plan.from;
   for (int axis = 0; axis < 2; ++axis)
     if (axis_size(mesh->shape(), axis) == 1) start[axis] = Replicate{};
-  MeshTensor x(mesh, t.shape(), start, t.local());
+  // Each step reads the tensor before it and returns a new one; the input itself is copied only
+  // when nothing moves or its placements must be renamed first (a shard of many MiB costs a
+  // fresh buffer and a pass over it; a Partial product's all_reduce paid two such copies).
+  std::optional<MeshTensor> owned;
+  if (start != t.placements()) owned.emplace(mesh, t.shape(), start, t.local());
   for (const RedistributeStep& s : plan.steps) {
+    const MeshTensor& x = owned ? *owned : t;
+    MeshTensor next;
     switch (s.kind) {
-      case StepKind::ALL_GATHER: x = all_gather(x, s.dim, s.axis); break;
-      case StepKind::ALL_REDUCE: x = all_reduce(x, s.op, s.axis); break;
-      case StepKind::REDUCE_SCATTER: x = reduce_scatter(x, s.dim, s.op, s.axis); break;
-      case StepKind::ALL_TO_ALL: x = all_to_all(x, s.from_dim, s.dim, s.axis); break;
+      case StepKind::ALL_GATHER: next = all_gather(x, s.dim, s.axis); break;
+      case StepKind::ALL_REDUCE: next = all_reduce(x, s.op, s.axis); break;
+      case StepKind::REDUCE_SCATTER: next = reduce_scatter(x, s.dim, s.op, s.axis); break;
+      case StepKind::ALL_TO_ALL: next = all_to_all(x, s.from_dim, s.dim, s.axis); break;
       case StepKind::LOCAL_SLICE: {
         // This device's chunk of the dim under the new placements, inside the chunk it holds now.
         const MeshCoordinate me = mesh->coordinate();
-        const Shape next = shard_shape_for(x.shape(), s.after, mesh->shape(), false);
-        const int64_t chunk = next[s.dim], held = x.local().shape()[s.dim];
+        const Shape shard = shard_shape_for(x.shape(), s.after, mesh->shape(), false);
+        const int64_t chunk = shard[s.dim], held = x.local().shape()[s.dim];
         const int64_t offset = shard_index(s.after, mesh->shape(), me, s.dim) * chunk -
                                shard_index(x.placements(), mesh->shape(), me, s.dim) * held;
         // One dim: whole tiles (or rows) are copied as they are stored.
-        x = MeshTensor(mesh, x.shape(), s.after, slice(x.local(), s.dim, offset, offset + chunk));
+        next = MeshTensor(mesh, x.shape(), s.after, slice(x.local(), s.dim, offset, offset + chunk));
         break;
       }
     }
+    owned = std::move(next);
   }
   // Axes of one device take the requested names without moving anything.
-  return MeshTensor(mesh, x.shape(), normalize_placements(to, x.shape().rank()), x.local());
+  const Placements named = normalize_placements(to, t.shape().rank());
+  if (!owned) return MeshTensor(mesh, t.shape(), named, t.local());
+  return MeshTensor(mesh, owned->shape(), named, std::move(owned->local()));
 }
 
 }  // namespace meshnn::distributed

@@ -260,6 +260,23 @@ Tensor Tensor::typecast(DataType dtype) const {
   MESHNN_CHECK(!(is_block_float(dtype) && layout_ == Layout::ROW_MAJOR),
                "typecast to {} needs a TILE tensor; this one is ROW_MAJOR (call to_layout(TILE) first)",
                to_string(dtype));
+  // float32 and bfloat16 keep an element at the same position of their storage in either layout,
+  // so a storage without padding converts element by element, with no trip through row-major
+  // floats (a reduction's float32 output is typecast so at every distributed matmul). Padding
+  // goes the general way, which rewrites it as zeros whatever it held.
+  const bool no_padding = layout_ == Layout::ROW_MAJOR || padded_shape() == shape_;
+  if (no_padding && dtype_ == DataType::FLOAT32 && dtype == DataType::BFLOAT16) {
+    Tensor out = uninitialized(shape_, dtype, layout_);
+    const auto n = static_cast<size_t>(volume());
+    float_to_bfloat16(std::span(data<float>(), n), std::span(out.data<uint16_t>(), n));
+    return out;
+  }
+  if (no_padding && dtype_ == DataType::BFLOAT16 && dtype == DataType::FLOAT32) {
+    Tensor out = uninitialized(shape_, dtype, layout_);
+    const auto n = static_cast<size_t>(volume());
+    bfloat16_to_float(std::span(data<uint16_t>(), n), std::span(out.data<float>(), n));
+    return out;
+  }
   return from_float(to_float(), shape_, dtype, layout_);
 }
 

@@ -193,7 +193,9 @@ TEST(DistributedMatmul, CalibrationIsSharedAndSurvivesAFile) {
   EXPECT_TRUE(testing::same_on_all_ranks(c.describe())) << c.describe();
   EXPECT_GT(c.model.matmul_flops_per_s, 1e6);
   EXPECT_GT(c.model.copy_bytes_per_s, 1e6);
-  if (world_size() > 1) EXPECT_GT(c.model.axis[1].beta_s_per_byte, 0);
+  if (world_size() > 1) {
+    EXPECT_GT(c.model.axis[1].beta_s_per_byte, 0);
+  }
   const std::string path = ::testing::TempDir() + "/meshnn_cost_" + std::to_string(testing::world_rank()) + ".json";
   distributed::save_cost_model(c.model, path);
   const distributed::CostModel back = distributed::load_cost_model(path);

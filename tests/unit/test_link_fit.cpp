@@ -45,8 +45,10 @@ TEST(LinkFit, RecoversAThreeRegimeLink) {
 }
 
 TEST(LinkFit, NoiseStaysNoise) {
+  // Each range is fitted for its least worst error, so the fit can be no worse than the truth
+  // itself, which misses samples scaled by 1 -+ 5% by at most 0.05 / 0.95.
   const std::vector<LinkSample> s = samples_of(kTruth, 0.05);
-  EXPECT_LT(worst(s, fit_piecewise_link(s)), 0.11);
+  EXPECT_LE(worst(s, fit_piecewise_link(s)), 0.05 / 0.95 + 1e-9);
 }
 
 }  // namespace

@@ -120,6 +120,34 @@ TEST(Tensor, TypecastBetweenAllFloatTypesStaysCloseAndIntegersStayExact) {
   EXPECT_THROW(i32.to_uint32(), Error);
 }
 
+// Unpadded float32 <-> bfloat16 typecasts convert storage element by element; they must give the
+// bits of the scalar conversion (round to nearest even, NaN to 0x7FC0, infinities kept) at every
+// element, in both layouts, and padded shapes the zero padding of the general path.
+TEST(Tensor, TypecastBetweenFloat32AndBfloat16MatchesTheScalarConversion) {
+  std::vector<float> v = seeded_values(2 * 64 * 96, 11);
+  const float specials[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f,
+                            3.4e38f, 1.00390625f /* halfway: ties to even */, 1.01171875f /* halfway, rounds up */};
+  std::copy(std::begin(specials), std::end(specials), v.begin() + 100);
+  for (const Shape& s : {Shape{2, 64, 96}, Shape{2, 60, 100}})
+    for (const Layout layout : {Layout::TILE, Layout::ROW_MAJOR}) {
+      const std::vector<float> values(v.begin(), v.begin() + s.volume());
+      const Tensor f = Tensor::from_float(values, s, DataType::FLOAT32, layout);
+      const Tensor b = f.typecast(DataType::BFLOAT16);
+      ASSERT_EQ(b.dtype(), DataType::BFLOAT16);
+      ASSERT_EQ(b.layout(), layout);
+      const Tensor expected = Tensor::from_float(values, s, DataType::BFLOAT16, layout);
+      ASSERT_EQ(b.size_bytes(), expected.size_bytes());
+      EXPECT_EQ(std::memcmp(b.data<std::byte>(), expected.data<std::byte>(), b.size_bytes()), 0) << s.to_string();
+      const std::vector<float> back = b.typecast(DataType::FLOAT32).to_float();
+      for (size_t i = 0; i < values.size(); ++i) {
+        const uint16_t want = float_to_bfloat16(values[i]);
+        uint32_t got;
+        std::memcpy(&got, &back[i], 4);
+        ASSERT_EQ(got, uint32_t{want} << 16) << "element " << i << " of " << s.to_string();
+      }
+    }
+}
+
 TEST(Tensor, BlockFloatTensorsDecodeWhatTheyEncode) {
   const Shape s{1, 2, 50, 70};
   const std::vector<float> v = seeded_values(s.volume(), 9);

@@ -5,7 +5,7 @@
 // switches protocol (eager to rendezvous, or single-copy) at sizes of its own, caches stop holding
 // the message at others, and each regime has its own latency and bandwidth; so the fit cuts the
 // sizes into up to four ranges at the breakpoints that minimise the worst relative error, each
-// range with its own alpha and beta.
+// range with its own alpha and beta. A second sweep, which the fit did not see, checks it.
 #pragma once
 
 #include <string>
@@ -34,14 +34,19 @@ struct PointToPointCalibration {
   int axis = 0, members = 1;  // members = 1: nothing measured
   std::string transport;      // a label for people (the MPI transport the run used)
   PiecewiseLink link;
-  std::vector<LinkSample> samples;
-  double max_relative_error = 0;  // of the fit over the samples
+  std::vector<LinkSample> samples;  // the sweep the model was fitted to
+  double max_relative_error = 0;    // of the fit over those samples
+  // A second sweep measured after the fit, which the model did not see: its worst error is what
+  // the model predicts of a message sent later (noise between runs included). Empty: not measured.
+  std::vector<LinkSample> check;
+  double check_relative_error = 0;
   std::string describe() const;   // the segments and the table of samples
 };
 
 struct PointToPointOptions {
   std::vector<double> bytes;  // sizes to measure; empty: 8 B to 64 MiB, 4 per doubling of 2
   int repeats = 0;            // round trips per size (median); 0: from the size
+  bool check_sweep = true;    // measure a second sweep to check the fit against
   std::string transport = "default";
 };
 
@@ -50,7 +55,7 @@ PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int 
                                                  const PointToPointOptions& options = {});
 
 // The piecewise fit with at most `max_segments` ranges of >= 2 samples each, breakpoints at sample
-// sizes, least squares in relative error per range, the breakpoints chosen (dynamic programming)
+// sizes, each range's alpha and beta minimising its worst relative error, the breakpoints chosen (dynamic programming)
 // for the least worst relative error. Pure (a unit test feeds it synthetic samples).
 PiecewiseLink fit_piecewise_link(const std::vector<LinkSample>& samples, int max_segments = 4);
 

@@ -93,4 +93,13 @@ MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const DistributedMat
 MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& plan,
                   const DistributedMatmulOptions& options = {});
 
+// The parts of a plan's run, in order, for a benchmark that times each against its prediction:
+// the operands' moves are redistribute(a, plan.a.to) and redistribute(b, plan.b.to); then the
+// product of the moved operands (predicted plan.compute_s, or for SUMMA its whole pipeline); then
+// the product's move to the output placements and to options.output_dtype (unset: the product's
+// dtype), predicted cost.seconds(plan.output).
+MeshTensor plan_product(const MeshTensor& moved_a, const MeshTensor& moved_b, const MatmulPlan& plan,
+                        const DistributedMatmulOptions& options = {});
+MeshTensor plan_output(const MeshTensor& product, const MatmulPlan& plan, const DistributedMatmulOptions& options = {});
+
 }  // namespace meshnn::distributed
