@@ -6,16 +6,11 @@
 #include <optional>
 
 #include "meshnn/ccl/reduce.hpp"
+#include "meshnn/tensor/storage_runs.hpp"
 #include "meshnn/tensor/tensor.hpp"
 
 namespace meshnn::ccl::detail {
 
-// How the n parts of `shape` along d sit in storage, in storage elements (TILE: padded, 1024 per
-// tile): `outer` repetitions of [part 0 run][part 1 run]...; nullopt when a part boundary cuts tiles.
-struct Runs {
-  int64_t outer, run;
-};
-std::optional<Runs> slice_runs(const Shape& shape, Layout layout, int d, int n);
 size_t storage_bytes_of(int64_t elements, DataType dtype);
 // A tensor holding a copy of stored bytes (one member's shard as the schedules move it).
 Tensor tensor_from_bytes(const Shape& shape, DataType dtype, Layout layout, const std::byte* bytes);

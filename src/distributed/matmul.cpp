@@ -147,11 +147,12 @@ std::optional<MatmulPlan> summa_plan(const Shape& a, DataType a_dtype, Layout a_
 double CostModel::seconds(const RedistributeStep& s) const {
   const double n = s.members, bytes = static_cast<double>(s.local_bytes_in);
   const LinkCost &link = axis[s.axis], &reduce = reduce_axis[s.axis];
+  const double packing = static_cast<double>(s.local_copy_bytes) / copy_bytes_per_s;
   switch (s.kind) {
-    case StepKind::ALL_GATHER: return (n - 1) * (link.alpha_s + bytes * link.beta_s_per_byte);
-    case StepKind::REDUCE_SCATTER: return (n - 1) * (reduce.alpha_s + bytes / n * reduce.beta_s_per_byte);
+    case StepKind::ALL_GATHER: return (n - 1) * (link.alpha_s + bytes * link.beta_s_per_byte) + packing;
+    case StepKind::REDUCE_SCATTER: return (n - 1) * (reduce.alpha_s + bytes / n * reduce.beta_s_per_byte) + packing;
     // Every block straight to its owner over the axis's links: n-1 messages of a 1/n share.
-    case StepKind::ALL_TO_ALL: return (n - 1) * (link.alpha_s + bytes / n * link.beta_s_per_byte);
+    case StepKind::ALL_TO_ALL: return (n - 1) * (link.alpha_s + bytes / n * link.beta_s_per_byte) + packing;
     case StepKind::ALL_REDUCE: return 2 * (n - 1) * (reduce.alpha_s + bytes / n * reduce.beta_s_per_byte);
     case StepKind::LOCAL_SLICE: return bytes / n / copy_bytes_per_s;
   }

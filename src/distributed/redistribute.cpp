@@ -7,6 +7,7 @@
 #include "meshnn/ccl/ccl.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/tensor/concat.hpp"
+#include "meshnn/tensor/storage_runs.hpp"
 
 namespace meshnn::distributed {
 namespace {
@@ -28,7 +29,9 @@ class Planner {
     step.after[axis] = result;
     // The shard shape of the new placements must exist: a dim that does not split evenly is an
     // error here, before anything moves.
-    shard_shape_for(global_, step.after, mesh_, /*allow_padding=*/false);
+    const Shape in = shard_shape_for(global_, current_, mesh_, /*allow_padding=*/false);
+    const Shape out = shard_shape_for(global_, step.after, mesh_, /*allow_padding=*/false);
+    step.local_copy_bytes = packing_bytes(step, in, out);
     current_ = step.after;
     steps_.push_back(step);
   }
@@ -36,6 +39,24 @@ class Planner {
   std::vector<RedistributeStep> take() { return std::move(steps_); }
 
  private:
+  // What the ccl implementation of the step copies locally (src/ccl/ccl.cpp): a gather joins
+  // the parts into its output, a reduce_scatter lays its input out slice by slice, an all_to_all
+  // packs what it sends and unpacks what it receives, each unless the parts are runs of storage.
+  int64_t packing_bytes(const RedistributeStep& step, const Shape& in, const Shape& out) const {
+    const int n = step.members;
+    auto bytes = [&](const Shape& s) { return static_cast<int64_t>(Tensor::storage_bytes(s, dtype_, layout_)); };
+    switch (step.kind) {
+      case StepKind::ALL_GATHER: return parts_are_contiguous(out, layout_, step.dim, n) ? 0 : bytes(out);
+      case StepKind::REDUCE_SCATTER: return parts_are_contiguous(in, layout_, step.dim, n) ? 0 : bytes(in);
+      case StepKind::ALL_TO_ALL:
+        return (parts_are_contiguous(in, layout_, step.dim, n) ? 0 : bytes(in)) +
+               (parts_are_contiguous(out, layout_, step.from_dim, n) ? 0 : bytes(out));
+      case StepKind::ALL_REDUCE:
+      case StepKind::LOCAL_SLICE: return 0;  // a slice is all copy, priced as such already
+    }
+    return 0;
+  }
+
   int64_t local_bytes() const {
     return static_cast<int64_t>(
         Tensor::storage_bytes(shard_shape_for(global_, current_, mesh_, /*allow_padding=*/false), dtype_, layout_));

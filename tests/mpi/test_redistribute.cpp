@@ -104,6 +104,34 @@ TEST(Redistribute, PlansTakeTheStepsWorkedOutByHand) {
       << exchange.explain();
 }
 
+// The local packing the cost model charges: parts that are whole runs of storage move in place,
+// others are copied apart or together (TILE columns interleave tile row by tile row).
+TEST(Redistribute, PlansChargeThePackingOfPartsThatAreNotRunsOfStorage) {
+  const MeshShape mesh{1, 2};
+  auto packing = [&](const Shape& shape, Layout layout, const Placements& from, const Placements& to) {
+    const auto plan = plan_redistribute(shape, DataType::FLOAT32, layout, from, to, mesh);
+    EXPECT_EQ(plan.steps.size(), 1u) << plan.explain();
+    return plan.steps.empty() ? int64_t{-1} : plan.steps[0].local_copy_bytes;
+  };
+  const Shape matrix{64, 128};  // float32 TILE: 2 x 4 tiles of 4 KiB
+  EXPECT_EQ(packing(matrix, Layout::TILE, {Replicate{}, Shard{0}}, {Replicate{}, Replicate{}}), 0);
+  EXPECT_EQ(packing(matrix, Layout::TILE, {Replicate{}, Shard{1}}, {Replicate{}, Replicate{}}), 64 * 128 * 4);
+  EXPECT_EQ(packing(matrix, Layout::TILE, {Replicate{}, Partial{}}, {Replicate{}, Shard{0}}), 0);
+  EXPECT_EQ(packing(matrix, Layout::TILE, {Replicate{}, Partial{}}, {Replicate{}, Shard{1}}), 64 * 128 * 4);
+  EXPECT_EQ(packing(matrix, Layout::TILE, {Replicate{}, Partial{}}, {Replicate{}, Replicate{}}), 0);
+  // all_to_all of a [128, 128] matrix, rows -> columns: the [64, 128] shard sends its column
+  // halves (packed: 32 KiB) and receives the row halves of its [128, 64] result (in place);
+  // columns -> rows the other way round. A [32, 128] shard's column halves are runs already.
+  const Shape square{128, 128};
+  EXPECT_EQ(packing(square, Layout::TILE, {Replicate{}, Shard{0}}, {Replicate{}, Shard{1}}), 64 * 128 * 4);
+  EXPECT_EQ(packing(square, Layout::TILE, {Replicate{}, Shard{1}}, {Replicate{}, Shard{0}}), 64 * 128 * 4);
+  EXPECT_EQ(packing(matrix, Layout::TILE, {Replicate{}, Shard{0}}, {Replicate{}, Shard{1}}), 0);
+  // A one-row-of-tiles matrix and row-major rows split on the outer dim are runs already.
+  EXPECT_EQ(packing(Shape{32, 128}, Layout::TILE, {Replicate{}, Shard{1}}, {Replicate{}, Replicate{}}), 0);
+  EXPECT_EQ(packing(Shape{8, 16}, Layout::ROW_MAJOR, {Replicate{}, Shard{0}}, {Replicate{}, Replicate{}}), 0);
+  EXPECT_EQ(packing(Shape{8, 16}, Layout::ROW_MAJOR, {Replicate{}, Shard{1}}, {Replicate{}, Replicate{}}), 8 * 16 * 4);
+}
+
 // Shard(a) -> Shard(b) on one axis (the other axis whole, or split on a third dim) is one
 // all_to_all, with the bits of the path it replaces: all_gather(a), then this device's slice of b.
 TEST(Redistribute, ShardToShardIsOneAllToAllWithTheGatherAndSlicesBits) {
@@ -155,7 +183,9 @@ TEST(Redistribute, ImpossibleRequestsFailAlikeBeforeAnythingMoves) {
   EXPECT_TRUE(testing::same_on_all_ranks(partial) && testing::same_on_all_ranks(uneven));
   if (world_size() > 1) {
     EXPECT_NE(partial.find("cannot become Partial(sum)"), std::string::npos) << partial;
-    if (world_size() != 3) EXPECT_NE(uneven.find("cannot shard dim 1 of size 3"), std::string::npos) << uneven;
+    if (world_size() != 3) {
+      EXPECT_NE(uneven.find("cannot shard dim 1 of size 3"), std::string::npos) << uneven;
+    }
   }
   // The mesh is still usable.
   EXPECT_TRUE(testing::bitwise_equal(full_tensor(redistribute(t, {Replicate{}, Shard{0}})), full_tensor(t)));

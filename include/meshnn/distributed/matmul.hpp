@@ -40,7 +40,8 @@ struct CostModel {
   double matmul_flops_per_s = 5e10;  // one device's local matmul rate
   double copy_bytes_per_s = 1e10;    // local slices
   // Seconds each step of a plan takes (ring schedules: n - 1 messages of a shard each for a
-  // gather, of a 1/n slice for a reduce_scatter, twice that for an all_reduce).
+  // gather, of a 1/n slice for a reduce_scatter, twice that for an all_reduce), plus the step's
+  // local packing (RedistributeStep::local_copy_bytes) at the copy rate.
   double seconds(const RedistributeStep& step) const;
   double seconds(const RedistributePlan& plan) const;
   // A broadcast of `bytes` along `axis` among `members` as ccl's AUTO schedule relays it on a

@@ -36,6 +36,10 @@ struct RedistributeStep {
   int members = 1;   // devices along the axis
   int64_t local_bytes_in = 0;  // this step's input shard, bytes (what the cost model charges)
   int from_dim = -1;           // all_to_all: the dim sharded before the step
+  // Bytes the step packs or unpacks on this device besides what it sends: the parts a gather,
+  // reduce_scatter or all_to_all moves are copied apart or together when each is not one run of
+  // the tensor's storage (a split of TILE columns, or of any dim under a larger one).
+  int64_t local_copy_bytes = 0;
 };
 
 // Bytes one device receives in the step on a ring schedule (a local slice receives none).
