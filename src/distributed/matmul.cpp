@@ -134,9 +134,17 @@ std::optional<MatmulPlan> summa_plan(const Shape& a, DataType a_dtype, Layout a_
   const double t_c =
       cost.broadcast_seconds(1, mesh.cols, static_cast<double>(Tensor::storage_bytes(a_panel, a_dtype, Layout::TILE))) +
       cost.broadcast_seconds(0, mesh.rows, static_cast<double>(Tensor::storage_bytes(b_panel, b_dtype, Layout::TILE)));
-  const double t_p = 2.0 * static_cast<double>(a_panel.volume()) * static_cast<double>(b_panel[1]) / cost.matmul_flops_per_s;
+  // A panel's local work: its product, its float32 sum (the product written, then added into the
+  // sum: read twice, written once), and its copies into the panel buffers: A's panel is sliced then
+  // copied by the owning column (1/cols of the panels), B's copied by the owning row.
+  const double c_bytes = 4.0 * static_cast<double>(a_panel.volume() / a_panel[-1]) * static_cast<double>(b_panel[1]);
+  const double copies = 2.0 * static_cast<double>(Tensor::storage_bytes(a_panel, a_dtype, Layout::TILE)) / mesh.cols +
+                        static_cast<double>(Tensor::storage_bytes(b_panel, b_dtype, Layout::TILE)) / mesh.rows;
+  const double t_p = 2.0 * static_cast<double>(a_panel.volume()) * static_cast<double>(b_panel[1]) / cost.matmul_flops_per_s +
+                     (2.5 * c_bytes + copies) / cost.copy_bytes_per_s;
   const double panels = static_cast<double>(plan.summa_panels);
-  plan.compute_s = panels * t_p;
+  // ...and once at the end the float32 sum cast to the output's dtype.
+  plan.compute_s = panels * t_p + c_bytes / cost.copy_bytes_per_s;
   plan.communication_s += panels * t_c;
   plan.overlap_s = (panels - 1) * std::min(t_c, t_p);
   return moved;
