@@ -590,6 +590,10 @@ def project(m, shape, mode, devices, users, prompt, new_tokens, link, rate_scale
 # ---------------------------------------------------------------------------------------------
 # Output.
 
+def gb_per_s(beta):
+    return f"{1e-9 / beta:.2f}" if beta > 0 else "inf"
+
+
 def print_assumptions(m, links, args):
     mp = placement(m.shape, *m.mesh, m.mode == "2d")
     print("Assumptions")
@@ -621,7 +625,7 @@ def print_assumptions(m, links, args):
     print("    ring    2(n-1)(alpha + S/n beta)   bidirectional ring 2(n-1)(alpha + S/(2n) beta)")
     print("    every device has one port on the link; the same link on both mesh axes")
     for link in links:
-        segs = "; ".join(f">= {s[0]:.0f} B: alpha {s[1] * 1e6:.2f} us, {1e-9 / s[2]:.2f} GB/s" for s in link.segments)
+        segs = "; ".join(f">= {s[0]:.0f} B: alpha {s[1] * 1e6:.2f} us, {gb_per_s(s[2])} GB/s" for s in link.segments)
         print(f"  link {link.name}: {link.source}\n    {segs}")
     if args.cores:
         print(f"  --cores {args.cores}: N ranks on {args.cores} cores time-share them; compute x max(1, N/{args.cores})")
