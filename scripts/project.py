@@ -76,20 +76,20 @@ class Link:
     segments: list  # [(from_bytes, alpha_s, beta_s_per_byte)], by from_bytes, the first from 0
     source: str
 
+    def segment(self, nbytes):
+        seg = self.segments[0]
+        for s in self.segments:
+            if nbytes >= s[0]:
+                seg = s
+        return seg
+
     def seconds(self, nbytes):
         """One message of nbytes one way: alpha + bytes * beta of the segment holding nbytes."""
-        seg = self.segments[0]
-        for s in self.segments:
-            if nbytes >= s[0]:
-                seg = s
-        return seg[1] + nbytes * seg[2]
+        _, alpha, beta = self.segment(nbytes)
+        return alpha + nbytes * beta
 
     def beta(self, nbytes):
-        seg = self.segments[0]
-        for s in self.segments:
-            if nbytes >= s[0]:
-                seg = s
-        return seg[2]
+        return self.segment(nbytes)[2]
 
 
 def ethernet_link(name, gbit_per_s, alpha_us, source):
@@ -427,6 +427,13 @@ def measured_shape(record, override):
     return replace(base, name=f"measured ({base.name}, {record['layers']} layers)", layers=int(record["layers"]))
 
 
+def run_workload(rec):
+    """(users decoding together, prompt tokens per user, new tokens per user) of a run record."""
+    users = min(int(rec["requests"]), int(rec["max_batch"]))
+    prompt = int(round(rec["prefill_tokens_per_s"] * rec["prefill_s"] / rec["requests"]))
+    return users, prompt, int(round(rec["generated_tokens"] / rec["requests"]))
+
+
 def load_measured(record_path, profile_path, trace_path, shape_override):
     rec = load_record(record_path)
     prof = load_profile(profile_path)
@@ -435,10 +442,8 @@ def load_measured(record_path, profile_path, trace_path, shape_override):
     if rec["ranks"] != 1 or rec["mode"] != "tp":
         notes.append(f"the measured run is {rec['mode']} on {rec['ranks']} ranks; its per-device figures are used as "
                      "they are (a 1-rank tp run is the cleanest source)")
-    users = min(int(rec["requests"]), int(rec["max_batch"]))
-    prefill_tokens = rec["prefill_tokens_per_s"] * rec["prefill_s"]
-    prompt = int(round(prefill_tokens / rec["requests"]))
-    new_tokens = int(round(rec["generated_tokens"] / rec["requests"]))
+    users, prompt, new_tokens = run_workload(rec)
+    prefill_tokens = prompt * rec["requests"]
     steps = int(prof[("phase", "decode step")]["calls"])
     mesh = parse_mesh(rec["mesh"])
     p = placement(shape, *mesh, rec["mode"] == "2d")
@@ -560,29 +565,31 @@ def mesh_for(mode, devices, replicas):
     return r, devices // r
 
 
+def project_mesh(m, shape, mode, rows_mesh, cols_mesh, users, prompt, new_tokens, link, rate_scale, time_share):
+    """tp and 2d: one group of the whole mesh. hybrid: each mesh row a tp replica serving its share
+    of the users side by side (the step time is one replica's)."""
+    if mode == "hybrid":
+        g = project_group(m, shape, 1, cols_mesh, False, ceil_div(users, rows_mesh), prompt, new_tokens, link,
+                          rate_scale, time_share)
+    else:
+        g = project_group(m, shape, rows_mesh, cols_mesh, mode == "2d", users, prompt, new_tokens, link, rate_scale,
+                          time_share)
+    return g
+
+
 def project(m, shape, mode, devices, users, prompt, new_tokens, link, rate_scale=1.0, cores=0, replicas=2):
     mesh = mesh_for(mode, devices, replicas)
     if mesh is None:
         return None
-    rows_mesh, cols_mesh = mesh
     time_share = max(1.0, devices / cores) if cores else 1.0
-    if mode == "hybrid":
-        active = min(rows_mesh, users)
-        per_replica = ceil_div(users, rows_mesh)
-        g = project_group(m, shape, 1, cols_mesh, False, per_replica, prompt, new_tokens, link, rate_scale, time_share)
-        users_served = users
-    else:
-        active, per_replica = 1, users
-        g = project_group(m, shape, rows_mesh, cols_mesh, mode == "2d", users, prompt, new_tokens, link, rate_scale,
-                          time_share)
-        users_served = users
+    g = project_mesh(m, shape, mode, *mesh, users, prompt, new_tokens, link, rate_scale, time_share)
     if g is None:
         return None
     g.update({
-        "model": shape.name, "mode": mode, "devices": devices, "mesh": f"{rows_mesh}x{cols_mesh}", "link": link.name,
-        "users": users_served, "replicas": active if mode == "hybrid" else 1, "time_share": time_share,
+        "model": shape.name, "mode": mode, "devices": devices, "mesh": f"{mesh[0]}x{mesh[1]}", "link": link.name,
+        "users": users, "time_share": time_share,
         "tokens_per_s_per_user": 1e3 / g["decode_ms"],
-        "tokens_per_s_total": users_served * 1e3 / g["decode_ms"],
+        "tokens_per_s_total": users * 1e3 / g["decode_ms"],
     })
     return g
 
@@ -702,17 +709,9 @@ def compare(m, record_paths, link, args):
     worst = 0.0
     for path in record_paths:
         rec = load_record(path)
-        rows_mesh, cols_mesh = parse_mesh(rec["mesh"])
-        users = min(int(rec["requests"]), int(rec["max_batch"]))
-        prompt = int(round(rec["prefill_tokens_per_s"] * rec["prefill_s"] / rec["requests"]))
-        new_tokens = int(round(rec["generated_tokens"] / rec["requests"]))
         time_share = max(1.0, rec["ranks"] / args.cores) if args.cores else 1.0
-        if rec["mode"] == "hybrid":
-            g = project_group(m, m.shape, 1, cols_mesh, False, ceil_div(users, rows_mesh), prompt, new_tokens, link,
-                              args.device_rate_scale, time_share)
-        else:
-            g = project_group(m, m.shape, rows_mesh, cols_mesh, rec["mode"] == "2d", users, prompt, new_tokens, link,
-                              args.device_rate_scale, time_share)
+        g = project_mesh(m, m.shape, rec["mode"], *parse_mesh(rec["mesh"]), *run_workload(rec), link,
+                         args.device_rate_scale, time_share)
         if g is None:
             print(f"{os.path.basename(path):<28} cannot be placed")
             continue
