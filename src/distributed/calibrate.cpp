@@ -11,6 +11,7 @@
 
 #include "meshnn/ccl/ccl.hpp"
 #include "meshnn/core/error.hpp"
+#include "meshnn/distributed/link_calibration.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/tensor/concat.hpp"
 
@@ -37,24 +38,46 @@ double median_seconds(const MeshDevice& mesh, int repeats, Fn&& fn) {
   return times[times.size() / 2];
 }
 
-// t = steps * (alpha + bytes_per_step * beta), least squares over the sweep, where a ring
-// all_gather of a shard takes n - 1 steps of the shard and an all_reduce 2 (n - 1) steps of 1/n.
+// The per-step link of a sweep: each size's time over the schedule's steps (a ring all_gather of
+// a shard takes n - 1 steps of the shard, an all_reduce 2 (n - 1) steps of 1/n), fitted piecewise
+// for the least worst relative error (fit_piecewise_link) in up to three ranges.
 AxisFit fit_link(const std::vector<double>& step_bytes, const std::vector<double>& seconds, double steps, int members) {
-  const double n = static_cast<double>(step_bytes.size());
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (size_t i = 0; i < step_bytes.size(); ++i) {
-    const double y = seconds[i] / steps;
-    sx += step_bytes[i], sy += y, sxx += step_bytes[i] * step_bytes[i], sxy += step_bytes[i] * y;
-  }
+  std::vector<LinkSample> samples;
+  for (size_t i = 0; i < step_bytes.size(); ++i) samples.push_back({step_bytes[i], seconds[i] / steps, 0});
+  const PiecewiseLink piecewise = fit_piecewise_link(samples, 3);
   AxisFit fit;
   fit.members = members;
-  fit.link.beta_s_per_byte = std::max(1e-13, (n * sxy - sx * sy) / (n * sxx - sx * sx));
-  fit.link.alpha_s = std::max(0.0, (sy - fit.link.beta_s_per_byte * sx) / n);
+  for (LinkSegment segment : piecewise.segments) {
+    // A flat range has no bandwidth to speak of; a tiny positive beta keeps the file's checks simple.
+    segment.beta_s_per_byte = std::max(1e-13, segment.beta_s_per_byte);
+    if (segment.from_bytes == 0) {
+      fit.link.alpha_s = segment.alpha_s;
+      fit.link.beta_s_per_byte = segment.beta_s_per_byte;
+    } else {
+      fit.link.above.push_back(segment);
+    }
+  }
   for (size_t i = 0; i < step_bytes.size(); ++i) {
-    const double predicted = steps * (fit.link.alpha_s + step_bytes[i] * fit.link.beta_s_per_byte);
+    const double predicted = steps * fit.link.seconds(step_bytes[i]);
     fit.max_relative_error = std::max(fit.max_relative_error, std::abs(predicted - seconds[i]) / seconds[i]);
   }
   return fit;
+}
+
+// "alpha 4.10 us, 12.3 GB/s; from 1048576 B: alpha ..., ... GB/s"
+std::string describe_link(const LinkCost& link) {
+  std::string out = fmt::format("alpha {:.2f} us, {:.3f} GB/s", 1e6 * link.alpha_s, 1e-9 / link.beta_s_per_byte);
+  for (const LinkSegment& s : link.above)
+    out += fmt::format("; from {:.0f} B: alpha {:.2f} us, {:.3f} GB/s", s.from_bytes, 1e6 * s.alpha_s,
+                       1e-9 / s.beta_s_per_byte);
+  return out;
+}
+
+nlohmann::ordered_json segments_json(const std::vector<LinkSegment>& segments) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const LinkSegment& s : segments)
+    out.push_back({{"from_bytes", s.from_bytes}, {"alpha_s", s.alpha_s}, {"beta_s_per_byte", s.beta_s_per_byte}});
+  return out;
 }
 
 }  // namespace
@@ -68,9 +91,8 @@ std::string Calibration::describe() const {
       continue;
     }
     for (const auto& [what, fit] : {std::pair{"all_gather", &axis[a]}, std::pair{"all_reduce", &reduce_axis[a]}})
-      out += fmt::format("  axis {} ({} devices), {}: alpha {:.2f} us, {:.3f} GB/s per step (fit within {:.0f}%)\n", a,
-                         fit->members, what, 1e6 * fit->link.alpha_s, 1e-9 / fit->link.beta_s_per_byte,
-                         100 * fit->max_relative_error);
+      out += fmt::format("  axis {} ({} devices), {} per step: {} (fit within {:.0f}%)\n", a, fit->members, what,
+                         describe_link(fit->link), 100 * fit->max_relative_error);
   }
   return out;
 }
@@ -117,8 +139,10 @@ void save_cost_model(const CostModel& model, const std::string& path) {
   for (int a = 0; a < 2; ++a)
     j["axes"].push_back({{"alpha_s", model.axis[a].alpha_s},
                          {"beta_s_per_byte", model.axis[a].beta_s_per_byte},
+                         {"above", segments_json(model.axis[a].above)},
                          {"reduce_alpha_s", model.reduce_axis[a].alpha_s},
-                         {"reduce_beta_s_per_byte", model.reduce_axis[a].beta_s_per_byte}});
+                         {"reduce_beta_s_per_byte", model.reduce_axis[a].beta_s_per_byte},
+                         {"reduce_above", segments_json(model.reduce_axis[a].above)}});
   j["matmul_flops_per_s"] = model.matmul_flops_per_s;
   j["copy_bytes_per_s"] = model.copy_bytes_per_s;
   std::ofstream out(path);
@@ -144,8 +168,23 @@ CostModel load_cost_model(const std::string& path) {
     for (const char* key : {"alpha_s", "reduce_alpha_s"})
       MESHNN_CHECK(axis.contains(key) && axis[key].is_number() && axis[key].get<double>() >= 0,
                    "cost model '{}': axes[{}].{} must be a number >= 0", path, a, key);
-    m.axis[a] = {axis["alpha_s"].get<double>(), positive(axis, "beta_s_per_byte")};
-    m.reduce_axis[a] = {axis["reduce_alpha_s"].get<double>(), positive(axis, "reduce_beta_s_per_byte")};
+    m.axis[a] = {axis["alpha_s"].get<double>(), positive(axis, "beta_s_per_byte"), {}};
+    m.reduce_axis[a] = {axis["reduce_alpha_s"].get<double>(), positive(axis, "reduce_beta_s_per_byte"), {}};
+    // Further ranges are optional (a file written by hand may have one line per axis).
+    for (const auto& [key, link] : {std::pair{"above", &m.axis[a]}, std::pair{"reduce_above", &m.reduce_axis[a]}}) {
+      if (!axis.contains(key)) continue;
+      MESHNN_CHECK(axis[key].is_array(), "cost model '{}': axes[{}].{} must be a list of ranges", path, a, key);
+      double previous = 0;
+      for (const nlohmann::json& r : axis[key]) {
+        MESHNN_CHECK(r.is_object() && r.contains("alpha_s") && r["alpha_s"].is_number() && r["alpha_s"].get<double>() >= 0,
+                     "cost model '{}': each range of axes[{}].{} needs alpha_s >= 0", path, a, key);
+        const LinkSegment segment{positive(r, "from_bytes"), r["alpha_s"].get<double>(), positive(r, "beta_s_per_byte")};
+        MESHNN_CHECK(segment.from_bytes > previous, "cost model '{}': the ranges of axes[{}].{} must start at rising sizes",
+                     path, a, key);
+        previous = segment.from_bytes;
+        link->above.push_back(segment);
+      }
+    }
   }
   m.matmul_flops_per_s = positive(j, "matmul_flops_per_s");
   m.copy_bytes_per_s = positive(j, "copy_bytes_per_s");

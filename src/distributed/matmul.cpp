@@ -152,16 +152,23 @@ std::optional<MatmulPlan> summa_plan(const Shape& a, DataType a_dtype, Layout a_
 
 }  // namespace
 
+double LinkCost::seconds(double bytes) const {
+  double alpha = alpha_s, beta = beta_s_per_byte;
+  for (const LinkSegment& s : above)
+    if (bytes >= s.from_bytes) alpha = s.alpha_s, beta = s.beta_s_per_byte;
+  return alpha + bytes * beta;
+}
+
 double CostModel::seconds(const RedistributeStep& s) const {
   const double n = s.members, bytes = static_cast<double>(s.local_bytes_in);
   const LinkCost &link = axis[s.axis], &reduce = reduce_axis[s.axis];
   const double packing = static_cast<double>(s.local_copy_bytes) / copy_bytes_per_s;
   switch (s.kind) {
-    case StepKind::ALL_GATHER: return (n - 1) * (link.alpha_s + bytes * link.beta_s_per_byte) + packing;
-    case StepKind::REDUCE_SCATTER: return (n - 1) * (reduce.alpha_s + bytes / n * reduce.beta_s_per_byte) + packing;
+    case StepKind::ALL_GATHER: return (n - 1) * link.seconds(bytes) + packing;
+    case StepKind::REDUCE_SCATTER: return (n - 1) * reduce.seconds(bytes / n) + packing;
     // Every block straight to its owner over the axis's links: n-1 messages of a 1/n share.
-    case StepKind::ALL_TO_ALL: return (n - 1) * (link.alpha_s + bytes / n * link.beta_s_per_byte) + packing;
-    case StepKind::ALL_REDUCE: return 2 * (n - 1) * (reduce.alpha_s + bytes / n * reduce.beta_s_per_byte);
+    case StepKind::ALL_TO_ALL: return (n - 1) * link.seconds(bytes / n) + packing;
+    case StepKind::ALL_REDUCE: return 2 * (n - 1) * reduce.seconds(bytes / n);
     case StepKind::LOCAL_SLICE: return bytes / n / copy_bytes_per_s;
   }
   return 0;
@@ -171,7 +178,7 @@ double CostModel::broadcast_seconds(int a, int members, double bytes) const {
   if (members <= 1 || bytes <= 0) return 0;
   constexpr double kChunkBytes = 1 << 20;  // ccl's default chunk
   const double hops = members / 2, chunks = std::ceil(bytes / kChunkBytes);
-  return (hops + chunks - 1) * (axis[a].alpha_s + bytes / chunks * axis[a].beta_s_per_byte);
+  return (hops + chunks - 1) * axis[a].seconds(bytes / chunks);
 }
 
 double CostModel::seconds(const RedistributePlan& plan) const {

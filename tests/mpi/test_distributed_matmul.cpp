@@ -202,11 +202,41 @@ TEST(DistributedMatmul, CalibrationIsSharedAndSurvivesAFile) {
   for (int a = 0; a < 2; ++a) {
     EXPECT_EQ(back.axis[a].alpha_s, c.model.axis[a].alpha_s);
     EXPECT_EQ(back.axis[a].beta_s_per_byte, c.model.axis[a].beta_s_per_byte);
+    EXPECT_EQ(back.axis[a].above.size(), c.model.axis[a].above.size());
+    for (double bytes : {1e3, 1e5, 1e7}) {
+      EXPECT_EQ(back.axis[a].seconds(bytes), c.model.axis[a].seconds(bytes));
+      EXPECT_EQ(back.reduce_axis[a].seconds(bytes), c.model.reduce_axis[a].seconds(bytes));
+    }
   }
   EXPECT_EQ(back.matmul_flops_per_s, c.model.matmul_flops_per_s);
   std::ofstream(path) << R"({"axes": [{"alpha_s": 1e-6, "beta_s_per_byte": 1e-9}], "matmul_flops_per_s": 1})";
   const std::string bad = testing::error_message_of([&] { distributed::load_cost_model(path); });
   EXPECT_NE(bad.find("'axes' must list the two mesh axes"), std::string::npos) << bad;
+  std::remove(path.c_str());
+}
+
+// A link of several ranges prices each message by the range that holds its size, and keeps its
+// ranges through a file; ranges out of order are an error naming them.
+TEST(DistributedMatmul, PiecewiseLinksPriceByRangeAndSurviveAFile) {
+  distributed::CostModel model;
+  model.axis[1] = {1e-6, 1e-9, {{1024, 2e-6, 1e-10}, {1 << 20, 0, 2e-10}}};
+  EXPECT_DOUBLE_EQ(model.axis[1].seconds(1000), 1e-6 + 1000 * 1e-9);
+  EXPECT_DOUBLE_EQ(model.axis[1].seconds(1024), 2e-6 + 1024 * 1e-10);
+  EXPECT_DOUBLE_EQ(model.axis[1].seconds(1 << 21), (1 << 21) * 2e-10);
+  // A gather of a 4 KiB shard on 2 devices: one message in the middle range.
+  distributed::RedistributeStep step{StepKind::ALL_GATHER, 1, 0, ReduceOp::SUM, {}, 2, 4096};
+  EXPECT_DOUBLE_EQ(model.seconds(step), 2e-6 + 4096 * 1e-10);
+  const std::string path = ::testing::TempDir() + "/meshnn_ranges_" + std::to_string(testing::world_rank()) + ".json";
+  distributed::save_cost_model(model, path);
+  const distributed::CostModel back = distributed::load_cost_model(path);
+  ASSERT_EQ(back.axis[1].above.size(), 2u);
+  for (double bytes : {100.0, 5000.0, 4e6}) EXPECT_EQ(back.axis[1].seconds(bytes), model.axis[1].seconds(bytes));
+  std::ofstream(path) << R"({"axes": [{"alpha_s": 0, "beta_s_per_byte": 1, "reduce_alpha_s": 0,
+      "reduce_beta_s_per_byte": 1}, {"alpha_s": 0, "beta_s_per_byte": 1, "reduce_alpha_s": 0,
+      "reduce_beta_s_per_byte": 1, "above": [{"from_bytes": 4096, "alpha_s": 0, "beta_s_per_byte": 1},
+      {"from_bytes": 1024, "alpha_s": 0, "beta_s_per_byte": 1}]}], "matmul_flops_per_s": 1, "copy_bytes_per_s": 1})";
+  const std::string bad = testing::error_message_of([&] { distributed::load_cost_model(path); });
+  EXPECT_NE(bad.find("axes[1].above must start at rising sizes"), std::string::npos) << bad;
   std::remove(path.c_str());
 }
 

@@ -1,6 +1,6 @@
 // Calibrating the distributed matmul's cost model on the machine it runs on: alpha and beta per
-// mesh axis fitted (least squares) to timed all_gathers, and apart to timed all_reduces, over a
-// sweep of sizes, the local matmul
+// mesh axis, in up to three size ranges, fitted to timed all_gathers, and apart to timed
+// all_reduces, over a sweep of sizes, the local matmul
 // rate from a timed product, the local copy rate from timed slices. Saved as JSON so that a run
 // can reuse it; CostModel{} holds the defaults used without one.
 #pragma once
@@ -13,7 +13,8 @@
 namespace meshnn::distributed {
 
 struct CalibrationOptions {
-  std::vector<int64_t> gather_bytes = {1 << 12, 1 << 15, 1 << 18, 1 << 20, 1 << 22, 1 << 24};  // shard sizes
+  std::vector<int64_t> gather_bytes = {1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 19,
+                                       1 << 20, 1 << 21, 1 << 22, 1 << 23, 1 << 24};  // shard sizes
   int repeats = 5;            // per size; the median counts
   Shape matmul_a{256, 2048};  // the local product timed for the FLOP rate: a [M, K]
   int64_t matmul_n = 2048;    // ... times b [K, N] in bfloat8_b, as the jobs' weights

@@ -11,14 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "meshnn/distributed/link_segment.hpp"
 #include "meshnn/mesh/mesh_device.hpp"
 
 namespace meshnn::distributed {
-
-struct LinkSegment {
-  double from_bytes = 0;  // the segment applies from this size up to the next segment's
-  double alpha_s = 0, beta_s_per_byte = 0;
-};
 
 // t(bytes) = alpha + bytes * beta of the segment that holds `bytes`.
 struct PiecewiseLink {

@@ -24,14 +24,20 @@
 #include <string>
 #include <vector>
 
+#include "meshnn/distributed/link_segment.hpp"
 #include "meshnn/distributed/redistribute.hpp"
 
 namespace meshnn::distributed {
 
-// Time of moving bytes along one mesh axis: alpha per message, beta per byte.
+// Time of moving a message along one mesh axis: alpha per message, beta per byte. A calibrated
+// link has further ranges, each from some size on with its own alpha and beta (protocols and
+// caches change with the size: one line fitted to 16 MiB messages overprices 1 MiB ones twice);
+// the defaults are one range.
 struct LinkCost {
   double alpha_s = 5e-6;
   double beta_s_per_byte = 1.0 / 4e9;
+  std::vector<LinkSegment> above;  // ascending from_bytes, all > 0
+  double seconds(double bytes) const;
 };
 
 struct CostModel {
