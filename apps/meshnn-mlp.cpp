@@ -18,8 +18,13 @@ models::falcon::MlpJobConfig parse(int argc, char** argv, int world_size) {
       ->type_name("RxC")
       ->check(parsed_by(parse_mesh_shape));
   cli.add_option("--mode", mode, "how the model spreads over the mesh")->check(CLI::IsMember({"dp", "tp", "2d", "hybrid"}));
-  cli.add_option("--tp-variant", tp_variant, "how tp ends (the TT-NN tutorial's three)")
-      ->check(CLI::IsMember({"reduce_scatter", "all_reduce", "all_gather"}));
+  cli.add_option("--tp-variant", tp_variant,
+                 "how tp ends: the TT-NN tutorial's three, or planned (FF2 by distributed::matmul, its moves chosen "
+                 "by the calibrated cost model)")
+      ->check(CLI::IsMember({"reduce_scatter", "all_reduce", "all_gather", "planned"}));
+  cli.add_option("--calibration", c.calibration,
+                 "cost model for --tp-variant planned (meshnn-calibrate's FILE.cost.json; default: calibrate at start)")
+      ->type_name("FILE");
   cli.add_option("--weights", c.weights, "weights file (default: generate a synthetic model of --hidden x --intermediate)")
       ->type_name("FILE");
   cli.add_option("--layer", c.layer, "read transformer.h.I.mlp.* of a whole checkpoint (-1: a bare MLP block)")

@@ -96,7 +96,8 @@ void run_all_modes(const Combo& combo) {
   for (MeshShape ms : mesh_shapes(world_size())) {
     for (ModeCase mc : {ModeCase{ParallelMode::DP, TpVariant::REDUCE_SCATTER}, {ParallelMode::TP, TpVariant::REDUCE_SCATTER},
                         {ParallelMode::TP, TpVariant::ALL_REDUCE}, {ParallelMode::TP, TpVariant::ALL_GATHER},
-                        {ParallelMode::TWO_D, TpVariant::REDUCE_SCATTER}, {ParallelMode::HYBRID, TpVariant::ALL_REDUCE}}) {
+                        {ParallelMode::TWO_D, TpVariant::REDUCE_SCATTER}, {ParallelMode::HYBRID, TpVariant::ALL_REDUCE},
+                        {ParallelMode::TP, TpVariant::PLANNED}, {ParallelMode::HYBRID, TpVariant::PLANNED}}) {
       auto mesh = MeshDevice::open(ms);
       MlpOptions o = single_options;
       o.mode = mc.mode;
@@ -117,6 +118,29 @@ void run_all_modes(const Combo& combo) {
 TEST(FalconMlp, Float32AgreesInEveryModeAndMesh) { run_all_modes({DataType::FLOAT32, DataType::FLOAT32, 0.99999}); }
 TEST(FalconMlp, Bfloat16WeightsAgreeInEveryModeAndMesh) { run_all_modes({DataType::BFLOAT16, DataType::BFLOAT16, 0.999}); }
 TEST(FalconMlp, Bfloat8WeightsAgreeInEveryModeAndMesh) { run_all_modes({DataType::BFLOAT8_B, DataType::BFLOAT16, 0.999}); }
+
+// Where the planner keeps the hand-placed plan (the product where it is, then a reduce_scatter),
+// the planned variant gives the reduce_scatter variant's bits.
+TEST(FalconMlp, PlannedVariantKeepingTheHandPlacedPlanGivesItsBits) {
+  if (world_size() < 2) GTEST_SKIP() << "needs 2 or more ranks";
+  auto mesh = MeshDevice::open({1, world_size()});
+  MlpOptions o;
+  o.tp_variant = TpVariant::PLANNED;
+  const FalconMlp planned = FalconMlp::load(weights_file(), -1, mesh, o);
+  o.tp_variant = TpVariant::REDUCE_SCATTER;
+  const FalconMlp by_hand = FalconMlp::load(weights_file(), -1, mesh, o);
+  const Shape shape{2, 32, planned.hidden_size()};
+  const Tensor x_host = Tensor::from_float(testing::seeded_values(shape.volume(), 21), shape, o.act_dtype, Layout::TILE);
+  const MeshTensor x = distribute_tensor(x_host, planned.input_mapper(), mesh);
+  const distributed::MatmulPlan plan = planned.ff2_plan(x.shape());
+  ASSERT_TRUE(plan.a.steps.empty() && plan.b.steps.empty()) << plan.explain();
+  ASSERT_EQ(plan.output.steps.size(), 1u) << plan.explain();
+  ASSERT_EQ(plan.output.steps[0].kind, distributed::StepKind::REDUCE_SCATTER) << plan.explain();
+  PhaseTimes times;
+  const MeshTensor y = planned.forward(x, times), y_by_hand = by_hand.forward(x, times);
+  EXPECT_EQ(y.placements(), y_by_hand.placements());
+  EXPECT_TRUE(all_ranks_ok(testing::bitwise_equal(full_tensor(y), full_tensor(y_by_hand))));
+}
 
 TEST(FalconMlp, ShapeMismatchAndBadOptionsFailAlike) {
   auto mesh = MeshDevice::open({1, world_size()});

@@ -62,14 +62,16 @@ std::string_view to_string(TpVariant v) {
     case TpVariant::REDUCE_SCATTER: return "reduce_scatter";
     case TpVariant::ALL_REDUCE: return "all_reduce";
     case TpVariant::ALL_GATHER: return "all_gather";
+    case TpVariant::PLANNED: return "planned";
   }
   return "?";
 }
 
 TpVariant parse_tp_variant(std::string_view name) {
-  for (TpVariant v : {TpVariant::REDUCE_SCATTER, TpVariant::ALL_REDUCE, TpVariant::ALL_GATHER})
+  for (TpVariant v : {TpVariant::REDUCE_SCATTER, TpVariant::ALL_REDUCE, TpVariant::ALL_GATHER, TpVariant::PLANNED})
     if (name == to_string(v)) return v;
-  throw Error(fmt::format("unknown tp variant '{}' (expected reduce_scatter, all_reduce or all_gather)", name));
+  throw Error(
+      fmt::format("unknown tp variant '{}' (expected reduce_scatter, all_reduce, all_gather or planned)", name));
 }
 
 FalconMlp FalconMlp::load(const std::string& file, int layer, const MeshDevicePtr& mesh, const MlpOptions& options) {
@@ -158,6 +160,8 @@ MeshTensor FalconMlp::forward_tp(const MeshTensor& x, PhaseTimes& t) const {
   const Tensor h = timed(t.compute, [&] {
     return linear(x.local(), w1_.local(), nullptr, Activation::GELU, output_as(options_.act_dtype));
   });
+  if (options_.tp_variant == TpVariant::PLANNED)
+    return ff2_planned(MeshTensor(mesh, inter_shape, {Shard{-1}, Shard{-1}}, h), x.shape(), t);
   if (options_.tp_variant == TpVariant::ALL_GATHER) {
     const MeshTensor h_sharded(mesh, inter_shape, {Shard{-1}, Shard{-1}}, h);
     const MeshTensor h_full = timed(t.communication, [&] {
@@ -179,6 +183,34 @@ MeshTensor FalconMlp::forward_tp(const MeshTensor& x, PhaseTimes& t) const {
                : sum_over(y_partial, std::nullopt, options_.topology, options_.num_links);
   });
   y.local() = timed(t.compute, [&] { return y.local().typecast(options_.act_dtype); });
+  return y;
+}
+
+// FF2 of the planned variant: GELU(h) [.., I/N] times W2 [I/N, H] by distributed::matmul, asked
+// for the reduce_scatter variant's output (hidden split over the devices) in the activation dtype.
+distributed::DistributedMatmulOptions FalconMlp::ff2_options() const {
+  distributed::DistributedMatmulOptions o;
+  o.output_placements = Placements{Shard{-1}, Shard{-1}};
+  o.output_dtype = options_.act_dtype;
+  o.cost = options_.cost;
+  return o;
+}
+
+distributed::MatmulPlan FalconMlp::ff2_plan(const Shape& x_shape) const {
+  return distributed::plan_matmul(with_last(x_shape, intermediate_), options_.act_dtype, Layout::TILE,
+                                  {Shard{-1}, Shard{-1}}, w2_.shape(), w2_.dtype(), w2_.layout(), w2_.placements(),
+                                  compute_mesh_->shape(), ff2_options());
+}
+
+// The operands' and the output's moves count as communication, the product as compute.
+MeshTensor FalconMlp::ff2_planned(const MeshTensor& h, const Shape& out_shape, PhaseTimes& t) const {
+  const distributed::DistributedMatmulOptions o = ff2_options();
+  const distributed::MatmulPlan plan = ff2_plan(out_shape);
+  const MeshTensor xh = timed(t.communication, [&] { return distributed::redistribute(h, plan.a.to); });
+  const MeshTensor xw = timed(t.communication, [&] { return distributed::redistribute(w2_, plan.b.to); });
+  const MeshTensor product = timed(t.compute, [&] { return distributed::plan_product(xh, xw, plan, o); });
+  MeshTensor y = timed(t.communication, [&] { return distributed::plan_output(product, plan, o); });
+  MESHNN_CHECK(y.shape() == out_shape, "planned FF2 gave {} where {} was expected", y.shape(), out_shape);
   return y;
 }
 

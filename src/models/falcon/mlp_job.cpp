@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "meshnn/core/mpi_utils.hpp"
+#include "meshnn/distributed/calibrate.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/io/json_output.hpp"
 #include "meshnn/io/synthetic_model.hpp"
@@ -269,17 +270,30 @@ int finish(const MlpJobConfig& c, const std::string& weights, const Loaded& load
   return status;
 }
 
+// The planned tp variant's cost model: from the file given, else measured on this mesh now.
+distributed::CostModel planner_cost(const MlpJobConfig& c, const MeshDevicePtr& mesh) {
+  if (!c.calibration.empty()) return distributed::load_cost_model(c.calibration);
+  const distributed::Calibration calibration = distributed::calibrate(mesh);
+  if (mesh->device_id() == 0) std::printf("%s", calibration.describe().c_str());
+  return calibration.model;
+}
+
 }  // namespace
 
-int run_mlp_job(const MlpJobConfig& c) {
-  const MeshDevicePtr mesh = open_mesh(c);
+int run_mlp_job(const MlpJobConfig& config) {
+  const MeshDevicePtr mesh = open_mesh(config);
   const bool root = mesh->device_id() == 0;
+  MlpJobConfig c = config;
+  const bool planned = c.mlp.tp_variant == TpVariant::PLANNED &&
+                       (c.mlp.mode == ParallelMode::TP || c.mlp.mode == ParallelMode::HYBRID);
+  if (planned) c.mlp.cost = planner_cost(c, mesh);
   std::unique_ptr<GeneratedWeights> generated;
   if (c.weights.empty()) generated = std::make_unique<GeneratedWeights>(c, mesh->comm());
   const std::string weights = generated ? generated->file : c.weights;
 
   const Loaded loaded = load_model_and_input(c, weights, mesh);
   if (root) std::printf("%s%s\n", loaded.mlp.describe().c_str(), loaded.x.describe().c_str());
+  if (root && planned) std::printf("FF2 %s\n", loaded.mlp.ff2_plan(loaded.x.shape()).explain().c_str());
   const Passes passes = run_passes(c, loaded, *mesh);
   const Figures figures = gather_figures(c, loaded, passes, *mesh);
   if (root) print_report(passes.y, figures);

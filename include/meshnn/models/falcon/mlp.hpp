@@ -5,7 +5,9 @@
 //   tp      FF1 column-parallel (W1 Shard(N)), GELU local, FF2 row-parallel (W2 Shard(K)) giving
 //           Partial(sum) outputs, finished by reduce_scatter (output Shard(hidden)) or all_reduce
 //           (output replicated). The all_gather variant of TT-NN's tutorial splits both linears by
-//           columns with an all_gather of the intermediate activation between them.
+//           columns with an all_gather of the intermediate activation between them. The planned
+//           variant leaves FF2 to distributed::matmul: asked for the reduce_scatter variant's
+//           output placements, its planner picks the moves by the cost model in MlpOptions.
 //   2d      RxC mesh: x Shard(hidden) over mesh rows; W1 blocks [H/R, I/C], W2 blocks [I/C, H/R].
 //           FF1 partial sums are all_reduced along cluster_axis 0, GELU local, FF2 partial sums
 //           all_reduced along cluster_axis 1: the output is placed like the input.
@@ -22,13 +24,14 @@
 #include "meshnn/models/parallel.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/distributed/distribute.hpp"
+#include "meshnn/distributed/matmul.hpp"
 #include "meshnn/tensor/mesh_tensor.hpp"
 
 namespace meshnn::models::falcon {
 
 // How tp (and hybrid) finishes the row-parallel FF2, or the column-column variant.
-enum class TpVariant { REDUCE_SCATTER, ALL_REDUCE, ALL_GATHER };
-std::string_view to_string(TpVariant v);  // "reduce_scatter", "all_reduce", "all_gather"
+enum class TpVariant { REDUCE_SCATTER, ALL_REDUCE, ALL_GATHER, PLANNED };
+std::string_view to_string(TpVariant v);  // "reduce_scatter", "all_reduce", "all_gather", "planned"
 TpVariant parse_tp_variant(std::string_view name);
 
 struct MlpOptions {
@@ -38,6 +41,7 @@ struct MlpOptions {
   DataType act_dtype = DataType::BFLOAT16;
   Topology topology = Topology::RING;
   int num_links = 1;
+  distributed::CostModel cost;  // the planned variant's (calibrate it on the job's mesh)
 };
 
 class FalconMlp {
@@ -63,10 +67,15 @@ class FalconMlp {
   // Bytes of weight shards this rank holds.
   size_t weight_bytes() const { return w1_.local().size_bytes() + w2_.local().size_bytes(); }
   std::string describe() const;  // placements of x, W1, W2 and y, for the job's report
+  // The planned variant's FF2 plan for an input of x_shape (distributed::MatmulPlan::explain()
+  // prints it). A dry run: no data, no communication.
+  distributed::MatmulPlan ff2_plan(const Shape& x_shape) const;
 
  private:
   MeshTensor forward_dp(const MeshTensor& x, PhaseTimes& t) const;
   MeshTensor forward_tp(const MeshTensor& x, PhaseTimes& t) const;
+  MeshTensor ff2_planned(const MeshTensor& h, const Shape& out_shape, PhaseTimes& t) const;
+  distributed::DistributedMatmulOptions ff2_options() const;
   MeshTensor forward_2d(const MeshTensor& x, PhaseTimes& t) const;
 
   MlpOptions options_;

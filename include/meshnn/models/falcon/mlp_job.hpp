@@ -23,6 +23,7 @@ struct MlpJobConfig {
   uint64_t seed = 1234;
   int warmup = 1, iterations = 3;
   bool check = false;
+  std::string calibration;  // the planned tp variant's cost model (empty: calibrated at start)
 };
 
 // Runs the job; returns the process exit status (0, or 1 when --check found a mismatch).
