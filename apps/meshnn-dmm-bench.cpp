@@ -79,6 +79,10 @@ double timed_median(const MeshDevice& mesh, int iterations, const std::function<
 nlohmann::ordered_json time_parts(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& plan,
                                   DistributedMatmulOptions options, const CostModel& model, const Options& o,
                                   const MeshDevice& mesh, bool root) {
+  if (plan.fused != FusedCollective::NONE) {
+    if (root) std::printf("      (fused: the collective and the product run as one)\n");
+    return nlohmann::ordered_json::array();
+  }
   options.output_dtype = options.output_dtype.value_or(a.dtype());
   const MeshTensor xa = redistribute(a, plan.a.to), xb = redistribute(b, plan.b.to);
   const MeshTensor product = plan_product(xa, xb, plan, options);

@@ -11,6 +11,7 @@
 
 #include "meshnn/ccl/ccl.hpp"
 #include "meshnn/core/error.hpp"
+#include "meshnn/distributed/collective_matmul.hpp"
 #include "meshnn/distributed/link_calibration.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/tensor/concat.hpp"
@@ -80,6 +81,33 @@ nlohmann::ordered_json segments_json(const std::vector<LinkSegment>& segments) {
   return out;
 }
 
+// all_gather_matmul along the first axis of two or more devices: A [n M, K] bfloat16 split on
+// rows (M rows each, options.matmul_a), B [K, N] bfloat8_b whole; fused (each arrived block's
+// product while the next travels) against unfused, and the overlap the model allows.
+OverlapFit measure_overlap(const MeshDevicePtr& mesh, const CostModel& model, const CalibrationOptions& options) {
+  OverlapFit fit;
+  for (int axis : {1, 0})
+    if ((axis == 0 ? mesh->num_rows() : mesh->num_cols()) > 1 && fit.axis < 0) fit.axis = axis;
+  if (fit.axis < 0) return fit;
+  const int n = fit.axis == 0 ? mesh->num_rows() : mesh->num_cols();
+  const int64_t m = options.matmul_a[0], k = options.matmul_a[-1];
+  Placements rows{Replicate{}, Replicate{}};
+  rows[fit.axis] = Shard{0};
+  const Tensor block(Shape{m, k}, DataType::BFLOAT16, Layout::TILE);
+  const MeshTensor a(mesh, Shape{m * n, k}, rows, block);
+  const MeshTensor b(mesh, Shape{k, options.matmul_n}, {Replicate{}, Replicate{}},
+                     Tensor(Shape{k, options.matmul_n}, DataType::BFLOAT8_B, Layout::TILE));
+  CollectiveMatmulOptions fused, unfused;
+  unfused.fused = false;
+  fit.fused_s = median_seconds(*mesh, options.repeats, [&] { all_gather_matmul(a, b, 0, fit.axis, fused); });
+  fit.unfused_s = median_seconds(*mesh, options.repeats, [&] { all_gather_matmul(a, b, 0, fit.axis, unfused); });
+  const double chunk_transfer = model.axis[fit.axis].seconds(static_cast<double>(block.size_bytes()));
+  const double chunk_product = 2.0 * static_cast<double>(m * k) * static_cast<double>(options.matmul_n) /
+                               model.matmul_flops_per_s;
+  fit.possible_s = (n - 1) * std::min(chunk_transfer, chunk_product);
+  return fit;
+}
+
 }  // namespace
 
 std::string Calibration::describe() const {
@@ -94,6 +122,11 @@ std::string Calibration::describe() const {
       out += fmt::format("  axis {} ({} devices), {} per step: {} (fit within {:.0f}%)\n", a, fit->members, what,
                          describe_link(fit->link), 100 * fit->max_relative_error);
   }
+  if (overlap.axis >= 0)
+    out += fmt::format("  fused collective matmuls (axis {}): all_gather_matmul fused {:.3f} ms, unfused {:.3f} ms, "
+                       "{:.3f} ms could hide: overlap efficiency {:.2f}\n",
+                       overlap.axis, 1e3 * overlap.fused_s, 1e3 * overlap.unfused_s, 1e3 * overlap.possible_s,
+                       model.overlap_efficiency);
   return out;
 }
 
@@ -131,6 +164,10 @@ Calibration calibrate(const MeshDevicePtr& mesh, const CalibrationOptions& optio
   const Tensor big(Shape{4096, 1024}, DataType::FLOAT32, Layout::TILE);
   const double slice_s = median_seconds(*mesh, options.repeats, [&] { slice(big, 0, 0, 2048); });
   c.model.copy_bytes_per_s = 2048.0 * 1024 * 4 / slice_s;
+  c.overlap = measure_overlap(mesh, c.model, options);
+  if (c.overlap.axis >= 0)
+    c.model.overlap_efficiency =
+        std::clamp((c.overlap.unfused_s - c.overlap.fused_s) / c.overlap.possible_s, 0.0, 1.0);
   return c;
 }
 
@@ -145,6 +182,7 @@ void save_cost_model(const CostModel& model, const std::string& path) {
                          {"reduce_above", segments_json(model.reduce_axis[a].above)}});
   j["matmul_flops_per_s"] = model.matmul_flops_per_s;
   j["copy_bytes_per_s"] = model.copy_bytes_per_s;
+  j["overlap_efficiency"] = model.overlap_efficiency;
   std::ofstream out(path);
   out << j.dump(2) << '\n';
   MESHNN_CHECK(out.good(), "cannot write the cost model to '{}'", path);
@@ -188,6 +226,12 @@ CostModel load_cost_model(const std::string& path) {
   }
   m.matmul_flops_per_s = positive(j, "matmul_flops_per_s");
   m.copy_bytes_per_s = positive(j, "copy_bytes_per_s");
+  if (j.contains("overlap_efficiency")) {  // optional: files from before it existed mean 0
+    MESHNN_CHECK(j["overlap_efficiency"].is_number() && j["overlap_efficiency"].get<double>() >= 0 &&
+                     j["overlap_efficiency"].get<double>() <= 1,
+                 "cost model '{}': 'overlap_efficiency' must be a number from 0 to 1", path);
+    m.overlap_efficiency = j["overlap_efficiency"].get<double>();
+  }
   return m;
 }
 

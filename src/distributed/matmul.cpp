@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/distributed/collective_matmul.hpp"
 #include "meshnn/distributed/summa.hpp"
 #include "meshnn/ops/matmul.hpp"
 
@@ -150,6 +151,38 @@ std::optional<MatmulPlan> summa_plan(const Shape& a, DataType a_dtype, Layout a_
   return moved;
 }
 
+// The fused forms of a one-product plan whose A move is one all_gather (all_gather_matmul) or
+// whose output move is one reduce_scatter onto the product's rows or a batch dim
+// (matmul_reduce_scatter), priced as the plan less the overlap the cost model expects; a gather of
+// the contraction dim also sums its n chunk products in float32 (two more passes over the
+// product each).
+std::vector<MatmulPlan> fused_plans(const MatmulPlan& plan, int a_rank, MeshShape mesh, const CostModel& cost) {
+  std::vector<MatmulPlan> out;
+  if (plan.summa) return out;
+  const Shape& c = plan.product_shape;
+  auto fuse = [&](FusedCollective kind, const RedistributeStep& step, double chunk_transfer_s, double extra_s) {
+    MatmulPlan f = plan;
+    f.fused = kind;
+    const double n = step.members, chunk_product_s = plan.compute_s / n;
+    f.compute_s += extra_s;
+    f.overlap_s = cost.overlap_efficiency * (n - 1) * std::min(chunk_transfer_s, chunk_product_s);
+    out.push_back(std::move(f));
+  };
+  if (plan.a.steps.size() == 1 && plan.a.steps[0].kind == StepKind::ALL_GATHER) {
+    const RedistributeStep& s = plan.a.steps[0];
+    const double local_c_bytes = 4.0 * static_cast<double>(shard_shape_for(c, plan.product, mesh, false).volume());
+    fuse(FusedCollective::ALL_GATHER_MATMUL, s, cost.axis[s.axis].seconds(static_cast<double>(s.local_bytes_in)),
+         s.dim == a_rank - 1 ? (s.members - 1) * 2.0 * local_c_bytes / cost.copy_bytes_per_s : 0.0);
+  }
+  if (plan.output.steps.size() == 1 && plan.output.steps[0].kind == StepKind::REDUCE_SCATTER &&
+      plan.output.steps[0].dim < c.rank() - 1) {
+    const RedistributeStep& s = plan.output.steps[0];
+    fuse(FusedCollective::MATMUL_REDUCE_SCATTER, s,
+         cost.reduce_axis[s.axis].seconds(static_cast<double>(s.local_bytes_in) / s.members), 0.0);
+  }
+  return out;
+}
+
 }  // namespace
 
 double LinkCost::seconds(double bytes) const {
@@ -196,6 +229,10 @@ std::string MatmulPlan::explain() const {
     out += fmt::format("SUMMA: {} panels of {} K elements, each broadcast along both mesh axes while the one "
                        "before is multiplied ({:.3f} ms of communication hidden)\n",
                        summa_panels, summa_panel_width, 1e3 * overlap_s);
+  if (fused != FusedCollective::NONE)
+    out += fmt::format("{}: the product of each arrived chunk runs while the next travels ({:.3f} ms hidden)\n",
+                       fused == FusedCollective::ALL_GATHER_MATMUL ? "all_gather_matmul" : "matmul_reduce_scatter",
+                       1e3 * overlap_s);
   out += fmt::format("local product {} -> placements {}\n", product_shape, meshnn::to_string(product));
   if (!output.steps.empty()) out += "output: " + output.explain();
   return out;
@@ -245,6 +282,9 @@ std::vector<MatmulPlan> matmul_plans(const Shape& a, DataType a_dtype, Layout a_
           plan->compute_s = flops / options.cost.matmul_flops_per_s;
           plans.push_back(std::move(*plan));
         }
+  const size_t one_product_plans = plans.size();
+  for (size_t i = 0; i < one_product_plans; ++i)
+    for (MatmulPlan& f : fused_plans(plans[i], a.rank(), mesh, options.cost)) plans.push_back(std::move(f));
   if (auto p = summa_plan(a, a_dtype, a_layout, pa, b, b_dtype, b_layout, pb, c, mesh, options)) plans.push_back(std::move(*p));
   MESHNN_CHECK(!plans.empty(),
                "distributed matmul: no plan for A {} {} times B {} {} on a {} mesh{}: the dims do not split evenly "
@@ -259,8 +299,11 @@ std::vector<MatmulPlan> matmul_plans(const Shape& a, DataType a_dtype, Layout a_
 }
 
 std::string MatmulPlan::summary() const {
-  return fmt::format("A: {}; B: {}; product {}{}; output: {}", a.summary(), b.summary(), meshnn::to_string(product),
-                     summa ? fmt::format(" by SUMMA ({} panels)", summa_panels) : "", output.summary());
+  const char* how = fused == FusedCollective::ALL_GATHER_MATMUL       ? " fused with A's gather (all_gather_matmul)"
+                    : fused == FusedCollective::MATMUL_REDUCE_SCATTER ? " fused with the reduce_scatter (matmul_reduce_scatter)"
+                                                                      : "";
+  return fmt::format("A: {}; B: {}; product {}{}{}; output: {}", a.summary(), b.summary(), meshnn::to_string(product),
+                     summa ? fmt::format(" by SUMMA ({} panels)", summa_panels) : "", how, output.summary());
 }
 
 MatmulPlan plan_matmul(const Shape& a, DataType a_dtype, Layout a_layout, const Placements& a_placements,
@@ -302,10 +345,36 @@ MeshTensor plan_output(const MeshTensor& product, const MatmulPlan& plan, const 
   return out;
 }
 
+namespace {
+
+// A fused plan's run: the fused collective and the product in one call (collective_matmul.hpp),
+// the other moves around it as in any plan.
+MeshTensor run_fused(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& plan,
+                     const DistributedMatmulOptions& options) {
+  CollectiveMatmulOptions fused;
+  if (plan.fused == FusedCollective::ALL_GATHER_MATMUL) {
+    const RedistributeStep& gather = plan.a.steps.at(0);
+    // Partial sums stay float32 until their reduction, as plan_product keeps them.
+    const bool partial = is_partial(plan.product[0]) || is_partial(plan.product[1]);
+    fused.output_dtype = partial && !plan.output.steps.empty() ? DataType::FLOAT32 : *options.output_dtype;
+    MeshTensor product = all_gather_matmul(a, redistribute(b, plan.b.to), gather.dim, gather.axis, fused).product;
+    return plan_output(product, plan, options);
+  }
+  const RedistributeStep& scatter = plan.output.steps.at(0);
+  fused.output_dtype = *options.output_dtype;
+  MeshTensor out = matmul_reduce_scatter(redistribute(a, plan.a.to), redistribute(b, plan.b.to), scatter.dim,
+                                         scatter.axis, fused);
+  // Axes of one device take the requested names, as redistribute gives them.
+  return MeshTensor(out.mesh(), out.shape(), plan.output.to, std::move(out.local()));
+}
+
+}  // namespace
+
 MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& plan, const DistributedMatmulOptions& options) {
   MESHNN_CHECK(a.mesh() == b.mesh(), "distributed matmul: A and B are on different meshes");
   DistributedMatmulOptions resolved = options;
   resolved.output_dtype = options.output_dtype.value_or(a.dtype());
+  if (plan.fused != FusedCollective::NONE) return run_fused(a, b, plan, resolved);
   return plan_output(plan_product(redistribute(a, plan.a.to), redistribute(b, plan.b.to), plan, resolved), plan,
                      resolved);
 }

@@ -181,6 +181,56 @@ TEST(DistributedMatmul, PlannerPicksTheCheapestByHandComputedCosts) {
   EXPECT_NEAR(replicated.communication_s, 50e-3, 1e-9) << replicated.explain();
 }
 
+// Fused collective matmuls are candidates priced as their unfused plan less the overlap the cost
+// model expects, chosen only when that wins, and run by all_gather_matmul / matmul_reduce_scatter
+// with the unfused plan's result. Costs by hand on 1x2, A [64, 128] split on rows, B [128, 256]
+// whole, output replicated; links 1 ms + 1 ms per KiB, the whole product 40 ms:
+//   gather A (16 KiB shard: 17 ms), then the whole product:  57 ms
+//   fused, overlap_efficiency 0.5: 57 - 0.5 min(17, 40 / 2) = 48.5 ms
+//   the product of A's rows (20 ms), then gather the [32, 256] output (32 KiB: 33 ms): 53 ms
+TEST(DistributedMatmul, FusedPlansAreChosenOnlyWhereTheirOverlapWins) {
+  auto mesh = MeshDevice::open({1, world_size()});
+  const int n = world_size();
+  const Shape sa{32 * n, 128}, sb{128, 256};
+  DistributedMatmulOptions options;
+  for (auto& link : options.cost.axis) link = {1e-3, 1e-3 / 1024};
+  for (auto& link : options.cost.reduce_axis) link = {1e-3, 1e-3 / 1024};
+  options.cost.matmul_flops_per_s = 2.0 * 64 * 128 * 256 / 40e-3;
+  options.cost.copy_bytes_per_s = 1e15;
+  options.output_placements = Placements{Replicate{}, Replicate{}};
+  auto plan = [&] {
+    return plan_matmul(sa, DataType::FLOAT32, Layout::TILE, {Replicate{}, Shard{0}}, sb, DataType::FLOAT32,
+                       Layout::TILE, {Replicate{}, Replicate{}}, mesh->shape(), options);
+  };
+  if (n == 2) {
+    EXPECT_EQ(plan().fused, distributed::FusedCollective::NONE) << plan().explain();
+    EXPECT_NEAR(plan().predicted_s(), 53e-3, 1e-9) << plan().explain();
+    options.cost.overlap_efficiency = 0.5;
+    const auto fused = plan();
+    EXPECT_EQ(fused.fused, distributed::FusedCollective::ALL_GATHER_MATMUL) << fused.explain();
+    EXPECT_NEAR(fused.predicted_s(), 48.5e-3, 1e-9) << fused.explain();
+    EXPECT_NE(fused.explain().find("all_gather_matmul"), std::string::npos) << fused.explain();
+  }
+  if (n < 2) return;
+  // Every fused candidate runs, and gives its unfused twin's result (rows: the same bits).
+  const Tensor ha = host_tensor(sa, 31), hb = host_tensor(sb, 32);
+  const MeshTensor a = with_placements(ha, {Replicate{}, Shard{0}}, mesh);
+  const MeshTensor b = with_placements(hb, {Replicate{}, Replicate{}}, mesh);
+  int fused_runs = 0;
+  for (const auto& p : distributed::matmul_plans(sa, a.dtype(), a.layout(), a.placements(), sb, b.dtype(), b.layout(),
+                                                 b.placements(), mesh->shape(), options)) {
+    if (p.fused == distributed::FusedCollective::NONE) continue;
+    distributed::MatmulPlan twin = p;
+    twin.fused = distributed::FusedCollective::NONE;
+    const Tensor got = full_tensor(distributed::matmul(a, b, p, options));
+    const Tensor want = full_tensor(distributed::matmul(a, b, twin, options));
+    EXPECT_TRUE(all_ranks_ok(testing::bitwise_equal(got, want))) << p.summary();
+    EXPECT_TRUE(all_ranks_ok(testing::bitwise_equal(got, reference_product(ha, hb)))) << p.summary();
+    ++fused_runs;
+  }
+  EXPECT_GT(fused_runs, 0);
+}
+
 // A short calibration gives every rank the same positive figures, and they survive a file.
 TEST(DistributedMatmul, CalibrationIsSharedAndSurvivesAFile) {
   auto mesh = MeshDevice::open({1, world_size()});
@@ -209,6 +259,9 @@ TEST(DistributedMatmul, CalibrationIsSharedAndSurvivesAFile) {
     }
   }
   EXPECT_EQ(back.matmul_flops_per_s, c.model.matmul_flops_per_s);
+  EXPECT_EQ(back.overlap_efficiency, c.model.overlap_efficiency);
+  EXPECT_TRUE(c.model.overlap_efficiency >= 0 && c.model.overlap_efficiency <= 1);
+  EXPECT_EQ(c.overlap.axis >= 0, world_size() > 1) << c.describe();
   std::ofstream(path) << R"({"axes": [{"alpha_s": 1e-6, "beta_s_per_byte": 1e-9}], "matmul_flops_per_s": 1})";
   const std::string bad = testing::error_message_of([&] { distributed::load_cost_model(path); });
   EXPECT_NE(bad.find("'axes' must list the two mesh axes"), std::string::npos) << bad;

@@ -26,9 +26,18 @@ struct AxisFit {
   int members = 1;                // devices along the axis (1: not measured, defaults kept)
 };
 
+// CostModel::overlap_efficiency as measured: all_gather_matmul of A split on rows, fused and
+// unfused, against the overlap the fitted links and rate allow ((n-1) min(chunk transfer, chunk
+// product)).
+struct OverlapFit {
+  int axis = -1;  // -1: not measured (no axis of two or more devices)
+  double fused_s = 0, unfused_s = 0, possible_s = 0;
+};
+
 struct Calibration {
   CostModel model;
   AxisFit axis[2], reduce_axis[2];
+  OverlapFit overlap;
   std::string describe() const;  // a few lines for people
 };
 

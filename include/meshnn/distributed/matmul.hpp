@@ -45,6 +45,12 @@ struct CostModel {
   LinkCost reduce_axis[2];           // reductions, whose steps also add what arrives
   double matmul_flops_per_s = 5e10;  // one device's local matmul rate
   double copy_bytes_per_s = 1e10;    // local slices
+  // The share of a chunk's transfer a fused collective matmul hides behind the product of the
+  // chunk before (collective_matmul.hpp), from 0 to 1. It is the machine's, not the algorithm's:
+  // where the transport's copies take the very core the product needs (shared memory with one
+  // core per rank) nothing is hidden; a network card or a spare core moves data on its own. 0
+  // unless calibrated: the planner then never prefers a fused form.
+  double overlap_efficiency = 0;
   // Seconds each step of a plan takes (ring schedules: n - 1 messages of a shard each for a
   // gather, of a 1/n slice for a reduce_scatter, twice that for an all_reduce), plus the step's
   // local packing (RedistributeStep::local_copy_bytes) at the copy rate.
@@ -62,6 +68,11 @@ struct DistributedMatmulOptions {
   CostModel cost;
 };
 
+// A collective run fused with the local product (collective_matmul.hpp) instead of before or
+// after it: A's one all_gather with the product, or the product with the output's one
+// reduce_scatter.
+enum class FusedCollective { NONE, ALL_GATHER_MATMUL, MATMUL_REDUCE_SCATTER };
+
 struct MatmulPlan {
   RedistributePlan a, b;  // the operands' moves
   Placements product;     // placements of the local product
@@ -75,6 +86,10 @@ struct MatmulPlan {
   // overlap_s = (P-1) min(t_c, t_p) off the sum P t_c + P t_p.
   bool summa = false;
   int64_t summa_panel_width = 0, summa_panels = 0;
+  // Fused: the fused step (a.steps[0] or output.steps[0]) runs chunk by chunk with the product,
+  // n chunks for its n members; overlap_s = overlap_efficiency (n-1) min(one chunk's transfer,
+  // one chunk's product).
+  FusedCollective fused = FusedCollective::NONE;
   double overlap_s = 0;
   int candidates = 0;  // ways considered
   double predicted_s() const { return compute_s + communication_s - overlap_s; }
