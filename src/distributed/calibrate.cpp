@@ -82,7 +82,7 @@ nlohmann::ordered_json segments_json(const std::vector<LinkSegment>& segments) {
 }
 
 // all_gather_matmul along the first axis of two or more devices: A [n M, K] bfloat16 split on
-// rows (M rows each, options.matmul_a), B [K, N] bfloat8_b whole; fused (each arrived block's
+// rows (M rows each: the last of options.products), B [K, N] bfloat8_b whole; fused (each arrived block's
 // product while the next travels) against unfused, and the overlap the model allows.
 OverlapFit measure_overlap(const MeshDevicePtr& mesh, const CostModel& model, const CalibrationOptions& options) {
   OverlapFit fit;
@@ -90,20 +90,19 @@ OverlapFit measure_overlap(const MeshDevicePtr& mesh, const CostModel& model, co
     if ((axis == 0 ? mesh->num_rows() : mesh->num_cols()) > 1 && fit.axis < 0) fit.axis = axis;
   if (fit.axis < 0) return fit;
   const int n = fit.axis == 0 ? mesh->num_rows() : mesh->num_cols();
-  const int64_t m = options.matmul_a[0], k = options.matmul_a[-1];
+  const int64_t m = options.products.back().m, k = options.products.back().k, cols = options.products.back().n;
   Placements rows{Replicate{}, Replicate{}};
   rows[fit.axis] = Shard{0};
   const Tensor block(Shape{m, k}, DataType::BFLOAT16, Layout::TILE);
   const MeshTensor a(mesh, Shape{m * n, k}, rows, block);
-  const MeshTensor b(mesh, Shape{k, options.matmul_n}, {Replicate{}, Replicate{}},
-                     Tensor(Shape{k, options.matmul_n}, DataType::BFLOAT8_B, Layout::TILE));
+  const MeshTensor b(mesh, Shape{k, cols}, {Replicate{}, Replicate{}},
+                     Tensor(Shape{k, cols}, DataType::BFLOAT8_B, Layout::TILE));
   CollectiveMatmulOptions fused, unfused;
   unfused.fused = false;
   fit.fused_s = median_seconds(*mesh, options.repeats, [&] { all_gather_matmul(a, b, 0, fit.axis, fused); });
   fit.unfused_s = median_seconds(*mesh, options.repeats, [&] { all_gather_matmul(a, b, 0, fit.axis, unfused); });
   const double chunk_transfer = model.axis[fit.axis].seconds(static_cast<double>(block.size_bytes()));
-  const double chunk_product = 2.0 * static_cast<double>(m * k) * static_cast<double>(options.matmul_n) /
-                               model.matmul_flops_per_s;
+  const double chunk_product = 2.0 * static_cast<double>(m * k) * static_cast<double>(cols) / model.matmul_flops_per_s;
   fit.possible_s = (n - 1) * std::min(chunk_transfer, chunk_product);
   return fit;
 }
@@ -146,20 +145,25 @@ Calibration calibrate(const MeshDevicePtr& mesh, const CalibrationOptions& optio
       const Tensor local(Shape{floats}, DataType::FLOAT32, Layout::ROW_MAJOR);
       const MeshTensor gathered(mesh, Shape{floats * members}, sharded, local), reduced(mesh, Shape{floats}, partial, local);
       gather_step.push_back(static_cast<double>(floats * 4));
-      gather_s.push_back(median_seconds(*mesh, options.repeats, [&] { all_gather(gathered, 0, axis); }));
+      const int repeats = size <= (1 << 18) ? std::max(options.repeats, 25) : options.repeats;
+      gather_s.push_back(median_seconds(*mesh, repeats, [&] { all_gather(gathered, 0, axis); }));
       reduce_step.push_back(static_cast<double>(floats * 4) / members);
-      reduce_s.push_back(median_seconds(*mesh, options.repeats, [&] { all_reduce(reduced, ReduceOp::SUM, axis); }));
+      reduce_s.push_back(median_seconds(*mesh, repeats, [&] { all_reduce(reduced, ReduceOp::SUM, axis); }));
     }
     c.axis[axis] = fit_link(gather_step, gather_s, members - 1, members);
     c.reduce_axis[axis] = fit_link(reduce_step, reduce_s, 2.0 * (members - 1), members);
     c.model.axis[axis] = c.axis[axis].link;
     c.model.reduce_axis[axis] = c.reduce_axis[axis].link;
   }
-  const Tensor a(options.matmul_a, DataType::BFLOAT16, Layout::TILE);
-  const Tensor b(Shape{options.matmul_a[-1], options.matmul_n}, DataType::BFLOAT8_B, Layout::TILE);
-  const double product_s = median_seconds(*mesh, options.repeats, [&] { meshnn::matmul(a, b); });
-  c.model.matmul_flops_per_s =
-      2.0 * static_cast<double>(options.matmul_a.volume()) * static_cast<double>(options.matmul_n) / product_s;
+  MESHNN_CHECK(!options.products.empty(), "calibrate: no local product to time");
+  double flops = 0, product_s = 0;
+  for (const CalibrationOptions::Product& p : options.products) {
+    const Tensor a(Shape{p.m, p.k}, DataType::BFLOAT16, Layout::TILE);
+    const Tensor b(Shape{p.k, p.n}, DataType::BFLOAT8_B, Layout::TILE);
+    product_s += median_seconds(*mesh, options.repeats, [&] { meshnn::matmul(a, b); });
+    flops += 2.0 * static_cast<double>(p.m * p.k) * static_cast<double>(p.n);
+  }
+  c.model.matmul_flops_per_s = flops / product_s;
   // Half of an 8 MiB tensor, cut along whole tiles as redistribute's slices are.
   const Tensor big(Shape{4096, 1024}, DataType::FLOAT32, Layout::TILE);
   const double slice_s = median_seconds(*mesh, options.repeats, [&] { slice(big, 0, 0, 2048); });

@@ -237,8 +237,7 @@ TEST(DistributedMatmul, CalibrationIsSharedAndSurvivesAFile) {
   distributed::CalibrationOptions options;
   options.gather_bytes = {1 << 12, 1 << 16, 1 << 18};
   options.repeats = 3;
-  options.matmul_a = Shape{64, 256};
-  options.matmul_n = 256;
+  options.products = {{64, 256, 256}};
   const distributed::Calibration c = distributed::calibrate(mesh, options);
   EXPECT_TRUE(testing::same_on_all_ranks(c.describe())) << c.describe();
   EXPECT_GT(c.model.matmul_flops_per_s, 1e6);

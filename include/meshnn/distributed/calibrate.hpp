@@ -1,7 +1,7 @@
 // Calibrating the distributed matmul's cost model on the machine it runs on: alpha and beta per
 // mesh axis, in up to three size ranges, fitted to timed all_gathers, and apart to timed
 // all_reduces, over a sweep of sizes, the local matmul
-// rate from a timed product, the local copy rate from timed slices. Saved as JSON so that a run
+// rate from timed products, the local copy rate from timed slices. Saved as JSON so that a run
 // can reuse it; CostModel{} holds the defaults used without one.
 #pragma once
 
@@ -15,9 +15,16 @@ namespace meshnn::distributed {
 struct CalibrationOptions {
   std::vector<int64_t> gather_bytes = {1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 19,
                                        1 << 20, 1 << 21, 1 << 22, 1 << 23, 1 << 24};  // shard sizes
-  int repeats = 5;            // per size; the median counts
-  Shape matmul_a{256, 2048};  // the local product timed for the FLOP rate: a [M, K]
-  int64_t matmul_n = 2048;    // ... times b [K, N] in bfloat8_b, as the jobs' weights
+  int repeats = 5;  // per size (at least 25 for shards up to 256 KiB, whose times scatter more); the median counts
+  // Local products [M, K] x [K, N], bfloat16 times bfloat8_b as the jobs' prefill, timed for the
+  // FLOP rate: their FLOPs over their times together. The kernels' rate moves with the shape by
+  // 10-15%, so one shape would misprice the others; these are a 128-row prefill block of a
+  // TinyLlama projection, a square block and a wider one. The last also serves the overlap
+  // measurement (A split on its rows).
+  struct Product {
+    int64_t m, k, n;
+  };
+  std::vector<Product> products = {{128, 2048, 2816}, {512, 1024, 1024}, {256, 2048, 2048}};
 };
 
 struct AxisFit {
