@@ -48,9 +48,9 @@ double median_seconds(const MeshDevice& mesh, int repeats, Fn&& fn) {
 }
 
 // Rewrites a tensor's storage, as the step before a collective in a plan has just written its
-// input: a collective then reads lines another core may still hold dirty, not the clean copies
-// that repeating it on one unchanged tensor would leave (which times 4 MiB all_reduces about
-// twice as fast as plans see them).
+// input: a collective then reads lines a core still holds dirty, not the clean shared copies that
+// repeating it on one unchanged tensor leaves behind, which made large all_reduces look much
+// cheaper than plans find them (docs/performance.md).
 void rewrite(Tensor& t) {
   std::byte* p = t.data<std::byte>();
   for (size_t i = 0; i < t.size_bytes(); i += 64) p[i] = std::byte{0};
