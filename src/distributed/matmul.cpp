@@ -156,10 +156,17 @@ std::optional<MatmulPlan> summa_plan(const Shape& a, DataType a_dtype, Layout a_
 // (matmul_reduce_scatter), priced as the plan less the overlap the cost model expects; a gather of
 // the contraction dim also sums its n chunk products in float32 (two more passes over the
 // product each).
-std::vector<MatmulPlan> fused_plans(const MatmulPlan& plan, int a_rank, MeshShape mesh, const CostModel& cost) {
+std::vector<MatmulPlan> fused_plans(const MatmulPlan& plan, const Shape& a, const Shape& b, MeshShape mesh,
+                                    const CostModel& cost) {
   std::vector<MatmulPlan> out;
   if (plan.summa) return out;
   const Shape& c = plan.product_shape;
+  const int a_rank = a.rank();
+  // The collective matmuls split a batch dim only where b lacks it or broadcasts it.
+  auto b_broadcasts = [&](int product_dim) {
+    const int d = product_dim - (c.rank() - b.rank());
+    return d < 0 || b[d] == 1;
+  };
   auto fuse = [&](FusedCollective kind, const RedistributeStep& step, double chunk_transfer_s, double extra_s) {
     MatmulPlan f = plan;
     f.fused = kind;
@@ -168,14 +175,16 @@ std::vector<MatmulPlan> fused_plans(const MatmulPlan& plan, int a_rank, MeshShap
     f.overlap_s = cost.overlap_efficiency * (n - 1) * std::min(chunk_transfer_s, chunk_product_s);
     out.push_back(std::move(f));
   };
-  if (plan.a.steps.size() == 1 && plan.a.steps[0].kind == StepKind::ALL_GATHER) {
+  if (plan.a.steps.size() == 1 && plan.a.steps[0].kind == StepKind::ALL_GATHER &&
+      (plan.a.steps[0].dim >= a_rank - 2 || b_broadcasts(plan.a.steps[0].dim + c.rank() - a_rank))) {
     const RedistributeStep& s = plan.a.steps[0];
     const double local_c_bytes = 4.0 * static_cast<double>(shard_shape_for(c, plan.product, mesh, false).volume());
     fuse(FusedCollective::ALL_GATHER_MATMUL, s, cost.axis[s.axis].seconds(static_cast<double>(s.local_bytes_in)),
          s.dim == a_rank - 1 ? (s.members - 1) * 2.0 * local_c_bytes / cost.copy_bytes_per_s : 0.0);
   }
   if (plan.output.steps.size() == 1 && plan.output.steps[0].kind == StepKind::REDUCE_SCATTER &&
-      plan.output.steps[0].dim < c.rank() - 1) {
+      (plan.output.steps[0].dim == c.rank() - 2 ||
+       (plan.output.steps[0].dim < c.rank() - 2 && b_broadcasts(plan.output.steps[0].dim)))) {
     const RedistributeStep& s = plan.output.steps[0];
     fuse(FusedCollective::MATMUL_REDUCE_SCATTER, s,
          cost.reduce_axis[s.axis].seconds(static_cast<double>(s.local_bytes_in) / s.members), 0.0);
@@ -284,7 +293,7 @@ std::vector<MatmulPlan> matmul_plans(const Shape& a, DataType a_dtype, Layout a_
         }
   const size_t one_product_plans = plans.size();
   for (size_t i = 0; i < one_product_plans; ++i)
-    for (MatmulPlan& f : fused_plans(plans[i], a.rank(), mesh, options.cost)) plans.push_back(std::move(f));
+    for (MatmulPlan& f : fused_plans(plans[i], a, b, mesh, options.cost)) plans.push_back(std::move(f));
   if (auto p = summa_plan(a, a_dtype, a_layout, pa, b, b_dtype, b_layout, pb, c, mesh, options)) plans.push_back(std::move(*p));
   MESHNN_CHECK(!plans.empty(),
                "distributed matmul: no plan for A {} {} times B {} {} on a {} mesh{}: the dims do not split evenly "

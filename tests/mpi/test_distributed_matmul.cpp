@@ -212,23 +212,40 @@ TEST(DistributedMatmul, FusedPlansAreChosenOnlyWhereTheirOverlapWins) {
     EXPECT_NE(fused.explain().find("all_gather_matmul"), std::string::npos) << fused.explain();
   }
   if (n < 2) return;
-  // Every fused candidate runs, and gives its unfused twin's result (rows: the same bits).
-  const Tensor ha = host_tensor(sa, 31), hb = host_tensor(sb, 32);
-  const MeshTensor a = with_placements(ha, {Replicate{}, Shard{0}}, mesh);
-  const MeshTensor b = with_placements(hb, {Replicate{}, Replicate{}}, mesh);
-  int fused_runs = 0;
-  for (const auto& p : distributed::matmul_plans(sa, a.dtype(), a.layout(), a.placements(), sb, b.dtype(), b.layout(),
-                                                 b.placements(), mesh->shape(), options)) {
-    if (p.fused == distributed::FusedCollective::NONE) continue;
-    distributed::MatmulPlan twin = p;
-    twin.fused = distributed::FusedCollective::NONE;
-    const Tensor got = full_tensor(distributed::matmul(a, b, p, options));
-    const Tensor want = full_tensor(distributed::matmul(a, b, twin, options));
-    EXPECT_TRUE(all_ranks_ok(testing::bitwise_equal(got, want))) << p.summary();
-    EXPECT_TRUE(all_ranks_ok(testing::bitwise_equal(got, reference_product(ha, hb)))) << p.summary();
-    ++fused_runs;
+  // Every fused candidate runs and gives its unfused twin's result (the operands are small
+  // integers, so even the K split's other order of float32 sums is exact): A split on rows, on a
+  // batch dim, on K with B whole, and on K with B split alike (partial sums scattered on rows).
+  options.cost.overlap_efficiency = 1;
+  struct Case {
+    Shape a, b;
+    Placement pa, pb, out;
+  };
+  const Case cases[] = {
+      {sa, sb, Shard{0}, Replicate{}, Replicate{}},
+      {Shape{2 * n, 32, 64}, Shape{64, 96}, Shard{0}, Replicate{}, Replicate{}},
+      {Shape{64, 32 * n}, Shape{32 * n, 64}, Shard{1}, Replicate{}, Replicate{}},
+      {Shape{32 * n, 32 * n}, Shape{32 * n, 64}, Shard{1}, Shard{0}, Shard{0}},
+  };
+  int fused_runs[3] = {0, 0, 0};
+  for (const Case& k : cases) {
+    options.output_placements = Placements{Replicate{}, k.out};
+    const Tensor ha = host_tensor(k.a, 31), hb = host_tensor(k.b, 32);
+    const MeshTensor a = with_placements(ha, {Replicate{}, k.pa}, mesh);
+    const MeshTensor b = with_placements(hb, {Replicate{}, k.pb}, mesh);
+    for (const auto& p : distributed::matmul_plans(k.a, a.dtype(), a.layout(), a.placements(), k.b, b.dtype(),
+                                                   b.layout(), b.placements(), mesh->shape(), options)) {
+      if (p.fused == distributed::FusedCollective::NONE) continue;
+      distributed::MatmulPlan twin = p;
+      twin.fused = distributed::FusedCollective::NONE;
+      const Tensor got = full_tensor(distributed::matmul(a, b, p, options));
+      const Tensor want = full_tensor(distributed::matmul(a, b, twin, options));
+      EXPECT_TRUE(all_ranks_ok(testing::bitwise_equal(got, want))) << p.summary();
+      EXPECT_TRUE(all_ranks_ok(testing::bitwise_equal(got, reference_product(ha, hb)))) << p.summary();
+      ++fused_runs[static_cast<int>(p.fused)];
+    }
   }
-  EXPECT_GT(fused_runs, 0);
+  EXPECT_GT(fused_runs[static_cast<int>(distributed::FusedCollective::ALL_GATHER_MATMUL)], 2);
+  EXPECT_GT(fused_runs[static_cast<int>(distributed::FusedCollective::MATMUL_REDUCE_SCATTER)], 0);
 }
 
 // A short calibration gives every rank the same positive figures, and they survive a file.
