@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <new>
 #include <mutex>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/memory.hpp"
 #include "meshnn/core/mpi_utils.hpp"
 
 namespace meshnn::trace {
@@ -19,10 +21,56 @@ std::atomic<bool> recording{false};
 
 namespace {
 
+// A thread's events, in blocks of 2 MiB mapped as huge pages where the system has them and never
+// moved once written. A growing std::vector re-copied every event into fresh 4 KiB pages, and on a
+// virtual machine each first touch of a page is a slow fault: that, not the clocks or the
+// formatting, was most of what an event cost.
+class EventLog {
+ public:
+  EventLog() = default;
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+  ~EventLog() { clear(); }
+
+  void push_back(Event&& e) {
+    if (blocks_.empty() || blocks_.back().count == kPerBlock) {
+      std::byte* storage = allocate_buffer(kBlockBytes);
+      if (storage == nullptr) throw std::bad_alloc();
+      blocks_.push_back({reinterpret_cast<Event*>(storage), 0});
+    }
+    Block& b = blocks_.back();
+    new (b.events + b.count) Event(std::move(e));
+    ++b.count;
+  }
+
+  template <class Fn>
+  void for_each(Fn&& fn) {
+    for (Block& b : blocks_)
+      for (size_t i = 0; i < b.count; ++i) fn(b.events[i]);
+  }
+
+  void clear() {
+    for (Block& b : blocks_) {
+      std::destroy_n(b.events, b.count);
+      release_buffer(reinterpret_cast<std::byte*>(b.events));
+    }
+    blocks_.clear();
+  }
+
+ private:
+  static constexpr size_t kBlockBytes = kHugePageBytes;
+  static constexpr size_t kPerBlock = kBlockBytes / sizeof(Event);
+  struct Block {
+    Event* events;
+    size_t count;
+  };
+  std::vector<Block> blocks_;
+};
+
 struct ThreadBuffer {
   int track = 0;  // the thread's track number within the rank (Chrome's tid)
   std::string name;
-  std::vector<Event> events;
+  EventLog events;
 };
 
 // Buffers outlive their threads: a worker pool may be gone by the time the trace is written.
@@ -256,7 +304,7 @@ std::vector<Event> write_and_stop(MPI_Comm comm, const std::string& file) {
     std::lock_guard lock(r.mutex);
     for (auto& b : r.buffers) {
       tracks.emplace_back(b->track, b->name);
-      for (Event& e : b->events) events.emplace_back(b->track, std::move(e));
+      b->events.for_each([&](Event& e) { events.emplace_back(b->track, std::move(e)); });
       b->events.clear();
     }
   }

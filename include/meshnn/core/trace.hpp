@@ -4,7 +4,8 @@
 //
 // Recording is off unless MESHNN_TRACE=FILE is set or an app is given --trace FILE / --profile
 // (runtime/cli.hpp). Off, an instrumented call pays one relaxed atomic load; on, an event costs a
-// clock read at each end and an append to its thread's buffer (no lock: each thread keeps its own).
+// clock read at each end and an append to its thread's buffer (no lock: each thread keeps its own;
+// blocks of huge pages, so that events are never copied again and rarely touch a fresh page).
 //
 //   void my_op(...) {
 //     trace::Scope scope("op", "my_op");
