@@ -84,7 +84,9 @@ nlohmann::ordered_json time_parts(const MeshTensor& a, const MeshTensor& b, cons
     return nlohmann::ordered_json::array();
   }
   options.output_dtype = options.output_dtype.value_or(a.dtype());
-  const MeshTensor xa = redistribute(a, plan.a.to), xb = redistribute(b, plan.b.to);
+  MeshTensor moved_a, moved_b, scratch;
+  const MeshTensor& xa = plan_operand(a, plan.a, moved_a);
+  const MeshTensor& xb = plan_operand(b, plan.b, moved_b);
   const MeshTensor product = plan_product(xa, xb, plan, options);
   const double move_a = model.seconds(plan.a), move_b = model.seconds(plan.b), output = model.seconds(plan.output);
   struct Part {
@@ -93,8 +95,8 @@ nlohmann::ordered_json time_parts(const MeshTensor& a, const MeshTensor& b, cons
     std::function<void()> run;
   };
   const Part parts[] = {
-      {"move A", move_a, [&] { redistribute(a, plan.a.to); }},
-      {"move B", move_b, [&] { redistribute(b, plan.b.to); }},
+      {"move A", move_a, [&] { plan_operand(a, plan.a, scratch); }},
+      {"move B", move_b, [&] { plan_operand(b, plan.b, scratch); }},
       {"product", plan.predicted_s() - move_a - move_b - output, [&] { plan_product(xa, xb, plan, options); }},
       {"output", output, [&] { plan_output(product, plan, options); }},
   };

@@ -328,6 +328,12 @@ MatmulPlan plan_matmul(const Shape& a, DataType a_dtype, Layout a_layout, const 
   return std::move(plans.front());
 }
 
+const MeshTensor& plan_operand(const MeshTensor& t, const RedistributePlan& moves, MeshTensor& moved) {
+  if (moves.steps.empty()) return t;
+  moved = redistribute(t, moves.to);
+  return moved;
+}
+
 MeshTensor plan_product(const MeshTensor& xa, const MeshTensor& xb, const MatmulPlan& plan,
                         const DistributedMatmulOptions& options) {
   MESHNN_CHECK(xa.mesh() == xb.mesh(), "distributed matmul: A and B are on different meshes");
@@ -366,13 +372,16 @@ MeshTensor run_fused(const MeshTensor& a, const MeshTensor& b, const MatmulPlan&
     // Partial sums stay float32 until their reduction, as plan_product keeps them.
     const bool partial = is_partial(plan.product[0]) || is_partial(plan.product[1]);
     fused.output_dtype = partial && !plan.output.steps.empty() ? DataType::FLOAT32 : *options.output_dtype;
-    MeshTensor product = all_gather_matmul(a, redistribute(b, plan.b.to), gather.dim, gather.axis, fused).product;
+    MeshTensor moved_b;
+    MeshTensor product =
+        all_gather_matmul(a, plan_operand(b, plan.b, moved_b), gather.dim, gather.axis, fused).product;
     return plan_output(product, plan, options);
   }
   const RedistributeStep& scatter = plan.output.steps.at(0);
   fused.output_dtype = *options.output_dtype;
-  MeshTensor out = matmul_reduce_scatter(redistribute(a, plan.a.to), redistribute(b, plan.b.to), scatter.dim,
-                                         scatter.axis, fused);
+  MeshTensor moved_a, moved_b;
+  MeshTensor out = matmul_reduce_scatter(plan_operand(a, plan.a, moved_a), plan_operand(b, plan.b, moved_b),
+                                         scatter.dim, scatter.axis, fused);
   // Axes of one device take the requested names, as redistribute gives them.
   return MeshTensor(out.mesh(), out.shape(), plan.output.to, std::move(out.local()));
 }
@@ -384,8 +393,10 @@ MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& pl
   DistributedMatmulOptions resolved = options;
   resolved.output_dtype = options.output_dtype.value_or(a.dtype());
   if (plan.fused != FusedCollective::NONE) return run_fused(a, b, plan, resolved);
-  return plan_output(plan_product(redistribute(a, plan.a.to), redistribute(b, plan.b.to), plan, resolved), plan,
-                     resolved);
+  MeshTensor moved_a, moved_b;
+  return plan_output(
+      plan_product(plan_operand(a, plan.a, moved_a), plan_operand(b, plan.b, moved_b), plan, resolved), plan,
+      resolved);
 }
 
 MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const DistributedMatmulOptions& options) {

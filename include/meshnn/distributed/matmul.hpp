@@ -115,11 +115,16 @@ MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const DistributedMat
 MeshTensor matmul(const MeshTensor& a, const MeshTensor& b, const MatmulPlan& plan,
                   const DistributedMatmulOptions& options = {});
 
-// The parts of a plan's run, in order, for a benchmark that times each against its prediction:
-// the operands' moves are redistribute(a, plan.a.to) and redistribute(b, plan.b.to); then the
+// The parts of a plan's run, in order, for callers that time each (a benchmark against its
+// predictions, a job splitting compute from communication): the operands' moves (plan_operand);
+// then the
 // product of the moved operands (predicted plan.compute_s, or for SUMMA its whole pipeline); then
 // the product's move to the output placements and to options.output_dtype (unset: the product's
 // dtype), predicted cost.seconds(plan.output).
+// An operand as the plan's product takes it: `t` itself when its moves have no steps (no copy: a
+// weight that stays where it is must not be copied on every call), else redistribute(t, moves.to),
+// kept in `moved`.
+const MeshTensor& plan_operand(const MeshTensor& t, const RedistributePlan& moves, MeshTensor& moved);
 MeshTensor plan_product(const MeshTensor& moved_a, const MeshTensor& moved_b, const MatmulPlan& plan,
                         const DistributedMatmulOptions& options = {});
 MeshTensor plan_output(const MeshTensor& product, const MatmulPlan& plan, const DistributedMatmulOptions& options = {});

@@ -206,9 +206,13 @@ distributed::MatmulPlan FalconMlp::ff2_plan(const Shape& x_shape) const {
 MeshTensor FalconMlp::ff2_planned(const MeshTensor& h, const Shape& out_shape, PhaseTimes& t) const {
   const distributed::DistributedMatmulOptions o = ff2_options();
   const distributed::MatmulPlan plan = ff2_plan(out_shape);
-  const MeshTensor xh = timed(t.communication, [&] { return distributed::redistribute(h, plan.a.to); });
-  const MeshTensor xw = timed(t.communication, [&] { return distributed::redistribute(w2_, plan.b.to); });
-  const MeshTensor product = timed(t.compute, [&] { return distributed::plan_product(xh, xw, plan, o); });
+  MeshTensor moved_h, moved_w;
+  const MeshTensor *xh = nullptr, *xw = nullptr;  // the operands themselves where nothing moves
+  timed(t.communication, [&] {
+    xh = &distributed::plan_operand(h, plan.a, moved_h);
+    xw = &distributed::plan_operand(w2_, plan.b, moved_w);
+  });
+  const MeshTensor product = timed(t.compute, [&] { return distributed::plan_product(*xh, *xw, plan, o); });
   MeshTensor y = timed(t.communication, [&] { return distributed::plan_output(product, plan, o); });
   MESHNN_CHECK(y.shape() == out_shape, "planned FF2 gave {} where {} was expected", y.shape(), out_shape);
   return y;
