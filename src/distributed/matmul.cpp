@@ -171,7 +171,7 @@ std::vector<MatmulPlan> fused_plans(const MatmulPlan& plan, const Shape& a, cons
     MatmulPlan f = plan;
     f.fused = kind;
     const double n = step.members, chunk_product_s = plan.compute_s / n;
-    f.compute_s += extra_s;
+    f.compute_s += extra_s + cost.fused_slowdown * plan.compute_s;
     f.overlap_s = cost.overlap_efficiency * (n - 1) * std::min(chunk_transfer_s, chunk_product_s);
     out.push_back(std::move(f));
   };

@@ -210,6 +210,10 @@ TEST(DistributedMatmul, FusedPlansAreChosenOnlyWhereTheirOverlapWins) {
     EXPECT_EQ(fused.fused, distributed::FusedCollective::ALL_GATHER_MATMUL) << fused.explain();
     EXPECT_NEAR(fused.predicted_s(), 48.5e-3, 1e-9) << fused.explain();
     EXPECT_NE(fused.explain().find("all_gather_matmul"), std::string::npos) << fused.explain();
+    // A fused form that costs a tenth of its product more: 48.5 + 4 = 52.5 ms, still the cheapest.
+    options.cost.fused_slowdown = 0.1;
+    EXPECT_NEAR(plan().predicted_s(), 52.5e-3, 1e-9) << plan().explain();
+    options.cost.fused_slowdown = 0;
   }
   if (n < 2) return;
   // Every fused candidate runs and gives its unfused twin's result (the operands are small
@@ -276,6 +280,7 @@ TEST(DistributedMatmul, CalibrationIsSharedAndSurvivesAFile) {
   }
   EXPECT_EQ(back.matmul_flops_per_s, c.model.matmul_flops_per_s);
   EXPECT_EQ(back.overlap_efficiency, c.model.overlap_efficiency);
+  EXPECT_EQ(back.fused_slowdown, c.model.fused_slowdown);
   EXPECT_TRUE(c.model.overlap_efficiency >= 0 && c.model.overlap_efficiency <= 1);
   EXPECT_EQ(c.overlap.axis >= 0, world_size() > 1) << c.describe();
   std::ofstream(path) << R"({"axes": [{"alpha_s": 1e-6, "beta_s_per_byte": 1e-9}], "matmul_flops_per_s": 1})";

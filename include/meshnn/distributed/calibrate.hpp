@@ -39,6 +39,7 @@ struct AxisFit {
 struct OverlapFit {
   int axis = -1;  // -1: not measured (no axis of two or more devices)
   double fused_s = 0, unfused_s = 0, possible_s = 0;
+  double product_s = 0;  // the whole product at the calibrated rate
 };
 
 struct Calibration {

@@ -51,6 +51,11 @@ struct CostModel {
   // core per rank) nothing is hidden; a network card or a spare core moves data on its own. 0
   // unless calibrated: the planner then never prefers a fused form.
   double overlap_efficiency = 0;
+  // The share of the product's time a fused form adds: its chunk products are smaller than one
+  // product, and a row split reads all of B once per block. Calibrated beside overlap_efficiency
+  // (one measurement gives their net effect: a fused form slower than unfused sets this, one
+  // faster sets overlap_efficiency).
+  double fused_slowdown = 0;
   // Seconds each step of a plan takes (ring schedules: n - 1 messages of a shard each for a
   // gather, of a 1/n slice for a reduce_scatter, twice that for an all_reduce), plus the step's
   // local packing (RedistributeStep::local_copy_bytes) at the copy rate.
@@ -88,7 +93,7 @@ struct MatmulPlan {
   int64_t summa_panel_width = 0, summa_panels = 0;
   // Fused: the fused step (a.steps[0] or output.steps[0]) runs chunk by chunk with the product,
   // n chunks for its n members; overlap_s = overlap_efficiency (n-1) min(one chunk's transfer,
-  // one chunk's product).
+  // one chunk's product), and compute_s grows by fused_slowdown of the product.
   FusedCollective fused = FusedCollective::NONE;
   double overlap_s = 0;
   int candidates = 0;  // ways considered
