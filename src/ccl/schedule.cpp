@@ -51,9 +51,12 @@ constexpr size_t kDirectAllReducePairBytes = 8 << 20;
 // 4 MiB (docs/performance.md, TCP section of 2026-11-26).
 constexpr size_t kDirectAllReducePairNetworkBytes = 2 << 20;
 // Pipelined messages: big enough to amortise per-message cost, small enough that a received
-// partial is still in L2 when it is reduced. Over TCP 1 MiB measured as good as or better than
-// pieces of 64 KiB to 8 MiB too (docs/performance.md), so both transports share it.
+// partial is still in L2 when it is reduced.
 constexpr size_t kDefaultChunkBytes = 1 << 20;
+// Over a network smaller pieces keep both ends busy: the sender's kernel copies piece k+1 into the
+// socket while the receiver copies piece k out; 512 KiB measured best of 64 KiB..8 MiB
+// (docs/performance.md, TCP section of 2026-11-26).
+constexpr size_t kNetworkChunkBytes = 512 << 10;
 // Largest single message (MPI counts are ints).
 constexpr size_t kMaxMessageBytes = size_t{1} << 30;
 
@@ -87,13 +90,14 @@ Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, T
       options.algorithm != Algorithm::AUTO ? options.algorithm : auto_algorithm(c, n, bytes, topology, transport);
   // Every block of an all_to_all has its own destination: relaying it around a ring only adds hops.
   if (c == Collective::ALL_TO_ALL) s.algorithm = Algorithm::DIRECT;
-  s.chunk_bytes = options.chunk_bytes ? options.chunk_bytes : kDefaultChunkBytes;
+  const bool network = transport == TransportKind::NETWORK;
+  s.chunk_bytes = options.chunk_bytes ? options.chunk_bytes : network ? kNetworkChunkBytes : kDefaultChunkBytes;
   s.chunk_bytes = std::max<size_t>(64, s.chunk_bytes / 64 * 64);
-  // Direct all_gather, all_reduce and all_to_all on two members send the whole buffer as one
-  // message unless told otherwise: with one hop, chunks pipeline nothing and each costs a
-  // rendezvous (docs/design-measurements.md §5), and all_reduce then combines in place
-  // (src/ccl/all_reduce.cpp).
-  if (n == 2 && s.algorithm == Algorithm::DIRECT && c != Collective::REDUCE_SCATTER && !options.chunk_bytes)
+  // Over shared memory, direct all_gather, all_reduce and all_to_all on two members send the whole
+  // buffer as one message unless told otherwise: with one hop, chunks pipeline nothing and each
+  // costs a rendezvous (docs/design-measurements.md §5), and all_reduce then combines in place
+  // (src/ccl/all_reduce.cpp). Over a network the pieces do pipeline (the two ends' copies overlap).
+  if (!network && n == 2 && s.algorithm == Algorithm::DIRECT && c != Collective::REDUCE_SCATTER && !options.chunk_bytes)
     s.chunk_bytes = std::clamp((bytes + 63) / 64 * 64, s.chunk_bytes, kMaxMessageBytes);
   return s;
 }
