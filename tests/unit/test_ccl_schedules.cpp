@@ -244,8 +244,10 @@ TEST(CclBroadcast, AutoScheduleAndChunkings) {
   }
   EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1 << 20, Topology::RING, kShm, CclOptions{}).algorithm,
             Algorithm::BIDIRECTIONAL_RING);
-  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1024, Topology::RING, kShm, CclOptions{}).algorithm, Algorithm::DIRECT);
-  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1 << 20, Topology::LINEAR, kShm, CclOptions{}).algorithm, Algorithm::LINE);
+  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1024, Topology::RING, kShm, CclOptions{}).algorithm,
+            Algorithm::DIRECT);
+  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1 << 20, Topology::LINEAR, kShm, CclOptions{}).algorithm,
+            Algorithm::LINE);
 }
 
 // broadcast_bytes_each: one call per chunk, in offset order, covering the buffer, each chunk
@@ -639,28 +641,36 @@ TEST(CclDirect, PiecedMessagesAtEveryBoundary) {
 
 TEST(CclSchedule, AutoChoice) {
   CclOptions o;
-  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 8, 1 << 20, Topology::RING, kShm, o).algorithm, Algorithm::BIDIRECTIONAL_RING);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 8, 1 << 20, Topology::RING, kShm, o).algorithm,
+            Algorithm::BIDIRECTIONAL_RING);
   // Two members gather in one message per block, however large (up to 1 GiB per message).
   const Schedule pair = choose_schedule(Collective::ALL_GATHER, 2, 100 << 20, Topology::RING, kShm, o);
   EXPECT_EQ(pair.algorithm, Algorithm::DIRECT);
   EXPECT_EQ(pair.chunk_bytes, size_t{100} << 20);
-  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 2, size_t{3} << 30, Topology::RING, kShm, o).chunk_bytes, size_t{1} << 30);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 2, size_t{3} << 30, Topology::RING, kShm, o).chunk_bytes,
+            size_t{1} << 30);
   EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 2, 1 << 20, Topology::LINEAR, kShm, o).algorithm, Algorithm::LINE);
-  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 4, 1 << 20, Topology::RING, kShm, o).algorithm, Algorithm::BIDIRECTIONAL_RING);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 4, 1 << 20, Topology::RING, kShm, o).algorithm,
+            Algorithm::BIDIRECTIONAL_RING);
   EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 8, 1024, Topology::RING, kShm, o).algorithm, Algorithm::DIRECT);
-  EXPECT_EQ(choose_schedule(Collective::REDUCE_SCATTER, 8, 512 << 10, Topology::RING, kShm, o).algorithm, Algorithm::DIRECT);
-  EXPECT_EQ(choose_schedule(Collective::REDUCE_SCATTER, 8, 4 << 20, Topology::LINEAR, kShm, o).algorithm, Algorithm::LINE);
+  EXPECT_EQ(choose_schedule(Collective::REDUCE_SCATTER, 8, 512 << 10, Topology::RING, kShm, o).algorithm,
+            Algorithm::DIRECT);
+  EXPECT_EQ(choose_schedule(Collective::REDUCE_SCATTER, 8, 4 << 20, Topology::LINEAR, kShm, o).algorithm,
+            Algorithm::LINE);
   // all_reduce: direct on two members up to 8 MiB (one message), a ring beyond; 64 KiB on more.
   const Schedule pair_reduce = choose_schedule(Collective::ALL_REDUCE, 2, 8 << 20, Topology::RING, kShm, o);
   EXPECT_EQ(pair_reduce.algorithm, Algorithm::DIRECT);
   EXPECT_EQ(pair_reduce.chunk_bytes, size_t{8} << 20);
-  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, (8 << 20) + 64, Topology::RING, kShm, o).algorithm, Algorithm::RING);
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, (8 << 20) + 64, Topology::RING, kShm, o).algorithm,
+            Algorithm::RING);
   // Forcing direct on two members keeps the one message; forcing a chunk size keeps the chunks.
   CclOptions forced;
   forced.algorithm = Algorithm::DIRECT;
-  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, 32 << 20, Topology::RING, kShm, forced).chunk_bytes, size_t{32} << 20);
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, 32 << 20, Topology::RING, kShm, forced).chunk_bytes,
+            size_t{32} << 20);
   forced.chunk_bytes = 256 << 10;
-  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, 32 << 20, Topology::RING, kShm, forced).chunk_bytes, size_t{256} << 10);
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, 32 << 20, Topology::RING, kShm, forced).chunk_bytes,
+            size_t{256} << 10);
   EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 4, 64 << 10, Topology::RING, kShm, o).algorithm, Algorithm::DIRECT);
   EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 4, 128 << 10, Topology::RING, kShm, o).algorithm,
             Algorithm::BIDIRECTIONAL_RING);
