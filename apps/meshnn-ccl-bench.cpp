@@ -202,9 +202,12 @@ struct Bench {
 
 void print_header(const Bench& b) {
   const BenchOptions& o = b.o;
-  std::printf("# meshnn-ccl-bench: %d ranks, mesh 1x%d, dtype %s, topology %s, algo %s, links %d, iters %d, warmup %d, mpi-malloc %s\n",
-              b.n, b.n, std::string(to_string(o.dtype)).c_str(), std::string(to_string(o.topology)).c_str(),
-              std::string(ccl::to_string(o.ccl.algorithm)).c_str(), o.links, o.iters, o.warmup, o.mpi_malloc.c_str());
+  std::printf(
+      "# meshnn-ccl-bench: %d ranks, mesh 1x%d, transport %s, dtype %s, topology %s, algo %s, links %d, iters %d, "
+      "warmup %d, mpi-malloc %s\n",
+      b.n, b.n, std::string(to_string(b.mesh->transport_kind())).c_str(), std::string(to_string(o.dtype)).c_str(),
+      std::string(to_string(o.topology)).c_str(), std::string(ccl::to_string(o.ccl.algorithm)).c_str(), o.links,
+      o.iters, o.warmup, o.mpi_malloc.c_str());
   std::printf("# ratio = MPI time / our time (our busbw / MPI busbw)\n");
   std::printf("%-15s %12s %12s %10s %9s %9s %7s | %10s %9s | %6s %s\n", "collective", "size(B)", "count", "time(us)",
               "algbw", "busbw", "#wrong", "mpi(us)", "mpi_bus", "ratio", "schedule");
@@ -346,6 +349,7 @@ std::string json_record(const Bench& b, const Row& row) {
   // Figures to the places that the records in docs/measurements/ have always had.
   return nlohmann::ordered_json{{"collective", row.collective},
                                 {"topology", to_string(b.o.topology)},
+                                {"transport", to_string(b.mesh->transport_kind())},
                                 {"dtype", to_string(b.o.dtype)},
                                 {"ranks", b.n},
                                 {"bytes", row.bytes},

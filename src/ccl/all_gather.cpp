@@ -185,7 +185,8 @@ void gather(const CallContext& ctx, const void* mine, size_t bytes, void* out, c
                kMaxLinks, ctx.num_links);
   auto* dst = static_cast<std::byte*>(out);
   const auto* src = static_cast<const std::byte*>(mine);
-  const Schedule sched = choose_schedule(Collective::ALL_GATHER, n, bytes, ctx.topology, ctx.options);
+  const Schedule sched =
+      choose_schedule(Collective::ALL_GATHER, n, bytes, ctx.topology, ctx.transport.kind(), ctx.options);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_gather") : std::string_view(ctx.op_name);
   const TracedCollective traced(name, n, bytes, sched.algorithm, static_cast<double>(bytes) * (n - 1));

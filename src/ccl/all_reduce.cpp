@@ -23,7 +23,8 @@ void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_
     red.finish(dst, count);
     return;
   }
-  const Schedule sched = choose_schedule(Collective::ALL_REDUCE, n, red.compute_bytes(count), ctx.topology, ctx.options);
+  const Schedule sched = choose_schedule(Collective::ALL_REDUCE, n, red.compute_bytes(count), ctx.topology,
+                                         ctx.transport.kind(), ctx.options);
   const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_reduce") : std::string_view(ctx.op_name);

@@ -14,7 +14,8 @@ void all_to_all_bytes(const CallContext& ctx, const void* in, size_t block_bytes
                kMaxLinks, ctx.num_links);
   const auto* src = static_cast<const std::byte*>(in);
   auto* dst = static_cast<std::byte*>(out);
-  const Schedule sched = choose_schedule(Collective::ALL_TO_ALL, n, block_bytes, ctx.topology, ctx.options);
+  const Schedule sched =
+      choose_schedule(Collective::ALL_TO_ALL, n, block_bytes, ctx.topology, ctx.transport.kind(), ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("all_to_all") : std::string_view(ctx.op_name);
   const TracedCollective traced(name, n, block_bytes * n, sched.algorithm, static_cast<double>(block_bytes) * (n - 1));
   auto block = [block_bytes](auto* base, int j) { return base + static_cast<size_t>(j) * block_bytes; };

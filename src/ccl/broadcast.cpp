@@ -89,7 +89,8 @@ void broadcast(const CallContext& ctx, int root, void* buffer, size_t bytes,
   MESHNN_CHECK(ctx.num_links >= 1 && ctx.num_links <= kMaxLinks, "broadcast: num_links must be 1..{}, got {}",
                kMaxLinks, ctx.num_links);
   MESHNN_CHECK(root >= 0 && root < n, "broadcast: root must be 0..{} (the group's positions), got {}", n - 1, root);
-  const Schedule sched = choose_schedule(Collective::BROADCAST, n, bytes, ctx.topology, ctx.options);
+  const Schedule sched =
+      choose_schedule(Collective::BROADCAST, n, bytes, ctx.topology, ctx.transport.kind(), ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("broadcast") : std::string_view(ctx.op_name);
   const TracedCollective traced(name, n, bytes, sched.algorithm, static_cast<double>(bytes));
   Plan plan(t, std::string(name), ctx.tag_base, watchdog_seconds_for(ctx.options));

@@ -39,7 +39,7 @@ void run_collective(const MeshTensor& in, const Group& g, std::string_view op, i
   MeshDevice& mesh = in.mesh_device();
   const Topology topo = topology.value_or(mesh.topology());
   // Names are formatted only if the watchdog needs one.
-  ccl::MpiTransport transport(g.comm, [&g, &mesh](int k) {
+  ccl::MpiTransport transport(g.comm, g.transport, [&g, &mesh](int k) {
     const int id = member_id(mesh, g, k);
     return fmt::format("device {} {}", id, mesh.coordinate_of(id).to_string());
   });
@@ -351,7 +351,8 @@ ccl::Schedule planned_schedule(const MeshTensor& input, Collective collective, s
   const size_t bytes = collective == Collective::ALL_GATHER   ? shard
                        : collective == Collective::ALL_TO_ALL ? shard / g.size
                                                               : static_cast<size_t>(storage_elements(input.local())) * 4;
-  return ccl::choose_schedule(collective, g.size, bytes, topology.value_or(input.mesh_device().topology()), options);
+  return ccl::choose_schedule(collective, g.size, bytes, topology.value_or(input.mesh_device().topology()), g.transport,
+                              options);
 }
 
 }  // namespace meshnn

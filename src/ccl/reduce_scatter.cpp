@@ -146,7 +146,8 @@ void scatter(const CallContext& ctx, const void* in, void* out, int64_t count, c
     red.finish(dst, count);
     return;
   }
-  const Schedule sched = choose_schedule(Collective::REDUCE_SCATTER, n, red.compute_bytes(count) * n, ctx.topology, ctx.options);
+  const Schedule sched = choose_schedule(Collective::REDUCE_SCATTER, n, red.compute_bytes(count) * n, ctx.topology,
+                                         ctx.transport.kind(), ctx.options);
   const int64_t chunk = chunk_elems_for(sched.chunk_bytes);
   const double watchdog = watchdog_seconds_for(ctx.options);
   const std::string_view name = ctx.op_name.empty() ? std::string_view("reduce_scatter") : std::string_view(ctx.op_name);

@@ -40,18 +40,32 @@ namespace {
 constexpr size_t kDirectGatherBytes = 16 << 10;          // per member block
 constexpr size_t kDirectReduceScatterBytes = 512 << 10;  // per member input (TT-NN's threshold)
 constexpr size_t kDirectAllReduceBytes = 64 << 10;
-// Two members: the direct exchange writes our output only, which no peer reads, while the ring's
-// all_gather phase has the peer read the slice we just reduced, and our next call must take those
-// lines back. Up to 8 MiB that makes direct the faster; above, the ring wins
+// Two members over shared memory: the direct exchange writes our output only, which no peer reads,
+// while the ring's all_gather phase has the peer read the slice we just reduced, and our next call
+// must take those lines back. Up to 8 MiB that makes direct the faster; above, the ring wins
 // (docs/design-measurements.md §4).
 constexpr size_t kDirectAllReducePairBytes = 8 << 20;
+// Over a network every byte is copied through socket buffers, so no peer touches our cache lines
+// and that advantage is gone; what remains is the ring's reduction of each piece while the next
+// travels, against direct's whole-buffer reduction after the whole message. The ring wins from
+// 4 MiB (docs/performance.md, TCP section of 2026-11-26).
+constexpr size_t kDirectAllReducePairNetworkBytes = 2 << 20;
 // Pipelined messages: big enough to amortise per-message cost, small enough that a received
 // partial is still in L2 when it is reduced.
 constexpr size_t kDefaultChunkBytes = 1 << 20;
+// Over a network smaller pieces keep both ends busy: the sender's kernel copies piece k+1 into the
+// socket while the receiver copies piece k out; 512 KiB measured best of 64 KiB..8 MiB
+// (docs/performance.md, TCP section of 2026-11-26).
+constexpr size_t kNetworkChunkBytes = 512 << 10;
 // Largest single message (MPI counts are ints).
 constexpr size_t kMaxMessageBytes = size_t{1} << 30;
 
-Algorithm auto_algorithm(Collective c, int n, size_t bytes, Topology topology) {
+size_t direct_all_reduce_limit(int n, TransportKind transport) {
+  if (n > 2) return kDirectAllReduceBytes;
+  return transport == TransportKind::NETWORK ? kDirectAllReducePairNetworkBytes : kDirectAllReducePairBytes;
+}
+
+Algorithm auto_algorithm(Collective c, int n, size_t bytes, Topology topology, TransportKind transport) {
   if (topology == Topology::LINEAR) return Algorithm::LINE;
   // A broadcast on two members is one hop; a small one is latency-bound, and the root's n-1
   // messages cost less than a relay's n-1 hops in a row. Otherwise two chains of half the depth.
@@ -61,8 +75,7 @@ Algorithm auto_algorithm(Collective c, int n, size_t bytes, Topology topology) {
   if (c == Collective::ALL_GATHER && n == 2) return Algorithm::DIRECT;
   const size_t direct_limit = c == Collective::ALL_GATHER       ? kDirectGatherBytes
                               : c == Collective::REDUCE_SCATTER ? kDirectReduceScatterBytes
-                              : n == 2                         ? kDirectAllReducePairBytes
-                                                               : kDirectAllReduceBytes;
+                                                                : direct_all_reduce_limit(n, transport);
   if (bytes <= direct_limit) return Algorithm::DIRECT;
   // On two members both ring directions reach the same peer: nothing to gain from splitting.
   return n <= 2 ? Algorithm::RING : Algorithm::BIDIRECTIONAL_RING;
@@ -70,18 +83,21 @@ Algorithm auto_algorithm(Collective c, int n, size_t bytes, Topology topology) {
 
 }  // namespace
 
-Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, const CclOptions& options) {
+Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, TransportKind transport,
+                         const CclOptions& options) {
   Schedule s;
-  s.algorithm = options.algorithm != Algorithm::AUTO ? options.algorithm : auto_algorithm(c, n, bytes, topology);
+  s.algorithm =
+      options.algorithm != Algorithm::AUTO ? options.algorithm : auto_algorithm(c, n, bytes, topology, transport);
   // Every block of an all_to_all has its own destination: relaying it around a ring only adds hops.
   if (c == Collective::ALL_TO_ALL) s.algorithm = Algorithm::DIRECT;
-  s.chunk_bytes = options.chunk_bytes ? options.chunk_bytes : kDefaultChunkBytes;
+  const bool network = transport == TransportKind::NETWORK;
+  s.chunk_bytes = options.chunk_bytes ? options.chunk_bytes : network ? kNetworkChunkBytes : kDefaultChunkBytes;
   s.chunk_bytes = std::max<size_t>(64, s.chunk_bytes / 64 * 64);
-  // Direct all_gather, all_reduce and all_to_all on two members send the whole buffer as one
-  // message unless told otherwise: with one hop, chunks pipeline nothing and each costs a
-  // rendezvous (docs/design-measurements.md §5), and all_reduce then combines in place
-  // (src/ccl/all_reduce.cpp).
-  if (n == 2 && s.algorithm == Algorithm::DIRECT && c != Collective::REDUCE_SCATTER && !options.chunk_bytes)
+  // Over shared memory, direct all_gather, all_reduce and all_to_all on two members send the whole
+  // buffer as one message unless told otherwise: with one hop, chunks pipeline nothing and each
+  // costs a rendezvous (docs/design-measurements.md §5), and all_reduce then combines in place
+  // (src/ccl/all_reduce.cpp). Over a network the pieces do pipeline (the two ends' copies overlap).
+  if (!network && n == 2 && s.algorithm == Algorithm::DIRECT && c != Collective::REDUCE_SCATTER && !options.chunk_bytes)
     s.chunk_bytes = std::clamp((bytes + 63) / 64 * 64, s.chunk_bytes, kMaxMessageBytes);
   return s;
 }

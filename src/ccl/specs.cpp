@@ -27,12 +27,14 @@ Group resolve_group(const MeshDevice& mesh, std::optional<int> cluster_axis, std
     g.comm = mesh.axis_comm(a);
     g.size = mesh.axis_size(a);
     g.position = mesh.axis_position(a);
+    g.transport = mesh.axis_transport_kind(a);
     g.axes.v[0] = a;
     g.axes.n = 1;
   } else {
     g.comm = mesh.comm();
     g.size = mesh.num_devices();
     g.position = mesh.device_id();
+    g.transport = mesh.transport_kind();
     g.axes.n = 2;
   }
   MESHNN_CHECK(g.size > 1, "{} needs more than one device, got {} (a {} mesh)", op, g.size, shape.to_string());

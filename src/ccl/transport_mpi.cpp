@@ -36,8 +36,8 @@ int tag_ub_of(MPI_Comm comm) {
 }
 }  // namespace
 
-MpiTransport::MpiTransport(MPI_Comm comm, std::function<std::string(int)> namer)
-    : comm_(comm), namer_(std::move(namer)) {
+MpiTransport::MpiTransport(MPI_Comm comm, TransportKind kind, std::function<std::string(int)> namer)
+    : comm_(comm), kind_(kind), namer_(std::move(namer)) {
   rank_ = comm_rank(comm);
   size_ = comm_size(comm);
   max_tag_ = tag_ub_of(comm);

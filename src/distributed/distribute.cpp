@@ -45,7 +45,7 @@ std::vector<Tensor> gather_shards(const MeshTensor& t, std::optional<int> root) 
   if (!root) {
     std::vector<std::byte> all(bytes * static_cast<size_t>(n));
     if (n > 1) {
-      ccl::MpiTransport transport(mesh.comm(), [&mesh](int k) {
+      ccl::MpiTransport transport(mesh.comm(), mesh.transport_kind(), [&mesh](int k) {
         return fmt::format("device {} {}", k, mesh.coordinate_of(k).to_string());
       });
       ccl::CallContext ctx{transport, ccl::tag_base_for(mesh.next_operation_id(), transport), mesh.topology(), 1, {},

@@ -187,7 +187,7 @@ PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int 
   const std::vector<double> sizes = options.bytes.empty() ? default_sizes() : options.bytes;
   for (double b : sizes) MESHNN_CHECK(b >= 1 && b <= double(1 << 30), "calibrate_point_to_point: size {} B is out of 1 B..1 GiB", b);
   const size_t largest = static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()));
-  ccl::MpiTransport transport(mesh->axis_comm(axis));
+  ccl::MpiTransport transport(mesh->axis_comm(axis), mesh->axis_transport_kind(axis));
   const bool pinging = transport.position() < 2;
   // The memory tensors use (core/memory.hpp), so transfers meet the pages collectives meet.
   std::unique_ptr<std::byte, void (*)(std::byte*)> buffer(allocate_buffer(largest), release_buffer);

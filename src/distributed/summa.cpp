@@ -119,10 +119,13 @@ MeshTensor summa(const MeshTensor& a, const MeshTensor& b, const SummaOptions& o
   for (int c = 0; c < cols; ++c) row_members[static_cast<size_t>(c)] = mesh.device_id_of({me.row, c});
   for (int r = 0; r < rows; ++r) column_members[static_cast<size_t>(r)] = mesh.device_id_of({r, me.col});
   const Topology topology = options.topology.value_or(mesh.topology());
-  const ccl::Schedule a_schedule = ccl::choose_schedule(ccl::Collective::BROADCAST, cols, a_bytes, topology, options.ccl);
-  const ccl::Schedule b_schedule = ccl::choose_schedule(ccl::Collective::BROADCAST, rows, b_bytes, topology, options.ccl);
+  const TransportKind kind = mesh.transport_kind();
+  const ccl::Schedule a_schedule =
+      ccl::choose_schedule(ccl::Collective::BROADCAST, cols, a_bytes, topology, kind, options.ccl);
+  const ccl::Schedule b_schedule =
+      ccl::choose_schedule(ccl::Collective::BROADCAST, rows, b_bytes, topology, kind, options.ccl);
 
-  ccl::MpiTransport transport(mesh.comm(), [&mesh](int id) {
+  ccl::MpiTransport transport(mesh.comm(), mesh.transport_kind(), [&mesh](int id) {
     return fmt::format("device {} {}", id, mesh.coordinate_of(id).to_string());
   });
   const double watchdog = options.ccl.watchdog_seconds > 0 ? options.ccl.watchdog_seconds : ccl::watchdog_seconds_from_env();

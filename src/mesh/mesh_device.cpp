@@ -66,7 +66,7 @@ MeshDevicePtr MeshDevice::open(MeshShape shape, Topology topology, MPI_Comm comm
 }
 
 MeshDevice::MeshDevice(MeshShape shape, Topology topology, MPI_Comm comm)
-    : shape_(shape), topology_(topology), rank_(comm_rank(comm)), comm_(comm) {
+    : shape_(shape), topology_(topology), rank_(comm_rank(comm)), comm_(comm), comm_kind_(detect_transport_kind(comm)) {
   build_axis_comms();
   set_fatal_context(describe_self());
 }
@@ -79,6 +79,8 @@ void MeshDevice::build_axis_comms() {
   // (cluster_axis 0): same column, ordered by row. Keys make group position == coordinate.
   MESHNN_MPI_CHECK(MPI_Comm_split(comm_, me.row, me.col, &row_comm_));
   MESHNN_MPI_CHECK(MPI_Comm_split(comm_, me.col, me.row, &column_comm_));
+  row_kind_ = detect_transport_kind(row_comm_);
+  column_kind_ = detect_transport_kind(column_comm_);
 }
 
 void MeshDevice::free_comms() {
@@ -90,6 +92,11 @@ void MeshDevice::free_comms() {
 MPI_Comm MeshDevice::axis_comm(int cluster_axis) const {
   MESHNN_CHECK(cluster_axis == 0 || cluster_axis == 1, "cluster_axis must be 0 or 1, got {}", cluster_axis);
   return cluster_axis == 0 ? column_comm_ : row_comm_;
+}
+
+TransportKind MeshDevice::axis_transport_kind(int cluster_axis) const {
+  MESHNN_CHECK(cluster_axis == 0 || cluster_axis == 1, "cluster_axis must be 0 or 1, got {}", cluster_axis);
+  return cluster_axis == 0 ? column_kind_ : row_kind_;
 }
 
 int MeshDevice::axis_size(int cluster_axis) const {

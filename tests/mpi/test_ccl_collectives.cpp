@@ -483,7 +483,7 @@ TEST(CclBroadcastMpi, MatchesMpiBcastEveryRootAndSchedule) {
     std::vector<MPI_Comm> comms = {mesh->comm()};
     if (ms.rows > 1) comms = {mesh->axis_comm(0), mesh->axis_comm(1)};
     for (MPI_Comm comm : comms) {
-      ccl::MpiTransport transport(comm);
+      ccl::MpiTransport transport(comm, detect_transport_kind(comm));
       for (Algorithm algorithm : {Algorithm::AUTO, Algorithm::RING, Algorithm::BIDIRECTIONAL_RING, Algorithm::LINE,
                                   Algorithm::DIRECT})
         for (size_t bytes : {size_t{1}, size_t{3000}, size_t{70001}})

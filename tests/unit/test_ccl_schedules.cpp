@@ -18,6 +18,9 @@
 namespace meshnn::ccl {
 namespace {
 
+constexpr TransportKind kShm = TransportKind::SHARED_MEMORY;
+constexpr TransportKind kNet = TransportKind::NETWORK;
+
 struct Variant {
   Algorithm algorithm;
   HopSplit split = HopSplit::SPLIT_FARTHEST;
@@ -125,7 +128,7 @@ TEST(CclAllToAll, EveryGroupSizeAndBlockSize) {
 TEST(CclAllToAll, LargeBlocksChunkByDefault) {
   const size_t bytes = (size_t{5} << 20) / 4 + 3;
   for (int n : {2, 3, 5}) {
-    const Schedule s = choose_schedule(Collective::ALL_TO_ALL, n, bytes, Topology::RING, CclOptions{});
+    const Schedule s = choose_schedule(Collective::ALL_TO_ALL, n, bytes, Topology::RING, kShm, CclOptions{});
     EXPECT_EQ(s.algorithm, Algorithm::DIRECT);
     EXPECT_EQ(s.chunk_bytes >= bytes, n == 2) << "n=" << n;
     std::atomic<int> bad{0};
@@ -239,10 +242,12 @@ TEST(CclBroadcast, AutoScheduleAndChunkings) {
       }
     }
   }
-  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1 << 20, Topology::RING, CclOptions{}).algorithm,
+  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1 << 20, Topology::RING, kShm, CclOptions{}).algorithm,
             Algorithm::BIDIRECTIONAL_RING);
-  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1024, Topology::RING, CclOptions{}).algorithm, Algorithm::DIRECT);
-  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1 << 20, Topology::LINEAR, CclOptions{}).algorithm, Algorithm::LINE);
+  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1024, Topology::RING, kShm, CclOptions{}).algorithm,
+            Algorithm::DIRECT);
+  EXPECT_EQ(choose_schedule(Collective::BROADCAST, 8, 1 << 20, Topology::LINEAR, kShm, CclOptions{}).algorithm,
+            Algorithm::LINE);
 }
 
 // broadcast_bytes_each: one call per chunk, in offset order, covering the buffer, each chunk
@@ -636,38 +641,105 @@ TEST(CclDirect, PiecedMessagesAtEveryBoundary) {
 
 TEST(CclSchedule, AutoChoice) {
   CclOptions o;
-  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 8, 1 << 20, Topology::RING, o).algorithm, Algorithm::BIDIRECTIONAL_RING);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 8, 1 << 20, Topology::RING, kShm, o).algorithm,
+            Algorithm::BIDIRECTIONAL_RING);
   // Two members gather in one message per block, however large (up to 1 GiB per message).
-  const Schedule pair = choose_schedule(Collective::ALL_GATHER, 2, 100 << 20, Topology::RING, o);
+  const Schedule pair = choose_schedule(Collective::ALL_GATHER, 2, 100 << 20, Topology::RING, kShm, o);
   EXPECT_EQ(pair.algorithm, Algorithm::DIRECT);
   EXPECT_EQ(pair.chunk_bytes, size_t{100} << 20);
-  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 2, size_t{3} << 30, Topology::RING, o).chunk_bytes, size_t{1} << 30);
-  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 2, 1 << 20, Topology::LINEAR, o).algorithm, Algorithm::LINE);
-  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 4, 1 << 20, Topology::RING, o).algorithm, Algorithm::BIDIRECTIONAL_RING);
-  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 8, 1024, Topology::RING, o).algorithm, Algorithm::DIRECT);
-  EXPECT_EQ(choose_schedule(Collective::REDUCE_SCATTER, 8, 512 << 10, Topology::RING, o).algorithm, Algorithm::DIRECT);
-  EXPECT_EQ(choose_schedule(Collective::REDUCE_SCATTER, 8, 4 << 20, Topology::LINEAR, o).algorithm, Algorithm::LINE);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 2, size_t{3} << 30, Topology::RING, kShm, o).chunk_bytes,
+            size_t{1} << 30);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 2, 1 << 20, Topology::LINEAR, kShm, o).algorithm, Algorithm::LINE);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 4, 1 << 20, Topology::RING, kShm, o).algorithm,
+            Algorithm::BIDIRECTIONAL_RING);
+  EXPECT_EQ(choose_schedule(Collective::ALL_GATHER, 8, 1024, Topology::RING, kShm, o).algorithm, Algorithm::DIRECT);
+  EXPECT_EQ(choose_schedule(Collective::REDUCE_SCATTER, 8, 512 << 10, Topology::RING, kShm, o).algorithm,
+            Algorithm::DIRECT);
+  EXPECT_EQ(choose_schedule(Collective::REDUCE_SCATTER, 8, 4 << 20, Topology::LINEAR, kShm, o).algorithm,
+            Algorithm::LINE);
   // all_reduce: direct on two members up to 8 MiB (one message), a ring beyond; 64 KiB on more.
-  const Schedule pair_reduce = choose_schedule(Collective::ALL_REDUCE, 2, 8 << 20, Topology::RING, o);
+  const Schedule pair_reduce = choose_schedule(Collective::ALL_REDUCE, 2, 8 << 20, Topology::RING, kShm, o);
   EXPECT_EQ(pair_reduce.algorithm, Algorithm::DIRECT);
   EXPECT_EQ(pair_reduce.chunk_bytes, size_t{8} << 20);
-  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, (8 << 20) + 64, Topology::RING, o).algorithm, Algorithm::RING);
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, (8 << 20) + 64, Topology::RING, kShm, o).algorithm,
+            Algorithm::RING);
   // Forcing direct on two members keeps the one message; forcing a chunk size keeps the chunks.
   CclOptions forced;
   forced.algorithm = Algorithm::DIRECT;
-  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, 32 << 20, Topology::RING, forced).chunk_bytes, size_t{32} << 20);
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, 32 << 20, Topology::RING, kShm, forced).chunk_bytes,
+            size_t{32} << 20);
   forced.chunk_bytes = 256 << 10;
-  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, 32 << 20, Topology::RING, forced).chunk_bytes, size_t{256} << 10);
-  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 4, 64 << 10, Topology::RING, o).algorithm, Algorithm::DIRECT);
-  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 4, 128 << 10, Topology::RING, o).algorithm,
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 2, 32 << 20, Topology::RING, kShm, forced).chunk_bytes,
+            size_t{256} << 10);
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 4, 64 << 10, Topology::RING, kShm, o).algorithm, Algorithm::DIRECT);
+  EXPECT_EQ(choose_schedule(Collective::ALL_REDUCE, 4, 128 << 10, Topology::RING, kShm, o).algorithm,
             Algorithm::BIDIRECTIONAL_RING);
   o.algorithm = Algorithm::RING;
   o.chunk_bytes = 4096;
-  const Schedule s = choose_schedule(Collective::ALL_REDUCE, 8, 100, Topology::LINEAR, o);
+  const Schedule s = choose_schedule(Collective::ALL_REDUCE, 8, 100, Topology::LINEAR, kShm, o);
   EXPECT_EQ(s.algorithm, Algorithm::RING);
   EXPECT_EQ(s.chunk_bytes, 4096u);
   EXPECT_EQ(parse_algorithm("bidirectional_ring"), Algorithm::BIDIRECTIONAL_RING);
   EXPECT_THROW(parse_algorithm("tree"), Error);
+}
+
+// Over a network: pieces of 512 KiB, also for two members' direct exchange (no one-message rule),
+// and two members leave the direct all_reduce for the ring above 2 MiB, not 8 MiB; every other
+// algorithm choice is the same as over shared memory.
+TEST(CclSchedule, PerTransportChoice) {
+  const CclOptions o;
+  auto choice = [&](Collective c, int n, size_t bytes, TransportKind t) {
+    return choose_schedule(c, n, bytes, Topology::RING, t, o);
+  };
+  EXPECT_EQ(choice(Collective::ALL_REDUCE, 2, 8 << 10, kNet).algorithm, Algorithm::DIRECT);
+  const Schedule net_direct = choice(Collective::ALL_REDUCE, 2, 2 << 20, kNet);
+  EXPECT_EQ(net_direct.algorithm, Algorithm::DIRECT);
+  EXPECT_EQ(net_direct.chunk_bytes, size_t{512} << 10);
+  EXPECT_EQ(choice(Collective::ALL_REDUCE, 2, 2 << 20, kShm).chunk_bytes, size_t{2} << 20);  // one message
+  EXPECT_EQ(choice(Collective::ALL_GATHER, 2, 8 << 20, kNet).chunk_bytes, size_t{512} << 10);
+  EXPECT_EQ(choice(Collective::ALL_GATHER, 2, 8 << 20, kShm).chunk_bytes, size_t{8} << 20);
+  const Schedule net_ring = choice(Collective::ALL_REDUCE, 2, (2 << 20) + 64, kNet);
+  EXPECT_EQ(net_ring.algorithm, Algorithm::RING);
+  EXPECT_EQ(net_ring.chunk_bytes, size_t{512} << 10);
+  EXPECT_EQ(choice(Collective::REDUCE_SCATTER, 4, 8 << 20, kNet).chunk_bytes, size_t{512} << 10);
+  EXPECT_EQ(choice(Collective::REDUCE_SCATTER, 4, 8 << 20, kShm).chunk_bytes, size_t{1} << 20);
+  EXPECT_EQ(choice(Collective::ALL_REDUCE, 2, 8 << 20, kNet).algorithm, Algorithm::RING);
+  EXPECT_EQ(choice(Collective::ALL_REDUCE, 2, (2 << 20) + 64, kShm).algorithm, Algorithm::DIRECT);
+  EXPECT_EQ(choice(Collective::ALL_REDUCE, 2, 8 << 20, kShm).algorithm, Algorithm::DIRECT);
+  // A forced algorithm or chunk wins over the transport.
+  CclOptions forced;
+  forced.algorithm = Algorithm::DIRECT;
+  forced.chunk_bytes = 256 << 10;
+  const Schedule f = choose_schedule(Collective::ALL_REDUCE, 2, 8 << 20, Topology::RING, kNet, forced);
+  EXPECT_EQ(f.algorithm, Algorithm::DIRECT);
+  EXPECT_EQ(f.chunk_bytes, size_t{256} << 10);
+  for (Collective c : {Collective::ALL_GATHER, Collective::REDUCE_SCATTER, Collective::ALL_REDUCE,
+                       Collective::ALL_TO_ALL, Collective::BROADCAST})
+    for (int n : {2, 3, 4, 8})
+      for (size_t bytes : {size_t{8}, size_t{8} << 10, size_t{1} << 20, size_t{4} << 20, size_t{64} << 20}) {
+        if (c == Collective::ALL_REDUCE && n == 2 && bytes > (2 << 20) && bytes <= (8 << 20)) continue;
+        EXPECT_EQ(choice(c, n, bytes, kShm).algorithm, choice(c, n, bytes, kNet).algorithm)
+            << to_string(c) << " n=" << n << " bytes=" << bytes;
+      }
+}
+
+// Which Open MPI selections leave messages no shared-memory path (`--mca btl tcp,self`).
+TEST(TransportKindDetection, OpenMpiSelection) {
+  EXPECT_TRUE(mca_forces_network("ob1", "tcp,self"));
+  EXPECT_TRUE(mca_forces_network("", "tcp,self"));
+  EXPECT_TRUE(mca_forces_network("", "self,tcp"));
+  EXPECT_TRUE(mca_forces_network("^ucx", "tcp,self"));
+  EXPECT_TRUE(mca_forces_network("", "^vader"));
+  EXPECT_TRUE(mca_forces_network("", "^openib,sm"));
+  EXPECT_FALSE(mca_forces_network("", ""));
+  EXPECT_FALSE(mca_forces_network("ob1", ""));
+  EXPECT_FALSE(mca_forces_network("", "vader,tcp,self"));
+  EXPECT_FALSE(mca_forces_network("", "self,sm"));
+  EXPECT_FALSE(mca_forces_network("", "^openib"));
+  EXPECT_FALSE(mca_forces_network("", "smcuda,tcp,self"));
+  EXPECT_FALSE(mca_forces_network("ucx", "tcp,self"));  // UCX ignores the BTL list
+  EXPECT_EQ(to_string(kNet), "net");
+  EXPECT_EQ(to_string(kShm), "shm");
 }
 
 TEST(CclWatchdog, ReportsOpStepPeerAndBytes) {

@@ -28,7 +28,8 @@ namespace meshnn::ccl {
 //  LINE              no wrap-around link. all_gather: N-1-i hops forward and i backward from
 //                    position i; reduce_scatter: partials flow from both ends toward the owner.
 //  DIRECT            one step: every member sends straight to every other (small messages).
-//  AUTO              chosen from the topology, group size and message size (choose_schedule).
+//  AUTO              chosen from the topology, group size, message size and transport kind
+//                    (choose_schedule).
 // all_reduce runs reduce_scatter then all_gather of the same family, pipelined chunk by chunk
 // (DIRECT: everyone sends its whole buffer to everyone and reduces locally). all_to_all has one
 // schedule, DIRECT (each block goes straight to its owner), whatever `algorithm` asks for.
@@ -75,7 +76,10 @@ struct Schedule {
 };
 // bytes: all_gather: one member's block; reduce_scatter: one member's whole input; all_reduce: the
 // buffer; all_to_all: one block (what one member sends one peer); broadcast: the buffer.
-Schedule choose_schedule(Collective c, int group_size, size_t bytes, Topology topology, const CclOptions& options);
+// transport: how the group's messages travel (Transport::kind()); where shared memory and a network
+// favour different schedules (measured: docs/performance.md), AUTO follows it.
+Schedule choose_schedule(Collective c, int group_size, size_t bytes, Topology topology, TransportKind transport,
+                         const CclOptions& options);
 
 // Tags: each collective gets kLanesPerOp consecutive tags, taken round-robin from the transport's
 // tag space by operation id (MeshDevice::next_operation_id()). Lane = tag offset: kLanesPerPhase

@@ -32,6 +32,7 @@ struct Group {
   int size = 1, position = 0;
   AxisList axes;  // mesh axes whose placement the op rewrites
   std::optional<int> cluster_axis;
+  TransportKind transport = TransportKind::SHARED_MEMORY;  // how comm's messages travel
 };
 
 // Device id of group position k (for messages only).

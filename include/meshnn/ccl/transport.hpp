@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "meshnn/core/mpi_utils.hpp"
+
 namespace meshnn::ccl {
 
 class Transport {
@@ -51,13 +53,19 @@ class Transport {
   // Needed when members share cores (threads of one process, oversubscribed ranks): the peer may
   // need that core to make progress. Wasted otherwise: a yield costs more than a small collective.
   virtual bool yields_when_idle() const { return true; }
+
+  // How messages travel (core/mpi_utils.hpp): choose_schedule picks algorithm and piece size by it.
+  // Identical on every member.
+  virtual TransportKind kind() const { return TransportKind::SHARED_MEMORY; }
 };
 
-// Over an MPI communicator; position = rank in `comm`. `namer` (optional) feeds describe_member(),
-// called only when a message needs it. The communicator is borrowed, not owned.
+// Over an MPI communicator; position = rank in `comm`. `kind` must be the same on every member:
+// detect_transport_kind(comm)'s result, which MeshDevice keeps for its communicators. `namer`
+// (optional) feeds describe_member(), called only when a message needs it. The communicator is
+// borrowed, not owned.
 class MpiTransport final : public Transport {
  public:
-  explicit MpiTransport(MPI_Comm comm, std::function<std::string(int)> namer = {});
+  MpiTransport(MPI_Comm comm, TransportKind kind, std::function<std::string(int)> namer = {});
   ~MpiTransport() override;
 
   int size() const override { return size_; }
@@ -73,6 +81,7 @@ class MpiTransport final : public Transport {
   // Only when this node runs more ranks than it has cores (core/process_context.hpp's
   // ranks_share_cores(), set from the Runtime's binding); true without a Runtime.
   bool yields_when_idle() const override { return yields_when_idle_; }
+  TransportKind kind() const override { return kind_; }
 
   // Largest piece one MPI message carries (MPI counts are int).
   static constexpr size_t kMaxPieceBytes = size_t{1} << 30;
@@ -99,6 +108,7 @@ class MpiTransport final : public Transport {
   int size_ = 1;
   int max_tag_ = 32767;
   bool yields_when_idle_ = true;
+  TransportKind kind_ = TransportKind::SHARED_MEMORY;
   std::function<std::string(int)> namer_;
   // Enough slots inline for a direct exchange among 9 members (8 peers, 2 directions, messages of
   // up to 4 pieces): small collectives, a decode step's, never touch the heap.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "meshnn/core/error.hpp"
 
@@ -35,5 +36,27 @@ int comm_size(MPI_Comm comm);
 //   "<what> failed on rank(s) 1, 3: <message of the lowest failing rank>"
 // Collective over comm; call it at the end of a phase that may fail locally.
 void agree_on_failure(MPI_Comm comm, const std::string& what, bool local_ok, const std::string& local_message);
+
+// How a communicator's point-to-point messages travel: SHARED_MEMORY when every member runs on one
+// node and MPI may use its shared-memory transport; NETWORK when the members span nodes or the
+// job forced a network transport on one node (Open MPI's `--mca btl tcp,self`, the stand-in for
+// separate nodes). Collective schedules choose piece sizes and algorithms per kind.
+enum class TransportKind { SHARED_MEMORY, NETWORK };
+std::string_view to_string(TransportKind kind);  // "shm", "net" (MESHNN_CCL_TRANSPORT's values)
+
+// Whether Open MPI's component selection leaves point-to-point messages no shared-memory path:
+// `btl` (the value of OMPI_MCA_btl, "" when unset) names no shared-memory BTL (sm, vader, smcuda)
+// or excludes one ("^vader"), and `pml` (OMPI_MCA_pml, "" when unset) does not select a PML other
+// than ob1 (ucx and cm pick their own transports and ignore the BTL list). Pure.
+bool mca_forces_network(std::string_view pml, std::string_view btl);
+
+// The kind of comm's messages, identical on every member: NETWORK if any member shares its node
+// with fewer than all members (MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)) or runs under an Open MPI
+// selection that forces the network (mca_forces_network on its OMPI_MCA_pml / OMPI_MCA_btl). The
+// environment variable MESHNN_CCL_TRANSPORT=shm|net overrides the detection (set it on every
+// rank; if ranks disagree, NETWORK wins). Collective over comm (one MPI_Allreduce): call it once
+// per communicator and keep the result. A value other than shm or net on any rank throws the same
+// meshnn::Error on every rank.
+TransportKind detect_transport_kind(MPI_Comm comm);
 
 }  // namespace meshnn

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "meshnn/core/mpi_utils.hpp"
+
 namespace meshnn {
 
 struct MeshShape {
@@ -68,6 +70,10 @@ class MeshDevice {
   MPI_Comm axis_comm(int cluster_axis) const;
   int axis_size(int cluster_axis) const;      // rows for axis 0, cols for axis 1
   int axis_position(int cluster_axis) const;  // my row for axis 0, my col for axis 1
+  // How comm()'s / axis_comm()'s messages travel (detect_transport_kind, decided collectively when
+  // the communicators are made): the same on every rank of the communicator.
+  TransportKind transport_kind() const { return comm_kind_; }
+  TransportKind axis_transport_kind(int cluster_axis) const;
 
   // Tiles the mesh into equal submeshes of `submesh_shape` (row-major order of submeshes) and
   // returns the one this rank belongs to. Collective. Throws meshnn::Error unless the shape
@@ -107,6 +113,9 @@ class MeshDevice {
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm row_comm_ = MPI_COMM_NULL;     // cluster_axis 1
   MPI_Comm column_comm_ = MPI_COMM_NULL;  // cluster_axis 0
+  TransportKind comm_kind_ = TransportKind::SHARED_MEMORY;
+  TransportKind row_kind_ = TransportKind::SHARED_MEMORY;
+  TransportKind column_kind_ = TransportKind::SHARED_MEMORY;
   uint64_t operation_counter_ = 0;
 };
 
