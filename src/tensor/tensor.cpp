@@ -263,8 +263,10 @@ Tensor Tensor::typecast(DataType dtype) const {
   // float32 and bfloat16 keep an element at the same position of their storage in either layout,
   // so a storage without padding converts element by element, with no trip through row-major
   // floats (a reduction's float32 output is typecast so at every distributed matmul). Padding
-  // goes the general way, which rewrites it as zeros whatever it held.
-  const bool no_padding = layout_ == Layout::ROW_MAJOR || padded_shape() == shape_;
+  // goes the general way, which rewrites it as zeros whatever it held; so does a TILE vector,
+  // which is one padded row of tiles.
+  const bool no_padding =
+      layout_ == Layout::ROW_MAJOR || (shape_.rank() >= 2 && padded_shape() == shape_);
   if (no_padding && dtype_ == DataType::FLOAT32 && dtype == DataType::BFLOAT16) {
     Tensor out = uninitialized(shape_, dtype, layout_);
     const auto n = static_cast<size_t>(volume());

@@ -122,13 +122,14 @@ TEST(Tensor, TypecastBetweenAllFloatTypesStaysCloseAndIntegersStayExact) {
 
 // Unpadded float32 <-> bfloat16 typecasts convert storage element by element; they must give the
 // bits of the scalar conversion (round to nearest even, NaN to 0x7FC0, infinities kept) at every
-// element, in both layouts, and padded shapes the zero padding of the general path.
+// element, in both layouts, and padded shapes (a TILE vector is one padded row of tiles) the zero
+// padding of the general path.
 TEST(Tensor, TypecastBetweenFloat32AndBfloat16MatchesTheScalarConversion) {
   std::vector<float> v = seeded_values(2 * 64 * 96, 11);
   const float specials[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f,
                             3.4e38f, 1.00390625f /* halfway: ties to even */, 1.01171875f /* halfway, rounds up */};
   std::copy(std::begin(specials), std::end(specials), v.begin() + 100);
-  for (const Shape& s : {Shape{2, 64, 96}, Shape{2, 60, 100}})
+  for (const Shape& s : {Shape{2, 64, 96}, Shape{2, 60, 100}, Shape{96}})
     for (const Layout layout : {Layout::TILE, Layout::ROW_MAJOR}) {
       const std::vector<float> values(v.begin(), v.begin() + s.volume());
       const Tensor f = Tensor::from_float(values, s, DataType::FLOAT32, layout);
