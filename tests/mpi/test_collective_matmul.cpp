@@ -117,7 +117,9 @@ TEST(AllGatherMatmul, FusedGivesTheUnfusedBitsOnEveryGroup) {
       }
     }
   });
-  if (world_size() > 1) EXPECT_GE(checked, 20);
+  if (world_size() > 1) {
+    EXPECT_GE(checked, 20);
+  }
 }
 
 // Values as `dtype` stores them, held as float32: a split of them converts back
@@ -182,7 +184,9 @@ TEST(MatmulReduceScatter, FusedGivesTheUnfusedBitsOnEveryGroup) {
       }
     }
   });
-  if (world_size() > 1) EXPECT_GE(checked, 12);
+  if (world_size() > 1) {
+    EXPECT_GE(checked, 12);
+  }
 }
 
 // all_gather_matmul on a batch dim B has too or with B split on K,

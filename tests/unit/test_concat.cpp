@@ -44,8 +44,9 @@ TEST(Concat, SlicesThenConcatRoundTripsBitForBit) {
       const Tensor parts[] = {a, b};
       const Tensor joined = concat(parts, dim);
       EXPECT_TRUE(testing::bitwise_equal(joined, t)) << to_string(c.dtype) << " dim " << dim;
-      if (c.layout == Layout::TILE)  // whole tiles moved: the bytes themselves are identical
+      if (c.layout == Layout::TILE) {  // whole tiles moved: the bytes themselves are identical
         EXPECT_EQ(std::memcmp(joined.data<std::byte>(), t.data<std::byte>(), t.size_bytes()), 0);
+      }
     }
   }
 }
