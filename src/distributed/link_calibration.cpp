@@ -103,9 +103,8 @@ std::vector<double> default_sizes() {
 }  // namespace
 
 double PiecewiseLink::seconds(double bytes) const {
-  const LinkSegment* seg = &segments.front();
-  for (const LinkSegment& s : segments)
-    if (bytes >= s.from_bytes) seg = &s;
+  const LinkSegment* seg = segment_for(segments, bytes);  // the first range starts at 0
+  if (seg == nullptr) seg = &segments.front();
   return seg->alpha_s + bytes * seg->beta_s_per_byte;
 }
 

@@ -195,10 +195,8 @@ std::vector<MatmulPlan> fused_plans(const MatmulPlan& plan, const Shape& a, cons
 }  // namespace
 
 double LinkCost::seconds(double bytes) const {
-  double alpha = alpha_s, beta = beta_s_per_byte;
-  for (const LinkSegment& s : above)
-    if (bytes >= s.from_bytes) alpha = s.alpha_s, beta = s.beta_s_per_byte;
-  return alpha + bytes * beta;
+  if (const LinkSegment* s = segment_for(above, bytes)) return s->alpha_s + bytes * s->beta_s_per_byte;
+  return alpha_s + bytes * beta_s_per_byte;
 }
 
 double CostModel::seconds(const RedistributeStep& s) const {

@@ -125,7 +125,7 @@ MeshTensor summa(const MeshTensor& a, const MeshTensor& b, const SummaOptions& o
   const ccl::Schedule b_schedule =
       ccl::choose_schedule(ccl::Collective::BROADCAST, rows, b_bytes, topology, kind, options.ccl);
 
-  ccl::MpiTransport transport(mesh.comm(), mesh.transport_kind(), [&mesh](int id) {
+  ccl::MpiTransport transport(mesh.comm(), kind, [&mesh](int id) {
     return fmt::format("device {} {}", id, mesh.coordinate_of(id).to_string());
   });
   const double watchdog = options.ccl.watchdog_seconds > 0 ? options.ccl.watchdog_seconds : ccl::watchdog_seconds_from_env();
