@@ -11,6 +11,7 @@
 
 #include "meshnn/core/scratch.hpp"
 #include "meshnn/core/trace.hpp"
+#include "meshnn/kernels/row_kernels.hpp"
 #include "meshnn/ops/attention.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 #include "op_utils.hpp"
@@ -19,8 +20,6 @@
 
 namespace meshnn {
 namespace {
-
-using ops_detail::dot;
 
 void rotate_half(float* x, const float* cos, const float* sin, int64_t d) {
   const int64_t half = d / 2;
@@ -31,9 +30,10 @@ void rotate_half(float* x, const float* cos, const float* sin, int64_t d) {
   }
 }
 
-// The 32 cache rows of tile-row `tile_row` of one [S_max, D] matrix, decoded to row-major floats
-// [32][dp] (dp = D rounded up to 32).
-void decode_tile_row(const Tensor& cache, int64_t matrix, int64_t tile_row, int64_t dp, float* rows) {
+// The 32 cache rows of tile-row `tile_row` of one [S_max, D] matrix, decoded to floats: as rows
+// [32][dp] (dp = D rounded up to 32), or transposed [dp][32] (`transposed`: the keys, whose scores
+// the row kernels compute for all 32 positions at once).
+void decode_tile_row(const Tensor& cache, int64_t matrix, int64_t tile_row, int64_t dp, bool transposed, float* out) {
   const int64_t tile_rows = round_up_to_tile(cache.shape()[2]) / 32, tile_cols = dp / 32;
   const size_t bytes = tile_bytes(cache.dtype());
   float faces[kTileVolume];
@@ -41,8 +41,18 @@ void decode_tile_row(const Tensor& cache, int64_t matrix, int64_t tile_row, int6
     const std::byte* tile =
         cache.data<std::byte>() + static_cast<size_t>((matrix * tile_rows + tile_row) * tile_cols + tc) * bytes;
     ops_detail::tile_to_faces(tile, cache.dtype(), faces);
-    for (int64_t r = 0; r < 32; ++r)
-      for (int64_t c = 0; c < 32; ++c) rows[r * dp + tc * 32 + c] = faces[tile_element_index(r, c)];
+    // Face by face (16x16, row-major inside; faces 0-3 cover rows 0-15 then 16-31, columns 0-15
+    // then 16-31 of each): runs of 16 values the compiler copies as vectors.
+    for (int64_t f = 0; f < 4; ++f) {
+      const float* face = faces + f * 256;
+      const int64_t row0 = f / 2 * 16, col0 = tc * 32 + f % 2 * 16;
+      if (transposed) {
+        for (int64_t c = 0; c < 16; ++c)
+          for (int64_t r = 0; r < 16; ++r) out[(col0 + c) * 32 + row0 + r] = face[r * 16 + c];
+      } else {
+        for (int64_t r = 0; r < 16; ++r) std::copy_n(face + r * 16, 16, out + (row0 + r) * dp + col0);
+      }
+    }
   }
 }
 
@@ -90,9 +100,10 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
   const int64_t threads = ops_detail::worker_count();
   const int64_t head_shares = std::min<int64_t>(group, std::max<int64_t>(1, (threads + base_items - 1) / base_items));
   const int64_t dp = round_up_to_tile(d);
+  const kernels::RowKernelSet& rk = kernels::row_kernel_set();
   ops_detail::run_parallel(base_items * head_shares, [&](int64_t item_begin, int64_t item_end, int) {
     ScratchScope scratch;
-    float* keys = scratch.acquire_as<float>(static_cast<size_t>(32 * dp));
+    float* keys_t = scratch.acquire_as<float>(static_cast<size_t>(32 * dp));
     float* values = scratch.acquire_as<float>(static_cast<size_t>(32 * dp));
     for (int64_t item = item_begin; item < item_end; ++item) {
       const Segment& seg = segments[static_cast<size_t>(item / (hkv * head_shares))];
@@ -109,35 +120,16 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
       std::fill_n(running_sum, queries, 0.0f);
       const int64_t matrix = slots[seg.begin] * hkv + kvh;
       for (int64_t tile_row = seg.min_first / 32; tile_row <= seg.max_position / 32; ++tile_row) {
-        decode_tile_row(k_cache, matrix, tile_row, dp, keys);
-        decode_tile_row(v_cache, matrix, tile_row, dp, values);
+        decode_tile_row(k_cache, matrix, tile_row, dp, /*transposed=*/true, keys_t);
+        decode_tile_row(v_cache, matrix, tile_row, dp, /*transposed=*/false, values);
         for (int64_t r = seg.begin; r < seg.end; ++r) {
           const int64_t first = std::max<int64_t>(0, first_position(r) - tile_row * 32);
           const int64_t last = std::min<int64_t>(31, positions[r] - tile_row * 32);
           if (last < first) continue;
           for (int64_t h = h_begin; h < h_end; ++h) {
             const int64_t qi = (r - seg.begin) * (h_end - h_begin) + (h - h_begin);
-            const float* q = query_rows + r * stride + h * d;
-            float scores[32];
-            float tile_max = -std::numeric_limits<float>::infinity();
-            for (int64_t j = first; j <= last; ++j) {
-              scores[j] = sc * dot(q, keys + j * dp, d);
-              tile_max = std::max(tile_max, scores[j]);
-            }
-            // Online softmax: rescale what was accumulated under the old maximum.
-            const float new_max = std::max(running_max[qi], tile_max);
-            const float correction = std::exp(running_max[qi] - new_max);
-            float* a = acc + qi * d;
-            float sum = running_sum[qi] * correction;
-            for (int64_t i = 0; i < d; ++i) a[i] *= correction;
-            for (int64_t j = first; j <= last; ++j) {
-              const float p = std::exp(scores[j] - new_max);
-              sum += p;
-              const float* v = values + j * dp;
-              for (int64_t i = 0; i < d; ++i) a[i] += p * v[i];
-            }
-            running_max[qi] = new_max;
-            running_sum[qi] = sum;
+            rk.attend_tile(query_rows + r * stride + h * d, keys_t, values, d, dp, static_cast<int>(first),
+                           static_cast<int>(last), sc, acc + qi * d, running_max + qi, running_sum + qi);
           }
         }
       }

@@ -6,6 +6,7 @@
 
 #include "meshnn/core/scratch.hpp"
 #include "meshnn/core/trace.hpp"
+#include "meshnn/kernels/row_kernels.hpp"
 #include "meshnn/ops/eltwise.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
@@ -33,6 +34,7 @@ void swiglu_into(const Tensor& gate_up, int64_t half_width, int64_t width, DataT
                what, to_string(out_dtype));
   Shape dims = s;
   dims[-1] = width;
+  const kernels::RowKernelSet& rk = kernels::row_kernel_set();
   if (by_rows) {
     // Row by row: a decode step's one row per tile, without decoding or encoding whole tiles.
     out.reset(dims, out_dtype, Layout::TILE);
@@ -43,7 +45,7 @@ void swiglu_into(const Tensor& gate_up, int64_t half_width, int64_t width, DataT
       float* result = scratch.acquire_as<float>(static_cast<size_t>(width));
       for (int64_t row = begin; row < end; ++row) {
         ops_detail::read_row(gate_up, row, in);
-        for (int64_t c = 0; c < width; ++c) result[c] = apply_activation(Activation::SILU, in[c]) * in[half_width + c];
+        rk.silu_mul(in, in + half_width, result, width);
         ops_detail::write_row(out, row, result);
       }
     });
@@ -62,15 +64,15 @@ void swiglu_into(const Tensor& gate_up, int64_t half_width, int64_t width, DataT
       ops_detail::tile_to_faces(in + static_cast<size_t>(row * in_cols + col) * in_bytes, gate_up.dtype(), gate);
       ops_detail::tile_to_faces(in + static_cast<size_t>(row * in_cols + half_width / 32 + col) * in_bytes,
                                 gate_up.dtype(), up);
-      // Only the valid rows are computed (a decode step has one row in 32); padding rows and
-      // columns past `width` are written as 0.
+      // The whole tile in one vector loop, then padding rows and columns past `width` written as
+      // 0 (decode steps, one valid row in 32, take the row path above unless gate_up is block-float).
       const int64_t valid_rows = std::min<int64_t>(32, height - (row % tiles_per_column) * 32);
       const int64_t valid_cols = col == out_cols - 1 && width % 32 != 0 ? width % 32 : 32;
-      for (int64_t r = 0; r < 32; ++r)
-        for (int64_t c = 0; c < 32; ++c) {
-          const int64_t i = tile_element_index(r, c);
-          gate[i] = r < valid_rows && c < valid_cols ? apply_activation(Activation::SILU, gate[i]) * up[i] : 0.0f;
-        }
+      rk.silu_mul(gate, up, gate, kTileVolume);
+      if (valid_rows < 32 || valid_cols < 32)
+        for (int64_t r = 0; r < 32; ++r)
+          for (int64_t c = 0; c < 32; ++c)
+            if (r >= valid_rows || c >= valid_cols) gate[tile_element_index(r, c)] = 0.0f;
       ops_detail::faces_to_tile(gate, out_dtype, out.data<std::byte>() + static_cast<size_t>(t) * out_bytes);
     }
   });

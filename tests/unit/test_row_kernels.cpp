@@ -1,0 +1,155 @@
+// The LLM ops' row kernels (kernels/row_kernels.hpp), every instruction set this CPU runs, against
+// float64 math written here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "meshnn/kernels/row_kernels.hpp"
+#include "support/test_helpers.hpp"
+
+namespace meshnn {
+namespace {
+
+using kernels::RowKernelSet;
+
+std::vector<const RowKernelSet*> sets_this_cpu_runs() {
+  std::vector<const RowKernelSet*> sets{&kernels::portable_row_kernels()};
+  if (best_supported_isa() >= Isa::AVX2) sets.push_back(&kernels::avx2_row_kernels());
+  if (best_supported_isa() >= Isa::AVX512) sets.push_back(&kernels::avx512_row_kernels());
+  return sets;
+}
+
+class RowKernels : public ::testing::TestWithParam<const RowKernelSet*> {};
+
+double silu64(double x) { return x / (1.0 + std::exp(-x)); }
+
+TEST_P(RowKernels, SiluMulWithinSixUlpOfFloat64) {
+  const RowKernelSet& rk = *GetParam();
+  // Gates over the whole range the exponential covers and beyond, with the edge values.
+  std::vector<float> gate;
+  for (float g = -120.0f; g <= 120.0f; g += 0.0137f) gate.push_back(g);
+  for (float g : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, 88.3f, 88.4f, -87.3f, -87.4f, 1e30f, -1e30f}) gate.push_back(g);
+  std::vector<float> up = testing::normal_values(static_cast<int64_t>(gate.size()), 7);
+  std::vector<float> out(gate.size());
+  rk.silu_mul(gate.data(), up.data(), out.data(), static_cast<int64_t>(gate.size()));
+  // e^x within 2 ulp, then 1 + e, the division and the product each round once: 3.5 ulp of the
+  // result at most, 6 allowed. Where e^-g overflows float (g < -88.4) the kernel gives -0 and the
+  // true value is below 1e-36 in magnitude.
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double want = silu64(gate[i]) * up[i];
+    const double tolerance = std::max(6.0 * std::ldexp(std::abs(want), -24), 1e-35);
+    EXPECT_NEAR(out[i], want, tolerance) << "gate " << gate[i] << " up " << up[i];
+  }
+  // The limits: silu(-inf) = -0 (as apply_activation), silu(+inf) = inf; NaN stays NaN.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[3] = {-inf, inf, std::numeric_limits<float>::quiet_NaN()};
+  const float ones[3] = {1.0f, 1.0f, 1.0f};
+  float result[3];
+  rk.silu_mul(special, ones, result, 3);
+  EXPECT_EQ(result[0], 0.0f);
+  EXPECT_TRUE(std::signbit(result[0]));
+  EXPECT_EQ(result[1], inf);
+  EXPECT_TRUE(std::isnan(result[2]));
+}
+
+TEST_P(RowKernels, SiluMulMayWriteOverItsGate) {
+  const RowKernelSet& rk = *GetParam();
+  std::vector<float> gate = testing::normal_values(1000, 3, 4.0f), up = testing::normal_values(1000, 4);
+  std::vector<float> apart(gate.size()), in_place = gate;
+  rk.silu_mul(gate.data(), up.data(), apart.data(), 1000);
+  rk.silu_mul(in_place.data(), up.data(), in_place.data(), 1000);
+  EXPECT_EQ(std::memcmp(apart.data(), in_place.data(), apart.size() * sizeof(float)), 0);
+}
+
+// A query over `tiles` tile rows of cached keys and values, each attended over [first, last] of
+// its 32 positions, folded by attend_tile; against softmax(scale q.k) v over the same positions in
+// float64.
+struct AttendCase {
+  int64_t d;
+  std::vector<std::pair<int, int>> ranges;  // [first, last] per tile row
+};
+
+void check_attention(const RowKernelSet& rk, const AttendCase& c, float garbage_outside) {
+  const int64_t d = c.d, dp = (d + 31) / 32 * 32, tiles = static_cast<int64_t>(c.ranges.size());
+  const std::vector<float> q = testing::normal_values(d, 11);
+  std::vector<float> keys = testing::normal_values(tiles * 32 * dp, 12);  // [tiles*32][dp]
+  std::vector<float> values = testing::normal_values(tiles * 32 * dp, 13);
+  for (int64_t t = 0; t < tiles; ++t)
+    for (int j = 0; j < 32; ++j)
+      if (j < c.ranges[t].first || j > c.ranges[t].second)
+        for (int64_t i = 0; i < dp; ++i) keys[(t * 32 + j) * dp + i] = values[(t * 32 + j) * dp + i] = garbage_outside;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+
+  std::vector<float> acc(d, 0.0f), keys_t(dp * 32);
+  float running_max = -std::numeric_limits<float>::infinity(), running_sum = 0.0f;
+  for (int64_t t = 0; t < tiles; ++t) {
+    for (int64_t i = 0; i < dp; ++i)
+      for (int j = 0; j < 32; ++j) keys_t[i * 32 + j] = keys[(t * 32 + j) * dp + i];
+    rk.attend_tile(q.data(), keys_t.data(), values.data() + t * 32 * dp, d, dp, c.ranges[t].first, c.ranges[t].second,
+                   scale, acc.data(), &running_max, &running_sum);
+  }
+
+  std::vector<double> scores, out(d, 0.0);
+  std::vector<int64_t> rows;
+  for (int64_t t = 0; t < tiles; ++t)
+    for (int j = c.ranges[t].first; j <= c.ranges[t].second; ++j) {
+      double s = 0;
+      for (int64_t i = 0; i < d; ++i) s += double{q[i]} * keys[(t * 32 + j) * dp + i];
+      scores.push_back(s * scale);
+      rows.push_back(t * 32 + j);
+    }
+  const double top = *std::max_element(scores.begin(), scores.end());
+  double total = 0;
+  for (size_t n = 0; n < scores.size(); ++n) {
+    const double w = std::exp(scores[n] - top);
+    total += w;
+    for (int64_t i = 0; i < d; ++i) out[i] += w * values[rows[n] * dp + i];
+  }
+  // Scores carry at most gamma_d * sum|q k| * scale of rounding (about 2e-5 for d = 128 here), which
+  // moves the weights by as much relatively; the outputs are averages of N(0, 1) values.
+  for (int64_t i = 0; i < d; ++i) EXPECT_NEAR(acc[i] / running_sum, out[i] / total, 1e-4) << "dim " << i;
+}
+
+const std::vector<AttendCase> kCases = {
+    {64, {{0, 31}}},                   // one whole tile
+    {64, {{0, 31}, {0, 31}, {0, 6}}},  // a decode step at position 70
+    {64, {{0, 0}}},                    // the first position alone
+    {64, {{5, 5}, {0, 31}, {0, 30}}},  // odd edges of the position pairs
+    {128, {{3, 31}, {0, 17}}},         // a sliding window starting inside a tile, Llama 3's head size
+    {80, {{0, 31}, {0, 11}}},          // a head size that is no multiple of the vector block
+    {17, {{1, 30}}},
+};
+
+TEST_P(RowKernels, AttendTileFoldsToSoftmaxAttention) {
+  for (const AttendCase& c : kCases) check_attention(*GetParam(), c, 0.0f);
+}
+
+TEST_P(RowKernels, PositionsOutsideTheRangeAreNeverRead) {
+  // A cache row past the query's position may hold anything, NaN included (a slot's previous user).
+  for (const AttendCase& c : kCases) check_attention(*GetParam(), c, std::numeric_limits<float>::quiet_NaN());
+}
+
+INSTANTIATE_TEST_SUITE_P(Sets, RowKernels, ::testing::ValuesIn(sets_this_cpu_runs()),
+                         [](const ::testing::TestParamInfo<const RowKernelSet*>& info) {
+                           return std::string(to_string(info.param->isa));
+                         });
+
+TEST(RowKernelChoice, FollowsTheInstructionSetCap) {
+  {
+    testing::ScopedIsaCap cap(Isa::PORTABLE);
+    EXPECT_EQ(kernels::row_kernel_set().isa, Isa::PORTABLE);
+  }
+  if (best_supported_isa() >= Isa::AVX2) {
+    testing::ScopedIsaCap cap(Isa::AVX2);
+    EXPECT_EQ(kernels::row_kernel_set().isa, Isa::AVX2);
+  }
+  if (best_supported_isa() >= Isa::AVX512) {
+    EXPECT_EQ(kernels::row_kernel_set().isa, Isa::AVX512);
+  }
+}
+
+}  // namespace
+}  // namespace meshnn
