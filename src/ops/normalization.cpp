@@ -34,10 +34,16 @@ std::vector<float> input_rows(const Tensor& x, const Tensor* residual, const cha
 namespace {
 
 void rms_norm_row(float* r, int64_t w, float eps, const float* g) {
-  double sq = 0;
-  for (int64_t i = 0; i < w; ++i) sq += static_cast<double>(r[i]) * r[i];
+  // Eight partial sums: one chain of dependent double additions would take its latency per element.
+  double partial[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= w; i += 8)
+    for (int j = 0; j < 8; ++j) partial[j] += static_cast<double>(r[i + j]) * r[i + j];
+  for (; i < w; ++i) partial[0] += static_cast<double>(r[i]) * r[i];
+  const double sq = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+                    ((partial[4] + partial[5]) + (partial[6] + partial[7]));
   const double inv = 1.0 / std::sqrt(sq / w + eps);
-  for (int64_t i = 0; i < w; ++i) r[i] = static_cast<float>(r[i] * inv * g[i]);
+  for (i = 0; i < w; ++i) r[i] = static_cast<float>(r[i] * inv * g[i]);
 }
 
 }  // namespace
