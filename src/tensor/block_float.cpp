@@ -23,23 +23,24 @@ float bits_float(uint32_t bits) {
   return value;
 }
 
-// Encodes one value against its block's shared exponent as sign << W | magnitude.
+// Encodes one value against its block's shared exponent as sign << W | magnitude. Branch-free
+// (selects, no early returns): a model load encodes every weight, and the rounding decision of
+// random values is a branch mispredicted half the time.
 uint8_t encode_value(uint32_t bits, uint32_t shared_exp, int w) {
-  if ((bits & 0x7FFFFFFFu) == 0) return 0;
   const uint32_t exp = (bits >> 23) & 0xFFu;
-  uint32_t m = (1u << 23) | (bits & 0x7FFFFFu);
   const uint32_t shift = shared_exp - exp;
   // TT-NN keeps no sticky bit, so bits shifted out here never influence the rounding below.
-  m = shift >= 32 ? 0 : m >> shift;
+  const uint32_t full = (1u << 23) | (bits & 0x7FFFFFu);
+  uint32_t m = shift >= 32 ? 0 : full >> (shift & 31u);
   const int s = 24 - w;
   const uint32_t half = 1u << (s - 1);
   const uint32_t r = m & ((1u << s) - 1);
   m >>= s;
-  if (r > half || (r == half && (m & 1u))) ++m;
+  m += (r > half) | ((r == half) & (m & 1u));
   // Saturating rather than bumping the exponent keeps the block's exponent shared by all 16.
   m = std::min(m, (1u << w) - 1);
-  if (m == 0) return 0;
-  return static_cast<uint8_t>(((bits >> 31) << w) | m);
+  const uint32_t code = ((bits >> 31) << w) | m;
+  return static_cast<uint8_t>((bits & 0x7FFFFFFFu) == 0 || m == 0 ? 0 : code);
 }
 
 float decode_value(uint32_t code, uint32_t shared_exp, int w) {
