@@ -18,10 +18,10 @@ namespace {
 
 // e^x to within 2 ulp, branch-free so that a loop of it vectorises: x = n ln2 + r with |r| <=
 // ln2 / 2 (ln2 split in two for an exact n ln2), e^r from Cephes' degree-7 polynomial, 2^n built
-// in the exponent bits. Beyond float's range: +inf above, 0 below (where e^x is denormal or 0);
-// NaN stays NaN.
+// in the exponent bits. Out of range: +inf from 88.37 up (a little before float's own overflow at
+// 88.72: n must stay <= 127), 0 below ln(FLT_MIN) (where e^x is denormal or 0); NaN stays NaN.
 inline float exp_lane(float x) {
-  constexpr float kHi = 88.3762626647949f;   // ln(2^127.5): n stays <= 127
+  constexpr float kHi = 88.37f;              // x log2(e) < 127.5: n rounds to 127 at most
   constexpr float kLo = -87.3365447505531f;  // ln(FLT_MIN): n stays >= -126
   constexpr float kRound = 12582912.0f;      // 1.5 * 2^23: adding it rounds to an integer
   const float xc = std::min(std::max(x, kLo), kHi);
@@ -46,7 +46,7 @@ inline float exp_lane(float x) {
 void silu_mul_loop(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
-    // e^-g overflows to inf for g < -88.4: g / inf = -0, the limit; at g = -inf itself -0 too.
+    // e^-g overflows to inf for g < -88.37: g / inf = -0, the limit; at g = -inf itself -0 too.
     const float silu = g / (1.0f + exp_lane(-g));
     out[i] = (g == -std::numeric_limits<float>::infinity() ? -0.0f : silu) * up[i];
   }
