@@ -70,7 +70,17 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("--topology", topology, "ring | linear (collective schedule)")->check(parsed_by(parse_topology));
   cli.add_option("--num-links", c.model.num_links, "channels each collective is striped over")
       ->transform(IntRange(1, 8));
+  std::string prefill_matmul = "hand";
+  cli.add_option("--prefill-matmul", prefill_matmul,
+                 "prefill's o_proj and down_proj with their reductions: hand-placed matmul + all_reduce, or planned "
+                 "by distributed::matmul (decode steps stay hand-placed)")
+      ->check(CLI::IsMember({"hand", "planned"}));
+  cli.add_option("--calibration", c.calibration,
+                 "cost model for --prefill-matmul planned (meshnn-calibrate's FILE.cost.json; default: the built-in "
+                 "one)")
+      ->type_name("FILE");
   parse_command_line(cli, argc, argv);
+  c.model.planned_prefill = prefill_matmul == "planned";
 
   // The checks above let through only what these conversions accept.
   c.mesh = mesh.empty() ? MeshShape{1, world_size} : parse_mesh_shape(mesh);

@@ -226,6 +226,40 @@ TEST(Llama, ChunkedPrefillAndDecodeMatchWholePrefill) {
   EXPECT_TRUE(all_ranks_ok(worst >= 0.99999 && tokens_of(whole) == tokens_of(chunked))) << "min PCC " << worst;
 }
 
+// Prefill's row-parallel projections planned by distributed::matmul (LlamaOptions::planned_prefill)
+// against the hand-placed matmul + all_reduce, in tp and 2d on every mesh shape: the planner finds
+// the same local products and the same reductions, so where every reduction has at most two members
+// (a + b = b + a) the logits are the same bits; beyond, the ring sums in another order and the
+// logits agree to float32 rounding. Both also against float64.
+TEST(Llama, PlannedPrefillGivesTheHandPlacedLogits) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto requests = ragged_requests(config.vocab_size, 4);
+  for (MeshShape ms : mesh_shapes(world_size())) {
+    auto mesh = MeshDevice::open(ms);
+    for (LlamaSharding sharding : {LlamaSharding::TENSOR_PARALLEL, LlamaSharding::TWO_D}) {
+      LlamaOptions options{DataType::FLOAT32, DataType::FLOAT32};
+      options.sharding = sharding;
+      const GenerationResult hand = run_on(file, mesh, options, DataType::FLOAT32, requests, 4, 512);
+      options.planned_prefill = true;
+      const GenerationResult planned = run_on(file, mesh, options, DataType::FLOAT32, requests, 4, 512);
+      const int widest_reduction = sharding == LlamaSharding::TWO_D ? std::max(ms.rows, ms.cols) : ms.rows * ms.cols;
+      bool same_bits = true;
+      double worst = 1.0;
+      for (size_t i = 0; i < requests.size(); ++i) {
+        same_bits = same_bits && hand.outputs[i].logits == planned.outputs[i].logits;
+        worst = std::min(worst, pcc(hand.outputs[i].logits, planned.outputs[i].logits));
+      }
+      const double vs_float64 = min_pcc_vs_reference(file, requests, planned, config.vocab_size);
+      const bool ok = (widest_reduction <= 2 ? same_bits : worst >= 0.99999) && vs_float64 >= 0.9999 &&
+                      tokens_of(hand) == tokens_of(planned);
+      EXPECT_TRUE(all_ranks_ok(ok)) << ms.to_string() << (sharding == LlamaSharding::TWO_D ? " 2d" : " tp")
+                                    << ": same bits " << same_bits << ", min PCC vs hand-placed " << worst
+                                    << ", vs float64 " << vs_float64;
+    }
+  }
+}
+
 // More requests than slots, finishing at different steps: each request's tokens are those of its
 // solo run, and its logits agree to float32 rounding.
 TEST(Llama, ContinuousBatchingEqualsSoloRuns) {

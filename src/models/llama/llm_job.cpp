@@ -11,6 +11,7 @@
 
 #include "meshnn/core/memory.hpp"
 #include "meshnn/core/mpi_utils.hpp"
+#include "meshnn/distributed/calibrate.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/models/llama/synthetic.hpp"
 #include "meshnn/runtime/memory.hpp"
@@ -117,6 +118,7 @@ LoadedModel load_model(const LlmJobConfig& c, const std::string& file, const Lla
   const auto start = Clock::now();
   LlamaOptions options = c.model;
   options.sharding = c.mode == ParallelMode::TWO_D ? LlamaSharding::TWO_D : LlamaSharding::TENSOR_PARALLEL;
+  if (options.planned_prefill && !c.calibration.empty()) options.cost = distributed::load_cost_model(c.calibration);
   LoadedModel loaded{LlamaModel::load(file, config, group, options)};
   release_spare_buffers();  // what loading freed goes back to the system before the KV cache is made
   loaded.seconds = seconds_since(start);
@@ -156,6 +158,10 @@ void print_setup(const LlmJobConfig& c, const JobRequests& job, const LlamaConfi
   std::printf("  %-34s [users, %lld] float32, Shard(vocab) over the %d device(s) of %s; sampled without gathering\n",
               "logits", static_cast<long long>(config.vocab_size), model.mesh()->num_devices(),
               c.mode == ParallelMode::TWO_D ? "each mesh row" : "each group");
+  if (c.model.planned_prefill)
+    std::printf("prefill o_proj of a %lld-row pass by distributed::matmul: %s\n",
+                static_cast<long long>(std::min(c.prefill_chunk, c.prompt_len)),
+                model.explain_planned_prefill(std::min(c.prefill_chunk, c.prompt_len)).c_str());
   std::printf("mode %s: %d replica(s) of a %s group; %zu request(s), %lld decode slot(s) per replica\n",
               std::string(to_string(c.mode)).c_str(), replicas.count, replicas.group->shape().to_string().c_str(),
               job.requests.size(), slots);

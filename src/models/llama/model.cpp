@@ -138,15 +138,13 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
     const MeshTensor v = load_linear(layer_key(l, "self_attn.v_proj.weight"), hkv * d, hidden, kv_mapper, kv_mesh);
     const Tensor k_own = own_kv_heads(k), v_own = own_kv_heads(v);
     layer.wqkv = concat_tile_aligned({&q.local(), &k_own, &v_own});
-    const MeshTensor o = load_linear(layer_key(l, "self_attn.o_proj.weight"), hidden, hq * d, row_parallel, group);
-    layer.wo = o.local();
+    MeshTensor o = load_linear(layer_key(l, "self_attn.o_proj.weight"), hidden, hq * d, row_parallel, group);
     const MeshTensor gate = load_linear(layer_key(l, "mlp.gate_proj.weight"), inter, hidden, column_parallel, group);
     const MeshTensor up = load_linear(layer_key(l, "mlp.up_proj.weight"), inter, hidden, column_parallel, group);
-    const MeshTensor down = load_linear(layer_key(l, "mlp.down_proj.weight"), hidden, inter, row_parallel, group);
+    MeshTensor down = load_linear(layer_key(l, "mlp.down_proj.weight"), hidden, inter, row_parallel, group);
     m.local_intermediate_ = gate.shard_shape()[-1];
     m.gate_up_half_ = round_up_to_tile(m.local_intermediate_);
     layer.w_gate_up = concat_tile_aligned({&gate.local(), &up.local()});
-    layer.w_down = down.local();
     if (l == 0) {
       for (const auto& [name, t] : {std::pair{"layer 0 q_proj (transposed)", &q}, {"layer 0 k_proj", &k},
                                     {"layer 0 v_proj", &v}, {"layer 0 o_proj", &o}, {"layer 0 gate_proj", &gate},
@@ -158,6 +156,8 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
             two_d ? "k/v above are each row's hidden chunk of all KV heads, of which a device keeps its own"
                   : fmt::format("k/v placements are over a {}x{} view of the group", hkv, m.heads_.kv_replicas)));
     }
+    layer.wo = std::move(o);
+    layer.w_down = std::move(down);
     m.layers_.push_back(std::move(layer));
   }
   m.final_norm_ = load_norm(final_norm_key()).local();
@@ -217,6 +217,55 @@ const Tensor& LlamaModel::reduce(Across across, PhaseTimes& times) const {
     step_.packed = std::move(in.local());
     step_.sum = std::move(out.local());
   });
+  return step_.sum;
+}
+
+Placements LlamaModel::row_parallel_input() const {
+  // tp: heads (or intermediate) over the whole group; 2d: over the mesh columns, whole on each row.
+  if (options_.sharding == LlamaSharding::TWO_D) return {Replicate{}, Shard{-1}};
+  return {Shard{-1}, Shard{-1}};
+}
+
+distributed::DistributedMatmulOptions LlamaModel::row_parallel_options() const {
+  distributed::DistributedMatmulOptions o;
+  // The residual stream's placement: whole on every device (tp), the hidden over the mesh rows (2d).
+  o.output_placements = options_.sharding == LlamaSharding::TWO_D ? Placements{Shard{-1}, Replicate{}}
+                                                                  : Placements{Replicate{}, Replicate{}};
+  o.output_dtype = DataType::FLOAT32;  // the partial sums are reduced in float32, as hand-placed
+  o.cost = options_.cost;
+  return o;
+}
+
+distributed::MatmulPlan LlamaModel::row_parallel_plan(const MeshTensor& w, int64_t rows) const {
+  return distributed::plan_matmul(Shape{1, 1, rows, w.shape()[0]}, options_.act_dtype, Layout::TILE,
+                                  row_parallel_input(), w.shape(), w.dtype(), w.layout(), w.placements(),
+                                  group_->shape(), row_parallel_options());
+}
+
+std::string LlamaModel::explain_planned_prefill(int64_t rows) const {
+  return row_parallel_plan(layers_.front().wo, rows).explain();
+}
+
+const Tensor& LlamaModel::row_parallel(Tensor& x, const MeshTensor& w, bool planned, PhaseTimes& times) const {
+  if (!planned) {
+    project(x, w.local(), times);
+    return reduce(Across::HEADS, times);
+  }
+  // The product counts as matmul time, the operands' and the output's moves as communication.
+  const int64_t rows = x.shape()[-2];
+  const distributed::DistributedMatmulOptions o = row_parallel_options();
+  const distributed::MatmulPlan plan = row_parallel_plan(w, rows);
+  MeshTensor a(group_, Shape{1, 1, rows, w.shape()[0]}, row_parallel_input(), std::move(x));
+  MeshTensor moved_a, moved_w;
+  const MeshTensor *xa = nullptr, *xw = nullptr;
+  timed(times.communication, [&] {
+    xa = &distributed::plan_operand(a, plan.a, moved_a);
+    xw = &distributed::plan_operand(w, plan.b, moved_w);
+  });
+  const MeshTensor product = timed(times.matmul, [&] { return distributed::plan_product(*xa, *xw, plan, o); });
+  MeshTensor sum = timed(times.communication, [&] { return distributed::plan_output(product, plan, o); });
+  x = std::move(a.local());
+  step_.sum = std::move(sum.local());
   return step_.sum;
 }
 
@@ -297,6 +346,12 @@ const Tensor& LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache
   const double communication_before = times.communication;
   const DataType act = options_.act_dtype;
 
+  // Logits only for the rows asked for: a prefill pass needs the last row of each prompt, a decode
+  // step every row.
+  bool all_rows = static_cast<int64_t>(b.logit_rows.size()) == rows;
+  for (size_t i = 0; all_rows && i < b.logit_rows.size(); ++i) all_rows = b.logit_rows[i] == static_cast<int64_t>(i);
+  const bool planned = options_.planned_prefill && !all_rows;
+
   embed(b);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
@@ -306,18 +361,13 @@ const Tensor& LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache
     attention_with_kv_cache_into(qkv, qkv_columns_, cache.keys(static_cast<int64_t>(l)),
                                  cache.values(static_cast<int64_t>(l)), rope_, b.slots, b.positions, heads_.q_heads,
                                  act, step_.attention, std::nullopt, config_.sliding_window);
-    project(step_.attention, layer.wo, times);
-    add_into(step_.x, reduce(Across::HEADS, times), step_.x);
+    add_into(step_.x, row_parallel(step_.attention, layer.wo, planned, times), step_.x);
     norm(step_.x, layer.post_norm, times);
     project(step_.normed, layer.w_gate_up, times);
     swiglu_into(reduce(Across::HIDDEN, times), gate_up_half_, local_intermediate_, act, step_.mlp);
-    project(step_.mlp, layer.w_down, times);
-    add_into(step_.x, reduce(Across::HEADS, times), step_.x);
+    add_into(step_.x, row_parallel(step_.mlp, layer.w_down, planned, times), step_.x);
   }
 
-  // Logits only for the rows asked for (a prefill pass needs the last row of each prompt).
-  bool all_rows = static_cast<int64_t>(b.logit_rows.size()) == rows;
-  for (size_t i = 0; all_rows && i < b.logit_rows.size(); ++i) all_rows = b.logit_rows[i] == static_cast<int64_t>(i);
   if (!all_rows) {
     const int64_t h = step_.x.shape()[-1];
     step_.row.resize(static_cast<size_t>(h));
@@ -337,15 +387,15 @@ const Tensor& LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache
 
 size_t LlamaModel::matmul_weight_bytes() const {
   size_t total = lm_head_.size_bytes();
-  for (const Layer& l : layers_) total += l.wqkv.size_bytes() + l.wo.size_bytes() + l.w_gate_up.size_bytes() + l.w_down.size_bytes();
+  for (const Layer& l : layers_) total += l.wqkv.size_bytes() + l.wo.local().size_bytes() + l.w_gate_up.size_bytes() + l.w_down.local().size_bytes();
   return total;
 }
 
 size_t LlamaModel::weight_bytes() const {
   size_t total = embedding_.size_bytes() + final_norm_.size_bytes() + lm_head_.size_bytes();
   for (const Layer& l : layers_)
-    total += l.input_norm.size_bytes() + l.post_norm.size_bytes() + l.wqkv.size_bytes() + l.wo.size_bytes() +
-             l.w_gate_up.size_bytes() + l.w_down.size_bytes();
+    total += l.input_norm.size_bytes() + l.post_norm.size_bytes() + l.wqkv.size_bytes() + l.wo.local().size_bytes() +
+             l.w_gate_up.size_bytes() + l.w_down.local().size_bytes();
   return total;
 }
 

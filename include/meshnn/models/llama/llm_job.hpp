@@ -42,6 +42,7 @@ struct LlmJobConfig {
   std::string output, json;
   bool save_logits = false;
   uint64_t seed = 1234;              // generated model and prompts
+  std::string calibration;           // cost model of model.planned_prefill (empty: the built-in one)
 };
 
 // Where a generated model of `preset` (and `layers`) is kept between runs: $MESHNN_CACHE_DIR, else

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "meshnn/ccl/ccl.hpp"
+#include "meshnn/distributed/matmul.hpp"
 #include "meshnn/models/llama/config.hpp"
 #include "meshnn/ops/attention.hpp"
 #include "meshnn/serving/causal_lm.hpp"
@@ -40,6 +41,13 @@ struct LlamaOptions {
   Topology topology = Topology::RING;
   int num_links = 1;
   LlamaSharding sharding = LlamaSharding::TENSOR_PARALLEL;
+  // Prefill passes (those asking logits of fewer rows than they hold) run the row-parallel
+  // projections, o_proj and down_proj, with their reductions through distributed::matmul, which
+  // plans the moves by `cost`, instead of the hand-placed matmul + all_reduce. Decode steps keep
+  // the hand-placed form: it reduces only the rows in use (1/32 of the tiles for one user) and
+  // allocates nothing after the first step.
+  bool planned_prefill = false;
+  distributed::CostModel cost;
 };
 
 // How the heads split over a group of `devices` (pure; same on every rank).
@@ -76,14 +84,17 @@ class LlamaModel final : public serving::CausalLm {
   size_t matmul_weight_bytes() const;
   // The placements of the embedding, layer 0's weights and the logits, for the job's report.
   std::string describe() const;
+  // With options.planned_prefill: the plan distributed::matmul runs for o_proj in a prefill pass
+  // of `rows` rows (its explain()).
+  std::string explain_planned_prefill(int64_t rows) const;
 
  private:
   struct Layer {
     Tensor input_norm, post_norm;  // float32 [hidden]
     Tensor wqkv;                   // [hidden, q|k|v], parts tile-aligned
-    Tensor wo;                     // [local q heads * D, hidden]
+    MeshTensor wo;                 // [q heads * D, hidden], row-parallel (local: this device's heads)
     Tensor w_gate_up;              // [hidden, 2 * gate_up_half]
-    Tensor w_down;                 // [local intermediate, hidden]
+    MeshTensor w_down;             // [intermediate, hidden], row-parallel
   };
   // The tensors of a forward pass, made by the first pass and reused by every later one (reset
   // within their storage), and the collectives' MeshTensor wrappers around them: a decode step
@@ -107,6 +118,14 @@ class LlamaModel final : public serving::CausalLm {
   const Tensor& reduce(Across across, PhaseTimes& times) const;
   // step_.partial = x times w (float32 out).
   void project(const Tensor& x, const Tensor& w, PhaseTimes& times) const;
+  // The reduced float32 sum of x times a row-parallel weight w [in, hidden], in the residual
+  // stream's placement: project + reduce(HEADS), or (planned) distributed::matmul. `x` is a step
+  // buffer, lent to a MeshTensor for the call.
+  const Tensor& row_parallel(Tensor& x, const MeshTensor& w, bool planned, PhaseTimes& times) const;
+  // The distributed::matmul plan of row_parallel for `rows` rows (explain() prints it).
+  distributed::MatmulPlan row_parallel_plan(const MeshTensor& w, int64_t rows) const;
+  distributed::DistributedMatmulOptions row_parallel_options() const;
+  Placements row_parallel_input() const;  // of x: its in-dim (heads / intermediate) split
   // step_.normed = RMSNorm of x, rows of the residual stream's local hidden.
   void norm(const Tensor& x, const Tensor& weight, PhaseTimes& times) const;
   // step_.x = the embedding of the batch's tokens (2d: this mesh row's chunk of the hidden).
