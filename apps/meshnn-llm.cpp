@@ -70,7 +70,7 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("--topology", topology, "ring | linear (collective schedule)")->check(parsed_by(parse_topology));
   cli.add_option("--num-links", c.model.num_links, "channels each collective is striped over")
       ->transform(IntRange(1, 8));
-  std::string prefill_matmul = "hand";
+  std::string prefill_matmul = "planned";
   cli.add_option("--prefill-matmul", prefill_matmul,
                  "prefill's o_proj and down_proj with their reductions: hand-placed matmul + all_reduce, or planned "
                  "by distributed::matmul (decode steps stay hand-placed)")

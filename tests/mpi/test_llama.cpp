@@ -240,6 +240,7 @@ TEST(Llama, PlannedPrefillGivesTheHandPlacedLogits) {
     for (LlamaSharding sharding : {LlamaSharding::TENSOR_PARALLEL, LlamaSharding::TWO_D}) {
       LlamaOptions options{DataType::FLOAT32, DataType::FLOAT32};
       options.sharding = sharding;
+      options.planned_prefill = false;
       const GenerationResult hand = run_on(file, mesh, options, DataType::FLOAT32, requests, 4, 512);
       options.planned_prefill = true;
       const GenerationResult planned = run_on(file, mesh, options, DataType::FLOAT32, requests, 4, 512);

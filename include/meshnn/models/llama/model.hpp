@@ -43,10 +43,10 @@ struct LlamaOptions {
   LlamaSharding sharding = LlamaSharding::TENSOR_PARALLEL;
   // Prefill passes (those asking logits of fewer rows than they hold) run the row-parallel
   // projections, o_proj and down_proj, with their reductions through distributed::matmul, which
-  // plans the moves by `cost`, instead of the hand-placed matmul + all_reduce. Decode steps keep
-  // the hand-placed form: it reduces only the rows in use (1/32 of the tiles for one user) and
-  // allocates nothing after the first step.
-  bool planned_prefill = false;
+  // plans the moves by `cost` (false: the hand-placed matmul + all_reduce; measured equal, see
+  // docs/performance.md). Decode steps keep the hand-placed form: it reduces only the rows in use
+  // (1/32 of the tiles for one user) and allocates nothing after the first step.
+  bool planned_prefill = true;
   distributed::CostModel cost;
 };
 
