@@ -158,7 +158,7 @@ void print_setup(const LlmJobConfig& c, const JobRequests& job, const LlamaConfi
   std::printf("  %-34s [users, %lld] float32, Shard(vocab) over the %d device(s) of %s; sampled without gathering\n",
               "logits", static_cast<long long>(config.vocab_size), model.mesh()->num_devices(),
               c.mode == ParallelMode::TWO_D ? "each mesh row" : "each group");
-  if (c.model.planned_prefill && model.mesh()->num_devices() > 1)
+  if (c.model.planned_prefill && replicas.group->num_devices() > 1)
     std::printf("prefill o_proj of a %lld-row pass by distributed::matmul: %s\n",
                 static_cast<long long>(std::min(c.prefill_chunk, c.prompt_len)),
                 model.explain_planned_prefill(std::min(c.prefill_chunk, c.prompt_len)).c_str());
