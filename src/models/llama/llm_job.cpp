@@ -158,10 +158,14 @@ void print_setup(const LlmJobConfig& c, const JobRequests& job, const LlamaConfi
   std::printf("  %-34s [users, %lld] float32, Shard(vocab) over the %d device(s) of %s; sampled without gathering\n",
               "logits", static_cast<long long>(config.vocab_size), model.mesh()->num_devices(),
               c.mode == ParallelMode::TWO_D ? "each mesh row" : "each group");
-  if (c.model.planned_prefill && replicas.group->num_devices() > 1)
-    std::printf("prefill o_proj of a %lld-row pass by distributed::matmul: %s\n",
-                static_cast<long long>(std::min(c.prefill_chunk, c.prompt_len)),
-                model.explain_planned_prefill(std::min(c.prefill_chunk, c.prompt_len)).c_str());
+  if (c.model.planned_prefill && replicas.group->num_devices() > 1) {
+    // The pass of the longest prompt (its first one, when it spans several).
+    int64_t rows = 1;
+    for (const auto& r : job.requests) rows = std::max<int64_t>(rows, static_cast<int64_t>(r.prompt.size()));
+    rows = std::min(rows, c.prefill_chunk);
+    std::printf("prefill o_proj of a %lld-row pass by distributed::matmul: %s\n", static_cast<long long>(rows),
+                model.explain_planned_prefill(rows).c_str());
+  }
   std::printf("mode %s: %d replica(s) of a %s group; %zu request(s), %lld decode slot(s) per replica\n",
               std::string(to_string(c.mode)).c_str(), replicas.count, replicas.group->shape().to_string().c_str(),
               job.requests.size(), slots);
