@@ -85,86 +85,92 @@ inline void store_vec(float* p, FloatVec<kLanes> v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-// Per call the work is tiny (a 64-dim head: 32 x 64 multiply-adds each way), so what decides its
-// speed is latency: the sums run as eight independent chains of vectors (the dims split
-// kLanes / 4 ways for the scores, the positions two ways for the values) combined in a fixed
-// order at the end. The order depends on kLanes, so the instruction sets differ in the last bits.
-template <int kLanes>
-void attend_tile_loop(const float* __restrict q, const float* __restrict keys_t, const float* __restrict values,
-                      int64_t d, int64_t values_stride, int first, int last, float scale, float* __restrict acc,
-                      float* running_max, float* running_sum) {
+// kHeads query heads (of one KV head's group) against one tile row: each key and value vector is
+// loaded once for all of them. Per call the work is small (a 64-dim head: 32 x 64 multiply-adds
+// each way), so latency decides: the scores run as kHeads x (32 / kLanes) independent chains (8
+// in attend_tile_loop's groups of kLanes / 4 heads), the value sums as kHeads x 4 (16 with
+// AVX-512, 8 with AVX2, 4 with SSE2). Every sum has a fixed order.
+template <int kLanes, int kHeads>
+void attend_heads(const float* __restrict q, const float* __restrict keys_t, const float* __restrict values, int64_t d,
+                  int64_t values_stride, int first, int last, float scale, float* __restrict acc,
+                  float* __restrict running_max, float* __restrict running_sum) {
   using Vec = FloatVec<kLanes>;
   static_assert(sizeof(Vec) == 4 * kLanes);
-  constexpr int kPositions = 32, kPositionVecs = kPositions / kLanes, kDimChains = kLanes / 4;
+  constexpr int kPositions = 32, kPositionVecs = kPositions / kLanes;
   // Scores of all 32 positions at once (the keys are transposed for this): per dim, one multiply-add
   // across the lanes; positions outside [first, last] are computed and ignored.
-  Vec chains[kDimChains][kPositionVecs] = {};
-  int64_t i = 0;
-  for (; i + kDimChains <= d; i += kDimChains)
-    for (int c = 0; c < kDimChains; ++c) {
-      const float qi = q[i + c];
-      for (int v = 0; v < kPositionVecs; ++v)
-        chains[c][v] += qi * load_vec<kLanes>(keys_t + (i + c) * kPositions + v * kLanes);
+  Vec scores[kHeads][kPositionVecs] = {};
+  for (int64_t i = 0; i < d; ++i) {
+    Vec k[kPositionVecs];
+    for (int v = 0; v < kPositionVecs; ++v) k[v] = load_vec<kLanes>(keys_t + i * kPositions + v * kLanes);
+    for (int h = 0; h < kHeads; ++h) {
+      const float qi = q[h * d + i];
+      for (int v = 0; v < kPositionVecs; ++v) scores[h][v] += qi * k[v];
     }
-  for (; i < d; ++i)
-    for (int v = 0; v < kPositionVecs; ++v)
-      chains[0][v] += q[i] * load_vec<kLanes>(keys_t + i * kPositions + v * kLanes);
-  alignas(64) float s[kPositions];
-  for (int v = 0; v < kPositionVecs; ++v) {
-    for (int width = kDimChains / 2; width >= 1; width /= 2)
-      for (int c = 0; c < width; ++c) chains[c][v] += chains[c + width][v];
-    store_vec<kLanes>(s + v * kLanes, chains[0][v]);
   }
-  float tile_max = -std::numeric_limits<float>::infinity();
-  for (int j = first; j <= last; ++j) {
-    s[j] *= scale;
-    tile_max = std::max(tile_max, s[j]);
+  // Online softmax per head: what was accumulated under the old maximum is rescaled to the new one.
+  alignas(64) float p[kHeads][kPositions];
+  float correction[kHeads];
+  for (int h = 0; h < kHeads; ++h) {
+    alignas(64) float s[kPositions], folded[kPositions];
+    for (int v = 0; v < kPositionVecs; ++v) store_vec<kLanes>(s + v * kLanes, scores[h][v]);
+    float tile_max = -std::numeric_limits<float>::infinity();
+    for (int j = first; j <= last; ++j) {
+      s[j] *= scale;
+      tile_max = std::max(tile_max, s[j]);
+    }
+    const float new_max = std::max(running_max[h], tile_max);
+    correction[h] = std::exp(running_max[h] - new_max);
+    for (int j = 0; j < kPositions; ++j) {
+      const float e = exp_lane(s[j] - new_max);
+      p[h][j] = j >= first && j <= last ? e : 0.0f;
+      folded[j] = p[h][j];
+    }
+    for (int width = kPositions / 2; width >= 1; width /= 2)
+      for (int j = 0; j < width; ++j) folded[j] += folded[j + width];
+    running_sum[h] = running_sum[h] * correction[h] + folded[0];
+    running_max[h] = new_max;
   }
-  // Online softmax: what was accumulated under the old maximum is rescaled to the new one.
-  const float new_max = std::max(*running_max, tile_max);
-  const float correction = std::exp(*running_max - new_max);
-  alignas(64) float p[kPositions], folded[kPositions];
-  for (int j = 0; j < kPositions; ++j) {
-    const float e = exp_lane(s[j] - new_max);
-    p[j] = j >= first && j <= last ? e : 0.0f;
-    folded[j] = p[j];
-  }
-  for (int width = kPositions / 2; width >= 1; width /= 2)
-    for (int j = 0; j < width; ++j) folded[j] += folded[j + width];
-  *running_sum = *running_sum * correction + folded[0];
-  *running_max = new_max;
-  // acc = (acc * correction + the even positions' values) + the odd positions', a block of four
-  // vectors of dims at a time held in registers, over whole pairs of positions: a pair's position
-  // outside [first, last] has p = 0 and reads a row inside instead (rows outside may hold
-  // anything, even NaN, and 0 x NaN is NaN).
-  const int pair_begin = first / 2 * 2, pair_end = last / 2 * 2 + 2;
-  const auto row = [&](int j) { return values + std::min(std::max(j, first), last) * values_stride; };
-  const auto weight = [&](int j) { return j < kPositions ? p[j] : 0.0f; };
+  // acc = acc * correction + the positions' values weighted by p, a block of four vectors of dims
+  // at a time held in registers for every head. Only rows [first, last] are read (rows outside
+  // may hold anything, even NaN).
   constexpr int kBlockVecs = 4, kBlock = kBlockVecs * kLanes;
   int64_t i0 = 0;
   for (; i0 + kBlock <= d; i0 += kBlock) {
-    Vec even[kBlockVecs] = {}, odd[kBlockVecs] = {};
-    for (int j = pair_begin; j < pair_end; j += 2) {
-      const float *v0 = row(j) + i0, *v1 = row(j + 1) + i0;
-      const float p0 = weight(j), p1 = weight(j + 1);
+    Vec sum[kHeads][kBlockVecs] = {};
+    for (int j = first; j <= last; ++j) {
+      Vec v[kBlockVecs];
+      for (int b = 0; b < kBlockVecs; ++b) v[b] = load_vec<kLanes>(values + j * values_stride + i0 + kLanes * b);
+      for (int h = 0; h < kHeads; ++h)
+        for (int b = 0; b < kBlockVecs; ++b) sum[h][b] += p[h][j] * v[b];
+    }
+    for (int h = 0; h < kHeads; ++h)
       for (int b = 0; b < kBlockVecs; ++b) {
-        even[b] += p0 * load_vec<kLanes>(v0 + kLanes * b);
-        odd[b] += p1 * load_vec<kLanes>(v1 + kLanes * b);
+        float* a = acc + h * d + i0 + kLanes * b;
+        store_vec<kLanes>(a, load_vec<kLanes>(a) * correction[h] + sum[h][b]);
       }
-    }
-    for (int b = 0; b < kBlockVecs; ++b) {
-      float* a = acc + i0 + kLanes * b;
-      store_vec<kLanes>(a, (load_vec<kLanes>(a) * correction + even[b]) + odd[b]);
-    }
   }
-  for (; i0 < d; ++i0) {  // a head_dim that is not a multiple of the block
-    float even = 0.0f, odd = 0.0f;
-    for (int j = pair_begin; j < pair_end; j += 2) {
-      even += weight(j) * row(j)[i0];
-      odd += weight(j + 1) * row(j + 1)[i0];
+  for (; i0 < d; ++i0)  // a head_dim that is not a multiple of the block
+    for (int h = 0; h < kHeads; ++h) {
+      float sum = 0.0f;
+      for (int j = first; j <= last; ++j) sum += p[h][j] * values[j * values_stride + i0];
+      acc[h * d + i0] = acc[h * d + i0] * correction[h] + sum;
     }
-    acc[i0] = (acc[i0] * correction + even) + odd;
-  }
+}
+
+// Heads in groups of kLanes / 4 (eight score chains), the rest one by one.
+template <int kLanes>
+void attend_tile_loop(const float* q, int64_t heads, const float* keys_t, const float* values, int64_t d,
+                      int64_t values_stride, int first, int last, float scale, float* acc, float* running_max,
+                      float* running_sum) {
+  constexpr int kGroup = kLanes / 4;
+  int64_t h = 0;
+  for (; h + kGroup <= heads; h += kGroup)
+    attend_heads<kLanes, kGroup>(q + h * d, keys_t, values, d, values_stride, first, last, scale, acc + h * d,
+                                 running_max + h, running_sum + h);
+  for (; h < heads; ++h)
+    attend_heads<kLanes, 1>(q + h * d, keys_t, values, d, values_stride, first, last, scale, acc + h * d,
+                            running_max + h, running_sum + h);
 }
 
 }  // namespace

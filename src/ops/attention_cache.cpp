@@ -9,13 +9,13 @@
 #include <utility>
 #include <vector>
 
+#include "cache_attention.hpp"
 #include "meshnn/core/scratch.hpp"
 #include "meshnn/core/trace.hpp"
 #include "meshnn/kernels/row_kernels.hpp"
 #include "meshnn/ops/attention.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 #include "op_utils.hpp"
-#include "cache_attention.hpp"
 #include "tile_rows.hpp"
 
 namespace meshnn {
@@ -60,9 +60,9 @@ void check_cache(const Tensor& cache, const char* what, const char* name) {
   MESHNN_CHECK(cache.shape().rank() == 4 && cache.layout() == Layout::TILE,
                "{}: {} must be a TILE tensor [slots, Hkv, S_max, D], got {} {}", what, name, cache.shape(),
                to_string(cache.layout()));
-  MESHNN_CHECK(cache.dtype() == DataType::FLOAT32 || cache.dtype() == DataType::BFLOAT16 ||
-                   cache.dtype() == DataType::BFLOAT8_B,
-               "{}: {} must be float32, bfloat16 or bfloat8_b, got {}", what, name, to_string(cache.dtype()));
+  MESHNN_CHECK(
+      cache.dtype() == DataType::FLOAT32 || cache.dtype() == DataType::BFLOAT16 || cache.dtype() == DataType::BFLOAT8_B,
+      "{}: {} must be float32, bfloat16 or bfloat8_b, got {}", what, name, to_string(cache.dtype()));
 }
 
 }  // namespace
@@ -79,7 +79,9 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
     int64_t begin, end, min_first, max_position;
   };
   // The first position row r attends to: the whole context, or the last `window` positions.
-  const auto first_position = [&](int64_t r) { return window > 0 ? std::max<int64_t>(0, positions[r] - window + 1) : 0; };
+  const auto first_position = [&](int64_t r) {
+    return window > 0 ? std::max<int64_t>(0, positions[r] - window + 1) : 0;
+  };
   // Capacity kept from call to call. The workers must see this thread's vector: a lambda names a
   // thread_local by the running thread, so they get it through a reference.
   thread_local std::vector<Segment> kept;
@@ -126,11 +128,10 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
           const int64_t first = std::max<int64_t>(0, first_position(r) - tile_row * 32);
           const int64_t last = std::min<int64_t>(31, positions[r] - tile_row * 32);
           if (last < first) continue;
-          for (int64_t h = h_begin; h < h_end; ++h) {
-            const int64_t qi = (r - seg.begin) * (h_end - h_begin) + (h - h_begin);
-            rk.attend_tile(query_rows + r * stride + h * d, keys_t, values, d, dp, static_cast<int>(first),
-                           static_cast<int>(last), sc, acc + qi * d, running_max + qi, running_sum + qi);
-          }
+          const int64_t qi = (r - seg.begin) * (h_end - h_begin);  // the row's first head
+          rk.attend_tile(query_rows + r * stride + h_begin * d, h_end - h_begin, keys_t, values, d, dp,
+                         static_cast<int>(first), static_cast<int>(last), sc, acc + qi * d, running_max + qi,
+                         running_sum + qi);
         }
       }
       for (int64_t r = seg.begin; r < seg.end; ++r)
@@ -152,7 +153,9 @@ void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, 
                                   Tensor& output, std::optional<float> scale,
                                   std::optional<int64_t> sliding_window_size) {
   trace::Scope scope("op", "attention_with_kv_cache");
-  if (scope.active()) scope.describe(fmt::format(R"("rows":{},"qkv":"{}","kv_cache":"{} {}")", positions.size(), qkv.shape(), k_cache.shape(), to_string(k_cache.dtype())));
+  if (scope.active())
+    scope.describe(fmt::format(R"("rows":{},"qkv":"{}","kv_cache":"{} {}")", positions.size(), qkv.shape(),
+                               k_cache.shape(), to_string(k_cache.dtype())));
   const char* what = "attention_with_kv_cache";
   ops_detail::check_float(qkv, what, "qkv");
   check_cache(k_cache, what, "k_cache");
@@ -225,8 +228,7 @@ void attention_with_kv_cache_into(const Tensor& qkv, const QkvColumns& columns, 
     const int64_t len = end - begin;
     for (auto [cache, column] : {std::pair<Tensor*, int64_t>{&k_cache, columns.k_column}, {&v_cache, columns.v_column}})
       for (int64_t h = 0; h < hkv; ++h) {
-        for (int64_t r = 0; r < len; ++r)
-          std::copy_n(rows + (begin + r) * w + column + h * d, d, run_values + r * d);
+        for (int64_t r = 0; r < len; ++r) std::copy_n(rows + (begin + r) * w + column + h * d, d, run_values + r * d);
         ops_detail::write_rows(*cache, slots[begin] * hkv + h, positions[begin], len, run_values);
       }
     begin = end;

@@ -65,17 +65,17 @@ TEST_P(RowKernels, SiluMulMayWriteOverItsGate) {
   EXPECT_EQ(std::memcmp(apart.data(), in_place.data(), apart.size() * sizeof(float)), 0);
 }
 
-// A query over `tiles` tile rows of cached keys and values, each attended over [first, last] of
-// its 32 positions, folded by attend_tile; against softmax(scale q.k) v over the same positions in
-// float64.
+// `heads` queries over `tiles` tile rows of cached keys and values, each attended over [first,
+// last] of its 32 positions, folded by attend_tile; each head against softmax(scale q.k) v over the
+// same positions in float64.
 struct AttendCase {
   int64_t d;
   std::vector<std::pair<int, int>> ranges;  // [first, last] per tile row
 };
 
-void check_attention(const RowKernelSet& rk, const AttendCase& c, float garbage_outside) {
+void check_attention(const RowKernelSet& rk, const AttendCase& c, int64_t heads, float garbage_outside) {
   const int64_t d = c.d, dp = (d + 31) / 32 * 32, tiles = static_cast<int64_t>(c.ranges.size());
-  const std::vector<float> q = testing::normal_values(d, 11);
+  const std::vector<float> q = testing::normal_values(heads * d, 11);
   std::vector<float> keys = testing::normal_values(tiles * 32 * dp, 12);  // [tiles*32][dp]
   std::vector<float> values = testing::normal_values(tiles * 32 * dp, 13);
   for (int64_t t = 0; t < tiles; ++t)
@@ -84,34 +84,38 @@ void check_attention(const RowKernelSet& rk, const AttendCase& c, float garbage_
         for (int64_t i = 0; i < dp; ++i) keys[(t * 32 + j) * dp + i] = values[(t * 32 + j) * dp + i] = garbage_outside;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
 
-  std::vector<float> acc(d, 0.0f), keys_t(dp * 32);
-  float running_max = -std::numeric_limits<float>::infinity(), running_sum = 0.0f;
+  std::vector<float> acc(heads * d, 0.0f), keys_t(dp * 32);
+  std::vector<float> running_max(heads, -std::numeric_limits<float>::infinity()), running_sum(heads, 0.0f);
   for (int64_t t = 0; t < tiles; ++t) {
     for (int64_t i = 0; i < dp; ++i)
       for (int j = 0; j < 32; ++j) keys_t[i * 32 + j] = keys[(t * 32 + j) * dp + i];
-    rk.attend_tile(q.data(), keys_t.data(), values.data() + t * 32 * dp, d, dp, c.ranges[t].first, c.ranges[t].second,
-                   scale, acc.data(), &running_max, &running_sum);
+    rk.attend_tile(q.data(), heads, keys_t.data(), values.data() + t * 32 * dp, d, dp, c.ranges[t].first,
+                   c.ranges[t].second, scale, acc.data(), running_max.data(), running_sum.data());
   }
 
-  std::vector<double> scores, out(d, 0.0);
-  std::vector<int64_t> rows;
-  for (int64_t t = 0; t < tiles; ++t)
-    for (int j = c.ranges[t].first; j <= c.ranges[t].second; ++j) {
-      double s = 0;
-      for (int64_t i = 0; i < d; ++i) s += double{q[i]} * keys[(t * 32 + j) * dp + i];
-      scores.push_back(s * scale);
-      rows.push_back(t * 32 + j);
+  for (int64_t h = 0; h < heads; ++h) {
+    std::vector<double> scores, out(d, 0.0);
+    std::vector<int64_t> rows;
+    for (int64_t t = 0; t < tiles; ++t)
+      for (int j = c.ranges[t].first; j <= c.ranges[t].second; ++j) {
+        double s = 0;
+        for (int64_t i = 0; i < d; ++i) s += double{q[h * d + i]} * keys[(t * 32 + j) * dp + i];
+        scores.push_back(s * scale);
+        rows.push_back(t * 32 + j);
+      }
+    const double top = *std::max_element(scores.begin(), scores.end());
+    double total = 0;
+    for (size_t n = 0; n < scores.size(); ++n) {
+      const double w = std::exp(scores[n] - top);
+      total += w;
+      for (int64_t i = 0; i < d; ++i) out[i] += w * values[rows[n] * dp + i];
     }
-  const double top = *std::max_element(scores.begin(), scores.end());
-  double total = 0;
-  for (size_t n = 0; n < scores.size(); ++n) {
-    const double w = std::exp(scores[n] - top);
-    total += w;
-    for (int64_t i = 0; i < d; ++i) out[i] += w * values[rows[n] * dp + i];
+    // Scores carry at most gamma_d * sum|q k| * scale of rounding (about 2e-5 for d = 128 here),
+    // which moves the weights by as much relatively; the outputs are averages of N(0, 1) values.
+    for (int64_t i = 0; i < d; ++i)
+      EXPECT_NEAR(acc[h * d + i] / running_sum[h], out[i] / total, 1e-4)
+          << "head " << h << " of " << heads << " dim " << i;
   }
-  // Scores carry at most gamma_d * sum|q k| * scale of rounding (about 2e-5 for d = 128 here), which
-  // moves the weights by as much relatively; the outputs are averages of N(0, 1) values.
-  for (int64_t i = 0; i < d; ++i) EXPECT_NEAR(acc[i] / running_sum, out[i] / total, 1e-4) << "dim " << i;
 }
 
 const std::vector<AttendCase> kCases = {
@@ -125,12 +129,15 @@ const std::vector<AttendCase> kCases = {
 };
 
 TEST_P(RowKernels, AttendTileFoldsToSoftmaxAttention) {
-  for (const AttendCase& c : kCases) check_attention(*GetParam(), c, 0.0f);
+  // 1, 3, 5 and 8 heads: whole groups of kLanes / 4 heads and the rest one by one.
+  for (const AttendCase& c : kCases)
+    for (int64_t heads : {1, 3, 5, 8}) check_attention(*GetParam(), c, heads, 0.0f);
 }
 
 TEST_P(RowKernels, PositionsOutsideTheRangeAreNeverRead) {
   // A cache row past the query's position may hold anything, NaN included (a slot's previous user).
-  for (const AttendCase& c : kCases) check_attention(*GetParam(), c, std::numeric_limits<float>::quiet_NaN());
+  for (const AttendCase& c : kCases)
+    for (int64_t heads : {1, 5}) check_attention(*GetParam(), c, heads, std::numeric_limits<float>::quiet_NaN());
 }
 
 INSTANTIATE_TEST_SUITE_P(Sets, RowKernels, ::testing::ValuesIn(sets_this_cpu_runs()),

@@ -7,7 +7,7 @@
 // register width where it would not) and compiled per instruction set like the matmul kernels:
 // portable, AVX2 + FMA, AVX-512, chosen by active_isa() (MESHNN_KERNELS and set_isa_cap() apply).
 // A set always sums in the same order, so results repeat bit for bit; the sets differ from each
-// other in the last bits (FMA contraction, and attention's sums split by the vector width).
+// other in the last bits (FMA contraction, and attention's heads grouped by the vector width).
 #pragma once
 
 #include <cstdint>
@@ -21,13 +21,16 @@ struct RowKernelSet {
   // out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + e^-x) with e^x to within 2 ulp
   // (silu(-inf) = -0, as apply_activation gives). out may alias gate or up.
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
-  // One query against one tile row of 32 cached positions, of which [first, last] (0 <= first <=
-  // last < 32) are attended: scores s_j = scale * (q . k_j), folded into the query's online-softmax
-  // state: with m' = max(*running_max, max_j s_j), acc = acc * e^(*running_max - m') +
-  // sum_j e^(s_j - m') v_j and *running_sum likewise. keys_t holds the keys transposed, [d][32]
-  // (row i: dim i of the 32 positions); values [32][values_stride]; acc [d].
-  void (*attend_tile)(const float* q, const float* keys_t, const float* values, int64_t d, int64_t values_stride,
-                      int first, int last, float scale, float* acc, float* running_max, float* running_sum);
+  // `heads` queries (q: heads x d, one after the other) against one tile row of 32 cached
+  // positions, of which [first, last] (0 <= first <= last < 32) are attended: for each head, scores
+  // s_j = scale * (q . k_j), folded into its online-softmax state: with m' = max(running_max,
+  // max_j s_j), acc = acc * e^(running_max - m') + sum_j e^(s_j - m') v_j and running_sum likewise.
+  // keys_t holds the keys transposed, [d][32] (row i: dim i of the 32 positions); values
+  // [32][values_stride]; acc heads x d; running_max, running_sum one per head. The heads share the
+  // key and value loads (the query heads of one KV head, as grouped-query attention reads them).
+  void (*attend_tile)(const float* q, int64_t heads, const float* keys_t, const float* values, int64_t d,
+                      int64_t values_stride, int first, int last, float scale, float* acc, float* running_max,
+                      float* running_sum);
 };
 
 const RowKernelSet& row_kernel_set();  // for active_isa()
