@@ -1,7 +1,8 @@
 // Hot loops of the LLM ops that are not matmuls (internal to meshnn; the ops are the public entry):
 // the SiLU-gated product of swiglu and attention's pass over one tile row of cached keys and
-// values. A decode step spends most of what its matmuls leave here, and a prefill as much as a
-// third of its time when these ran as scalar baseline-x86-64 code.
+// values. Once the matmuls take the wide and bf16 paths, these decide what is left of a decode
+// step and of a prefill, and as scalar baseline-x86-64 loops they had become a large part of both
+// (docs/performance.md).
 //
 // Written once (src/kernels/row_loops.hpp: loops for the compiler to vectorise, and vectors of the
 // register width where it would not) and compiled per instruction set like the matmul kernels:
