@@ -8,6 +8,7 @@
 // B is decoded once per MC block of rows, so for M <= MC exactly once. The bf16 path runs the same
 // loops on pairs of bfloat16 along K (Bf16Products below).
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -137,11 +138,22 @@ void pack_rows(const float* a, int64_t lda, int64_t mc, int64_t kp, int max_mr, 
     P::pack(a + k0, lda, mc, std::min(P::kKc, kp - k0), max_mr, dst + k0 * mc / P::kValuesPerElement);
 }
 
+// One piece of packed A: row block `piece / k_blocks`, K block `piece % k_blocks`. Pieces are
+// independent, so the threads that later split N first split the packing (for 128 rows there is
+// one row block, and packing it on one thread left the others waiting).
 template <class P>
-void pack_a_block(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
+int64_t pack_pieces(int64_t m, int64_t kp) {
+  return gemm_row_blocks(m) * ((kp + P::kKc - 1) / P::kKc);
+}
+
+template <class P>
+void pack_a_piece(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
                   typename P::Element* packed) {
+  const int64_t k_blocks = (kp + P::kKc - 1) / P::kKc;
+  const int64_t block = piece / k_blocks, k0 = piece % k_blocks * P::kKc;
   const int64_t i0 = row_block_begin(m, block), mc = row_block_begin(m, block + 1) - i0;
-  pack_rows<P>(a + i0 * lda, lda, mc, kp, P::max_mr(ks), packed + i0 * kp / P::kValuesPerElement);
+  P::pack(a + i0 * lda + k0, lda, mc, std::min(P::kKc, kp - k0), P::max_mr(ks),
+          packed + (i0 * kp + k0 * mc) / P::kValuesPerElement);
 }
 
 template <class P>
@@ -187,19 +199,27 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
           const int64_t next_tiles = next_k0 < kp ? std::min(kKc, kp - next_k0) / 32 : 0;
           const int64_t lines_per_tile = static_cast<int64_t>(tile_bytes(b.dtype)) / 64;
           const int64_t next_lines = next_tiles * lines_per_tile;
+          // The next panel's tiles are equally spaced: one tile row apart (one tile when stored
+          // transposed).
+          const std::byte* next_first = nullptr;
+          ptrdiff_t tile_step = 0;
+          if (next_tiles > 0) {
+            next_first = b_transposed ? b.tile(next_nt, next_k0 / 32) : b.tile(next_k0 / 32, next_nt);
+            tile_step = (b_transposed ? 1 : b.tile_cols) * static_cast<ptrdiff_t>(tile_bytes(b.dtype));
+          }
           const Element* ap = a_packed + k0 * mc / kPerElement;
           int64_t row = i0;
           for (int64_t p = 0; p < panels; ++p) {
             const int mr = micro_rows(mc, max_mr, p);
             const int64_t first = next_lines * p / panels, end = next_lines * (p + 1) / panels;
-            int64_t t = next_k0 / 32 + first / lines_per_tile, offset = first % lines_per_tile * 64;
+            const std::byte* tile = next_first + first / lines_per_tile * tile_step;
+            int64_t offset = first % lines_per_tile * 64;
             for (int64_t line = first; line < end; ++line) {
-              const std::byte* tile = b_transposed ? b.tile(next_nt, t) : b.tile(t, next_nt);
-              __builtin_prefetch(tile + offset);
+              __builtin_prefetch(tile + offset, 0, 2);  // to L2: the A stream would evict it from L1
               offset += 64;
               if (offset == lines_per_tile * 64) {
                 offset = 0;
-                ++t;
+                tile += tile_step;
               }
             }
             // Fetch the next micro-panel's C rows (ldc apart) while this one computes.
@@ -225,14 +245,18 @@ bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed) { return b_
 
 int64_t gemm_row_blocks(int64_t m) { return (m + kMc - 1) / kMc; }
 
-void gemm_pack_a_block(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
-                       float* packed) {
-  pack_a_block<Float32Products>(ks, m, a, lda, kp, block, packed);
+int64_t gemm_pack_pieces(int64_t m, int64_t kp, bool bf16) {
+  return bf16 ? pack_pieces<Bf16Products>(m, kp) : pack_pieces<Float32Products>(m, kp);
 }
 
-void gemm_pack_a_block_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
+void gemm_pack_a_piece(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
+                       float* packed) {
+  pack_a_piece<Float32Products>(ks, m, a, lda, kp, piece, packed);
+}
+
+void gemm_pack_a_piece_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
                             uint32_t* packed) {
-  pack_a_block<Bf16Products>(ks, m, a, lda, kp, block, packed);
+  pack_a_piece<Bf16Products>(ks, m, a, lda, kp, piece, packed);
 }
 
 void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const float* packed_a,

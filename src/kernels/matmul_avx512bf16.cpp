@@ -77,10 +77,12 @@ void decode_pairs_t(const std::byte* tile, uint32_t* dst) {
       const int block = f * 16 + 2 * q;
       __m512i pairs;
       if constexpr (D == DataType::BFLOAT16) {
+        // Rows 2q and 2q + 1 are 64 consecutive bytes: one load, and one word permute interleaves
+        // them into (row 2q, row 2q + 1) pairs.
+        const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                                    22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
         const uint16_t* rows = reinterpret_cast<const uint16_t*>(tile) + block * 16;
-        const __m512i even = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows)));
-        const __m512i odd = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + 16)));
-        pairs = _mm512_or_si512(even, _mm512_slli_epi32(odd, 16));
+        pairs = _mm512_permutexvar_epi16(interleave, _mm512_loadu_si512(rows));
       } else {
         pairs = pair_rows(block_float_row<D>(t8, block, scales), block_float_row<D>(t8, block + 1, scales));
       }

@@ -346,22 +346,22 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   p.bf16 = kernels::bf16_path_applies(*p.ks, a.dtype(), b.dtype(), p.rows_per_group, transpose_b);
   if (p.bf16) {
     p.a_pairs = scratch.acquire_as<uint32_t>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp / 2));
-    const int64_t blocks = kernels::gemm_row_blocks(p.rows_per_group);
-    run(p.groups * blocks, a_values * 8, [&](int64_t begin, int64_t end, int) {
+    const int64_t pieces = kernels::gemm_pack_pieces(p.rows_per_group, p.kp, true);
+    run(p.groups * pieces, a_values * 8, [&](int64_t begin, int64_t end, int) {
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t g = item / blocks;
-        kernels::gemm_pack_a_block_bf16(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp, p.kp,
-                                        item % blocks, p.a_pairs + g * p.rows_per_group * p.kp / 2);
+        const int64_t g = item / pieces;
+        kernels::gemm_pack_a_piece_bf16(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp, p.kp,
+                                        item % pieces, p.a_pairs + g * p.rows_per_group * p.kp / 2);
       }
     });
   } else if (kernels::gemm_packs_a(*p.ks, p.rows_per_group, transpose_b)) {
     p.a_packed = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
-    const int64_t blocks = kernels::gemm_row_blocks(p.rows_per_group);
-    run(p.groups * blocks, a_values * 8, [&](int64_t begin, int64_t end, int) {
+    const int64_t pieces = kernels::gemm_pack_pieces(p.rows_per_group, p.kp, false);
+    run(p.groups * pieces, a_values * 8, [&](int64_t begin, int64_t end, int) {
       for (int64_t item = begin; item < end; ++item) {
-        const int64_t g = item / blocks;
-        kernels::gemm_pack_a_block(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp, p.kp,
-                                   item % blocks, p.a_packed + g * p.rows_per_group * p.kp);
+        const int64_t g = item / pieces;
+        kernels::gemm_pack_a_piece(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp, p.kp,
+                                   item % pieces, p.a_packed + g * p.rows_per_group * p.kp);
       }
     });
   }

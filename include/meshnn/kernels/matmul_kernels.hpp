@@ -105,25 +105,27 @@ const float* block_float_scale_table(DataType dtype);
 // [m][Kp] with zeros beyond K, C row-major with stride ldc, written in full for those columns).
 // B may be stored transposed (`b_transposed`: the tiles hold B^T, i.e. tile_rows counts N).
 // Chooses the small-M path or runs the micro-kernel over decoded B panels with A packed into
-// micro-panels: by the caller (packed_a from gemm_pack_a_block, shared by threads that split N)
+// micro-panels: by the caller (packed_a from gemm_pack_a_piece, shared by threads that split N)
 // or, when packed_a is nullptr, by this call into a per-thread buffer.
 void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const float* packed_a,
                  const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc);
 
 // Whether gemm_tile_b uses packed A for this M (else it reads A's rows directly).
 bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed);
-// Packed A is m * kp floats in gemm_row_blocks(m) independent blocks (parallel packing).
 int64_t gemm_row_blocks(int64_t m);
-void gemm_pack_a_block(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
+// Packed A is m * kp floats (m * kp / 2 pairs with bf16) in gemm_pack_pieces(m, kp, bf16)
+// independent pieces, a row block by a K block each, for threads to pack in parallel.
+int64_t gemm_pack_pieces(int64_t m, int64_t kp, bool bf16);
+void gemm_pack_a_piece(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
                        float* packed);
 
 // The bf16 path's gemm_tile_b: A's values must be bfloat16 values held as float (they are
 // truncated to bfloat16, exactly), B bfloat16, bfloat8_b or bfloat4_b (not transposed); packed_a
-// (from gemm_pack_a_block_bf16: m * kp / 2 pairs, gemm_row_blocks(m) blocks) or nullptr.
+// (from gemm_pack_a_piece_bf16) or nullptr.
 // Requires ks.bf16_micro_kernel.
 void gemm_tile_b_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const uint32_t* packed_a,
                       const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc);
-void gemm_pack_a_block_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t block,
+void gemm_pack_a_piece_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
                             uint32_t* packed);
 // Whether a matmul of these operands can take the bf16 path of `ks` (products exact in bfloat16,
 // rows enough to amortise the packing: the small-M kernels stream float32 faster).
