@@ -24,11 +24,19 @@ namespace meshnn::models::llama {
 namespace {
 
 // Parts of a fused weight, each padded to whole tiles so that concatenation copies tiles and
-// never re-quantises a block-float block across two parts.
-Tensor concat_tile_aligned(std::initializer_list<const Tensor*> parts) {
-  std::vector<Tensor> padded;
-  for (const Tensor* p : parts) padded.push_back(pad_to(*p, -1, round_up_to_tile(p->shape()[-1])));
-  return concat(padded, -1);
+// never re-quantises a block-float block across two parts. The parts are taken, not copied, and
+// freed once the fused weight exists: loading holds one layer's weights at most twice.
+Tensor concat_tile_aligned(std::vector<Tensor> parts) {
+  for (Tensor& p : parts)
+    if (p.shape()[-1] % kTileWidth != 0) p = pad_to(p, -1, round_up_to_tile(p.shape()[-1]));
+  return concat(parts, -1);
+}
+
+template <class... Parts>
+std::vector<Tensor> take(Parts&&... parts) {
+  std::vector<Tensor> taken;
+  (taken.push_back(std::move(parts)), ...);
+  return taken;
 }
 
 std::string placement_line(const std::string& name, const MeshTensor& t) {
@@ -104,9 +112,9 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
     const DataType table_dtype = options.weight_dtype == DataType::FLOAT32 ? DataType::FLOAT32 : DataType::BFLOAT16;
     io::LoadOptions o{table_dtype, Layout::ROW_MAJOR, false};
     o.expected_shape = std::vector<int64_t>{vocab, hidden};
-    const MeshTensor table = io::load_tensor(file, embed_tokens_key(), ReplicateTensorToMesh(), group, o);
+    MeshTensor table = io::load_tensor(file, embed_tokens_key(), ReplicateTensorToMesh(), group, o);
     m.placements_.push_back(placement_line("embedding", table));
-    m.embedding_ = table.local();
+    m.embedding_ = std::move(table.local());
   }
 
   // KV heads. When the head parts outnumber the KV heads, each KV head is replicated over
@@ -124,27 +132,24 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
     kv_mapper = ShardTensor2dMesh(0, std::nullopt, true);
   }
   const int64_t my_kv_head = m.head_index_ / m.heads_.kv_replicas;
-  auto own_kv_heads = [&](const MeshTensor& t) {
-    return kv_replicated && two_d ? slice(t.local(), -1, my_kv_head * d, (my_kv_head + 1) * d) : t.local();
+  auto own_kv_heads = [&](MeshTensor& t) {
+    return kv_replicated && two_d ? slice(t.local(), -1, my_kv_head * d, (my_kv_head + 1) * d) : std::move(t.local());
   };
   m.qkv_columns_.k_column = round_up_to_tile(m.heads_.q_heads * d);
   m.qkv_columns_.v_column = m.qkv_columns_.k_column + round_up_to_tile(m.heads_.kv_heads * d);
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     Layer layer;
-    layer.input_norm = load_norm(layer_key(l, "input_layernorm.weight")).local();
-    layer.post_norm = load_norm(layer_key(l, "post_attention_layernorm.weight")).local();
-    const MeshTensor q = load_linear(layer_key(l, "self_attn.q_proj.weight"), hq * d, hidden, column_parallel, group);
-    const MeshTensor k = load_linear(layer_key(l, "self_attn.k_proj.weight"), hkv * d, hidden, kv_mapper, kv_mesh);
-    const MeshTensor v = load_linear(layer_key(l, "self_attn.v_proj.weight"), hkv * d, hidden, kv_mapper, kv_mesh);
-    const Tensor k_own = own_kv_heads(k), v_own = own_kv_heads(v);
-    layer.wqkv = concat_tile_aligned({&q.local(), &k_own, &v_own});
+    layer.input_norm = std::move(load_norm(layer_key(l, "input_layernorm.weight")).local());
+    layer.post_norm = std::move(load_norm(layer_key(l, "post_attention_layernorm.weight")).local());
+    MeshTensor q = load_linear(layer_key(l, "self_attn.q_proj.weight"), hq * d, hidden, column_parallel, group);
+    MeshTensor k = load_linear(layer_key(l, "self_attn.k_proj.weight"), hkv * d, hidden, kv_mapper, kv_mesh);
+    MeshTensor v = load_linear(layer_key(l, "self_attn.v_proj.weight"), hkv * d, hidden, kv_mapper, kv_mesh);
     MeshTensor o = load_linear(layer_key(l, "self_attn.o_proj.weight"), hidden, hq * d, row_parallel, group);
-    const MeshTensor gate = load_linear(layer_key(l, "mlp.gate_proj.weight"), inter, hidden, column_parallel, group);
-    const MeshTensor up = load_linear(layer_key(l, "mlp.up_proj.weight"), inter, hidden, column_parallel, group);
+    MeshTensor gate = load_linear(layer_key(l, "mlp.gate_proj.weight"), inter, hidden, column_parallel, group);
+    MeshTensor up = load_linear(layer_key(l, "mlp.up_proj.weight"), inter, hidden, column_parallel, group);
     MeshTensor down = load_linear(layer_key(l, "mlp.down_proj.weight"), hidden, inter, row_parallel, group);
     m.local_intermediate_ = gate.shard_shape()[-1];
     m.gate_up_half_ = round_up_to_tile(m.local_intermediate_);
-    layer.w_gate_up = concat_tile_aligned({&gate.local(), &up.local()});
     if (l == 0) {
       for (const auto& [name, t] : {std::pair{"layer 0 q_proj (transposed)", &q}, {"layer 0 k_proj", &k},
                                     {"layer 0 v_proj", &v}, {"layer 0 o_proj", &o}, {"layer 0 gate_proj", &gate},
@@ -156,16 +161,18 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
             two_d ? "k/v above are each row's hidden chunk of all KV heads, of which a device keeps its own"
                   : fmt::format("k/v placements are over a {}x{} view of the group", hkv, m.heads_.kv_replicas)));
     }
+    layer.wqkv = concat_tile_aligned(take(std::move(q.local()), own_kv_heads(k), own_kv_heads(v)));
+    layer.w_gate_up = concat_tile_aligned(take(std::move(gate.local()), std::move(up.local())));
     layer.wo = std::move(o);
     layer.w_down = std::move(down);
     m.layers_.push_back(std::move(layer));
   }
-  m.final_norm_ = load_norm(final_norm_key()).local();
-  const MeshTensor head = load_linear(config.tie_word_embeddings ? embed_tokens_key() : lm_head_key(), vocab, hidden,
-                                      column_parallel, group);
+  m.final_norm_ = std::move(load_norm(final_norm_key()).local());
+  MeshTensor head = load_linear(config.tie_word_embeddings ? embed_tokens_key() : lm_head_key(), vocab, hidden,
+                                column_parallel, group);
   m.placements_.push_back(placement_line(config.tie_word_embeddings ? "lm_head (tied to embedding)" : "lm_head", head));
-  m.lm_head_ = head.local();
   const int64_t chunk = head.shard_shape()[-1];
+  m.lm_head_ = std::move(head.local());
   m.vocab_shard_.offset = chunk * m.head_index_;
   m.vocab_shard_.valid = std::clamp<int64_t>(vocab - m.vocab_shard_.offset, 0, chunk);
   // 2d: every mesh row holds the same logits, sharded over its columns; each row samples alone.
