@@ -1,11 +1,15 @@
-// Internal to src/kernels: face-row decoders shared by the AVX-512 files (*_avx512.cpp,
-// *_avx512bf16.cpp), in an anonymous namespace for the reason isa_local.hpp gives: each including
-// file is compiled with its own instruction flags.
+// Internal to src/kernels: what the AVX-512 files (*_avx512.cpp, *_avx512bf16.cpp) share: face-row
+// and block-scale decoders, and the small-M walk over B's tiles. In an anonymous namespace for the
+// reason isa_local.hpp gives: each including file is compiled with its own instruction flags.
 #pragma once
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
+
+#include "isa_local.hpp"
+#include "meshnn/kernels/matmul_kernels.hpp"
 
 namespace meshnn::kernels {
 namespace {
@@ -27,6 +31,46 @@ inline __m512 bfp4_row(const uint8_t* p) {
       _mm_unpacklo_epi8(_mm_and_si128(bytes, nibble), _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble));
   const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, -1, -2, -3, -4, -5, -6, -7);
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_shuffle_epi8(lut, codes)));
+}
+
+// One face's block scales, one lane per face row: 2^(E-127-(W-1)) built from the exponent bits;
+// rows whose scale would be denormal (E < W) take the exact value from the table.
+template <DataType D>
+inline __m512 face_scales(const uint8_t* face_exps, const float* scales) {
+  constexpr int kW = D == DataType::BFLOAT4_B ? 3 : 7;
+  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(face_exps)));
+  const __m512i biased = _mm512_sub_epi32(e, _mm512_set1_epi32(kW - 1));
+  __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_max_epi32(biased, _mm512_setzero_si512()), 23));
+  const __mmask16 tiny = _mm512_cmplt_epi32_mask(biased, _mm512_set1_epi32(1));
+  if (tiny) scale = _mm512_mask_i32gather_ps(scale, tiny, e, scales, 4);
+  return scale;
+}
+
+// How far ahead of the tile being decoded the weights are prefetched: the hardware prefetcher
+// alone leaves bandwidth unused, and 2-4 KiB ahead was best (docs/design-measurements.md §14).
+constexpr size_t kPrefetchBytes = 2048;
+// Tile rows streamed at once by the small-M kernels: one forward stream per tile row, and several
+// streams keep more of the memory system busy than one (docs/design-measurements.md §14).
+constexpr int64_t kRowsInFlight = 4;
+
+// The small-M kernels' walk over B: kRowsInFlight tile rows at a time, each a forward stream, every
+// tile of columns [nt_begin, nt_end) once; accumulate(tile, kt, nt) adds one tile's products to C.
+// For each output column the tiles come in increasing kt.
+template <DataType D, class Accumulate>
+inline void stream_tiles(const TileMatrix& b, int64_t nt_begin, int64_t nt_end, Accumulate&& accumulate) {
+  constexpr size_t bytes = tile_bytes(D);  // a constant: no call into the header's inline code
+  for (int64_t kt0 = 0; kt0 < b.tile_rows; kt0 += kRowsInFlight) {
+    const int64_t kt1 = kt0 + kRowsInFlight < b.tile_rows ? kt0 + kRowsInFlight : b.tile_rows;
+    for (int64_t nt = nt_begin; nt < nt_end; ++nt)
+      for (int64_t kt = kt0; kt < kt1; ++kt) {
+        const std::byte* tile = tile_at(b, kt, nt, bytes);
+        // Weights stream from DRAM; with this much decode work per byte the hardware
+        // prefetcher alone falls behind.
+        for (size_t line = 0; line < bytes; line += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(tile) + kPrefetchBytes + line, _MM_HINT_T0);
+        accumulate(tile, kt, nt);
+      }
+  }
 }
 
 }  // namespace

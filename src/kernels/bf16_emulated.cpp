@@ -50,6 +50,50 @@ void decode_tile_bf16_pairs(const std::byte* tile, DataType dtype, uint32_t* dst
                                    static_cast<uint16_t>(to_bits(rows[(2 * kk + 1) * 32 + j]) >> 16));
 }
 
+// avx512-bf16's small-M kernel on bfloat8_b (matmul_avx512bf16.cpp, bfp8_tile_dp) lane by lane:
+// the same bfloat16 words, the same chains and the same order of sums.
+void small_m_bf16(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
+                  int64_t ldc) {
+  if (b.dtype != DataType::BFLOAT8_B) return portable_kernel_set().small_m(m, a, lda, b, nt_begin, nt_end, c, ldc);
+  const int chains = m <= 2 ? 2 : 1;
+  const size_t bytes = tile_bytes(DataType::BFLOAT8_B);
+  // One code of face f's row r as the words the kernel builds: with m, and with m cleared.
+  auto word = [](const uint8_t* t8, int f, int r, int j) {
+    const uint8_t code = t8[64 + (f * 16 + r) * 16 + j];
+    return static_cast<uint16_t>((code & 0x80u) << 8 | uint32_t{t8[f * 16 + r]} << 7 | (code & 0x7Fu));
+  };
+  for (int i = 0; i < m; ++i)
+    for (int64_t j = nt_begin * 32; j < nt_end * 32; ++j) c[i * ldc + j] = 0.0f;
+  for (int64_t nt = nt_begin; nt < nt_end; ++nt)
+    for (int64_t kt = 0; kt < b.tile_rows; ++kt) {
+      const uint8_t* t8 = reinterpret_cast<const uint8_t*>(b.data + static_cast<size_t>(kt * b.tile_cols + nt) * bytes);
+      for (int i = 0; i < m; ++i) {
+        const float* ak = a + i * lda + kt * 32;
+        float with_m[2][2][16] = {}, without_m[2][2][16] = {};  // [half][chain][column]
+        for (int f = 0; f < 4; ++f)
+          for (int q = 0; q < 8; ++q) {
+            const int k = (f / 2) * 16 + 2 * q;
+            const uint32_t a_pair = bf16_pair(static_cast<uint16_t>(to_bits(ak[k]) >> 16),
+                                              static_cast<uint16_t>(to_bits(ak[k + 1]) >> 16));
+            for (int j = 0; j < 16; ++j) {
+              const uint16_t even = word(t8, f, 2 * q, j), odd = word(t8, f, 2 * q + 1, j);
+              float& hi = with_m[f % 2][q % chains][j];
+              float& lo = without_m[f % 2][q % chains][j];
+              hi = dpbf16_lane(hi, a_pair, bf16_pair(even, odd));
+              lo = dpbf16_lane(lo, a_pair, bf16_pair(even & 0xFF80u, odd & 0xFF80u));
+            }
+          }
+        for (int h = 0; h < 2; ++h)
+          for (int j = 0; j < 16; ++j) {
+            float sum = with_m[h][0][j] - without_m[h][0][j];
+            for (int ch = 1; ch < chains; ++ch) sum = sum + (with_m[h][ch][j] - without_m[h][ch][j]);
+            float& out = c[i * ldc + nt * 32 + h * 16 + j];
+            out = out + (sum + sum);
+          }
+      }
+    }
+}
+
 }  // namespace
 
 float dpbf16_lane(float acc, uint32_t a_pair, uint32_t b_pair) {
@@ -65,6 +109,7 @@ const KernelSet& emulated_bf16_kernel_set() {
     s.bf16_max_mr = 14;
     s.bf16_path = "bf16-emulated";
     s.decode_tile_bf16_pairs = decode_tile_bf16_pairs;
+    s.small_m_bf16 = small_m_bf16;
     return s;
   }();
   return set;

@@ -275,6 +275,11 @@ void gemm_tile_b_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t ld
   gemm_blocked<Bf16Products>(ks, m, a, lda, packed_a, b, false, nt_begin, nt_end, c, ldc);
 }
 
+bool small_m_bf16_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed) {
+  return ks.small_m_bf16 != nullptr && a_dtype == DataType::BFLOAT16 && b_dtype == DataType::BFLOAT8_B &&
+         !b_transposed && rows <= ks.small_m_max;
+}
+
 bool bf16_path_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed) {
   const bool exact_in_bf16 =
       b_dtype == DataType::BFLOAT16 || b_dtype == DataType::BFLOAT8_B || b_dtype == DataType::BFLOAT4_B;

@@ -55,19 +55,6 @@ void kernel_mr_x32(int64_t kc, const float* a, const float* b, float* c, int64_t
   }
 }
 
-// One face's block scales, one lane per face row: 2^(E-127-(W-1)) built from the exponent bits;
-// rows whose scale would be denormal (E < W) take the exact value from the table.
-template <DataType D>
-inline __m512 face_scales(const uint8_t* face_exps, const float* scales) {
-  constexpr int kW = D == DataType::BFLOAT4_B ? 3 : 7;
-  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(face_exps)));
-  const __m512i biased = _mm512_sub_epi32(e, _mm512_set1_epi32(kW - 1));
-  __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_max_epi32(biased, _mm512_setzero_si512()), 23));
-  const __mmask16 tiny = _mm512_cmplt_epi32_mask(biased, _mm512_set1_epi32(1));
-  if (tiny) scale = _mm512_mask_i32gather_ps(scale, tiny, e, scales, 4);
-  return scale;
-}
-
 // Per-block coefficients of one tile for M rows of A: coef[i][b] = a[i][k(b)] * scale(E_b), where
 // block b = face * 16 + r holds k = r (faces 0, 1) or 16 + r (faces 2, 3); scales from face_scales.
 template <int M, DataType D>
@@ -123,13 +110,6 @@ inline void bfp4_face_one_row(const uint8_t* codes, const float* coef, __m512& o
   // lane 2m: column m, lane 2m + 1: column 8 + m
   out = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15), sum);
 }
-
-// How far ahead of the tile being decoded the weights are prefetched: the hardware prefetcher
-// alone leaves bandwidth unused, and 2-4 KiB ahead was best (docs/design-measurements.md §14).
-constexpr size_t kPrefetchBytes = 2048;
-// Tile rows streamed at once by the small-M kernel: one forward stream per tile row, and several
-// streams keep more of the memory system busy than one (docs/design-measurements.md §14).
-constexpr int64_t kRowsInFlight = 4;
 
 // C[M][32] += A[M][32 values of this tile's k range] * one decoded tile. Faces in memory order (a
 // forward walk through the tile that the prefetchers follow); four accumulators per row of A
@@ -214,21 +194,11 @@ template <int M, DataType D>
 void small_m_t(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
                int64_t ldc) {
   const float* scales = block_float_scale_table(D);
-  const size_t bytes = tile_bytes(D);
   for (int i = 0; i < M; ++i)
     for (int64_t j = nt_begin * 32; j < nt_end * 32; j += 16) _mm512_storeu_ps(c + i * ldc + j, _mm512_setzero_ps());
-  for (int64_t kt0 = 0; kt0 < b.tile_rows; kt0 += kRowsInFlight) {
-    const int64_t kt1 = kt0 + kRowsInFlight < b.tile_rows ? kt0 + kRowsInFlight : b.tile_rows;
-    for (int64_t nt = nt_begin; nt < nt_end; ++nt)
-      for (int64_t kt = kt0; kt < kt1; ++kt) {
-        const std::byte* tile = tile_at(b, kt, nt, bytes);
-        // Weights stream from DRAM; with this much decode work per byte the hardware
-        // prefetcher alone falls behind.
-        for (size_t line = 0; line < bytes; line += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(tile) + kPrefetchBytes + line, _MM_HINT_T0);
-        accumulate_tile<M, D>(tile, a + kt * 32, lda, scales, c + nt * 32, ldc);
-      }
-  }
+  stream_tiles<D>(b, nt_begin, nt_end, [&](const std::byte* tile, int64_t kt, int64_t nt) {
+    accumulate_tile<M, D>(tile, a + kt * 32, lda, scales, c + nt * 32, ldc);
+  });
 }
 
 template <int M>

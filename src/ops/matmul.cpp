@@ -127,6 +127,7 @@ struct MatmulPlan {
   float* a_packed = nullptr;    // [groups][rows_per_group * kp] micro-panels, or nullptr (small M)
   // The bf16 path (kernels::bf16_path_applies): A packed as pairs of bfloat16 instead.
   bool bf16 = false;
+  bool small_m_bf16 = false;  // decode rows on bfloat8_b weights, products in bfloat16
   uint32_t* a_pairs = nullptr;  // [groups][rows_per_group * kp / 2]
   const float* bias = nullptr;  // n values or nullptr
   Activation activation = Activation::NONE;
@@ -344,6 +345,7 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
 
   // A packed into micro-panels once, shared by the threads that split N.
   p.bf16 = kernels::bf16_path_applies(*p.ks, a.dtype(), b.dtype(), p.rows_per_group, transpose_b);
+  p.small_m_bf16 = kernels::small_m_bf16_applies(*p.ks, a.dtype(), b.dtype(), p.rows_per_group, transpose_b);
   if (p.bf16) {
     p.a_pairs = scratch.acquire_as<uint32_t>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp / 2));
     const int64_t pieces = kernels::gemm_pack_pieces(p.rows_per_group, p.kp, true);
@@ -385,7 +387,10 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
               static_cast<size_t>(b_row_begin / 32 * b_tile_cols) * tile_bytes(b.dtype()),
           b.dtype(), b_window ? p.kp / 32 : b.padded_shape()[-2] / 32, b_tile_cols};
       float* c = p.c_rows + g * p.rows_per_group * p.np;
-      if (p.bf16)
+      if (p.small_m_bf16)
+        p.ks->small_m_bf16(static_cast<int>(p.rows_per_group), p.a_rows + g * p.rows_per_group * p.kp, p.kp, bm,
+                           nt_begin, nt_end, c, p.np);
+      else if (p.bf16)
         kernels::gemm_tile_b_bf16(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp,
                                   p.a_pairs + g * p.rows_per_group * p.kp / 2, bm, nt_begin, nt_end, c, p.np);
       else
@@ -403,7 +408,9 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
 const char* matmul_kernel_path(DataType activation, DataType weight, int64_t rows, bool transpose_b,
                                const MatmulOptions& options) {
   const kernels::KernelSet& ks = kernel_set_for(options);
-  if (kernels::bf16_path_applies(ks, activation, weight, rows, transpose_b)) return ks.bf16_path;
+  if (kernels::bf16_path_applies(ks, activation, weight, rows, transpose_b) ||
+      kernels::small_m_bf16_applies(ks, activation, weight, rows, transpose_b))
+    return ks.bf16_path;
   // The avx512-bf16 set's float32 products are avx512's.
   return to_string(ks.isa == kernels::Isa::AVX512_BF16 ? kernels::Isa::AVX512 : ks.isa);
 }

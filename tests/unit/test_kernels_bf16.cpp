@@ -8,6 +8,12 @@
 // (gamma_K), plus K * 2^-126 for denormal partial sums flushed to zero. Against the float64
 // product of the original float activations, rounding A to bfloat16 adds at most
 // 2^-8 sum_k |a_k b_k| (relative error of round-to-nearest bfloat16: half of 2^-7).
+//
+// Decode rows (at most 4) on bfloat8_b weights take a kernel of their own that multiplies A by
+// w' = +-(1 + m/128) 2^(E-127) and by +-2^(E-127) and doubles the difference. Its two sums of
+// products are bounded by 2 s and s per term, s = 2^(E-127) <= the largest |b| of the term's block
+// (the block's largest magnitude is at least 64 of 127), so |C - C64| <= 2 * gamma_K * 3 sum_k
+// |a_k| s_k, plus the denormal flushes.
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
@@ -225,6 +231,52 @@ void check_against_float64(const Bf16Path& path, const Case& cs, DataType weight
 
 class Bf16MatmulPath : public ::testing::TestWithParam<Bf16Path> {};
 
+// Decode shapes: 1 to 4 rows (also folded from a batch), odd K and N with padded tiles.
+const std::vector<Case>& decode_cases() {
+  static const std::vector<Case> all = {
+      {{1, 300}, {300, 97}},   {{2, 64}, {64, 64}},       {{3, 45}, {45, 130}},
+      {{4, 1000}, {1000, 40}}, {{2, 1, 100}, {100, 33}},
+  };
+  return all;
+}
+
+TEST_P(Bf16MatmulPath, DecodeRowsOnBfloat8MatchFloat64) {
+  uint32_t seed = 800;
+  for (const Case& cs : decode_cases()) {
+    const Shape as(cs.a), bs(cs.b);
+    SCOPED_TRACE(::testing::Message() << as.to_string() << " x " << bs.to_string());
+    const Tensor a = Tensor::from_float(normal_values(as.volume(), seed), as, DataType::BFLOAT16, Layout::TILE);
+    // Rows of B at scales 2^-6 .. 2^6, so blocks of very different exponents meet in one sum.
+    std::vector<float> b0 = normal_values(bs.volume(), seed + 1, 0.5f);
+    for (int64_t k = 0; k < bs[0]; ++k)
+      for (int64_t n = 0; n < bs[1]; ++n)
+        b0[k * bs[1] + n] = std::ldexp(b0[k * bs[1] + n], static_cast<int>(k % 13) - 6);
+    ++seed;
+    const Tensor b = Tensor::from_float(b0, bs, DataType::BFLOAT8_B, Layout::TILE);
+    const MatmulOptions opt = options_for(GetParam());
+    const int64_t rows = as.volume() / as[-1];
+    ASSERT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, rows, false, opt), GetParam().name);
+    const std::vector<float> got = matmul(a, b, false, false, opt).to_float();
+    const std::vector<float> av = a.to_float(), bq = b.to_float();
+    const Product given = float64_matmul(av, as, bq, bs);
+    const int64_t K = as[-1], N = bs[-1];
+    const double gamma = static_cast<double>(K) * std::ldexp(1.0, -24), flushed = 2 * K * std::ldexp(1.0, -126);
+    ASSERT_EQ(got.size(), given.c.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t n = 0; n < N; ++n) {
+        double bound = 0;  // sum_k |a_k| s_k, s_k the largest |b| of the 16-column block holding n
+        for (int64_t k = 0; k < K; ++k) {
+          double s = 0;
+          for (int64_t j = n / 16 * 16; j < std::min(N, n / 16 * 16 + 16); ++j)
+            s = std::max(s, std::fabs(double{bq[k * N + j]}));
+          bound += std::fabs(double{av[r * K + k]}) * s;
+        }
+        const size_t i = static_cast<size_t>(r * N + n);
+        EXPECT_LE(std::fabs(got[i] - given.c[i]), 6 * gamma * bound + flushed) << "row " << r << " column " << n;
+      }
+  }
+}
+
 TEST_P(Bf16MatmulPath, EveryWeightDtypeOddShapesMatchFloat64) {
   uint32_t seed = 700;
   for (DataType weight : {DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B})
@@ -267,13 +319,28 @@ TEST(Bf16Matmul, HardwareAndEmulationGiveTheSameBits) {
       const std::vector<float> em = matmul(a, b, false, false, options_for({"bf16-emulated", true})).to_float();
       EXPECT_EQ(hw, em) << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string() << " " << to_string(weight);
     }
+  // The decode rows' kernel on bfloat8_b.
+  for (const Case& cs : decode_cases()) {
+    const Tensor a =
+        Tensor::from_float(normal_values(Shape(cs.a).volume(), seed), Shape(cs.a), DataType::BFLOAT16, Layout::TILE);
+    const Tensor b = Tensor::from_float(normal_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b),
+                                        DataType::BFLOAT8_B, Layout::TILE);
+    ++seed;
+    const std::vector<float> hw = matmul(a, b, false, false, options_for({"avx512-bf16", false})).to_float();
+    const std::vector<float> em = matmul(a, b, false, false, options_for({"bf16-emulated", true})).to_float();
+    EXPECT_EQ(hw, em) << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string();
+  }
 }
 
 TEST(Bf16Matmul, PathChoice) {
   // The path takes bfloat16 activations with weights exact in bfloat16, beyond the small-M rows.
   const MatmulOptions emulated = options_for({"bf16-emulated", true});
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 128, false, emulated), "bf16-emulated");
-  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 4, false, emulated), "portable");
+  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 4, false, emulated), "portable");
+  // Decode rows on bfloat8_b have a bf16 kernel of their own; not when transposed or from float32.
+  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 4, false, emulated), "bf16-emulated");
+  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 1, true, emulated), "portable");
+  EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT8_B, 1, false, emulated), "portable");
   EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT8_B, 128, false, emulated), "portable");
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::FLOAT32, 128, false, emulated), "portable");
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT16, 128, true, emulated), "portable");
@@ -281,8 +348,10 @@ TEST(Bf16Matmul, PathChoice) {
     EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 32), "avx512-bf16");
     EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT4_B, 32), "avx512");
     EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 1), "avx512");
+    EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 1), "avx512-bf16");
     IsaCap cap(Isa::AVX512);  // MESHNN_KERNELS=avx512 keeps float32 products
     EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 32), "avx512");
+    EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 1), "avx512");
   }
 }
 

@@ -71,6 +71,11 @@ struct KernelSet {
   // bf16_pairs, row kk holding tile rows 2kk and 2kk + 1 (dst row stride 32).
   void (*decode_tile_bf16_pairs)(const std::byte* tile, DataType dtype, uint32_t* dst) = nullptr;
   const char* bf16_path = nullptr;  // the path's name in reports: "avx512-bf16", "bf16-emulated"
+  // The small-M path for A's values in bfloat16 (held as float), nullptr where this set has none:
+  // small_m's contract; bfloat8_b weights multiply in bfloat16 (vdpbf16ps), other formats go to the
+  // float32 small-M kernel. The products are exact either way; the sums round differently.
+  void (*small_m_bf16)(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
+                       float* c, int64_t ldc) = nullptr;
 };
 
 // Two bfloat16 values along K in one 32-bit word, as vdpbf16ps reads them: element k (even) in
@@ -127,6 +132,9 @@ void gemm_tile_b_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t ld
                       const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc);
 void gemm_pack_a_piece_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
                             uint32_t* packed);
+// Whether ks.small_m_bf16 takes these operands: bfloat16 activations, bfloat8_b weights not
+// transposed, at most ks.small_m_max rows.
+bool small_m_bf16_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed);
 // Whether a matmul of these operands can take the bf16 path of `ks` (products exact in bfloat16,
 // rows enough to amortise the packing: the small-M kernels stream float32 faster).
 bool bf16_path_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed);
