@@ -175,9 +175,10 @@ void small_m_bfp8(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_b
                   int64_t ldc) {
   for (int i = 0; i < M; ++i)
     for (int64_t j = nt_begin * 32; j < nt_end * 32; j += 16) _mm512_storeu_ps(c + i * ldc + j, _mm512_setzero_ps());
-  stream_tiles<DataType::BFLOAT8_B>(b, nt_begin, nt_end, [&](const std::byte* tile, int64_t kt, int64_t nt) {
-    bfp8_tile_dp<M>(reinterpret_cast<const uint8_t*>(tile), a + kt * 32, lda, c + nt * 32, ldc);
-  });
+  stream_tiles<DataType::BFLOAT8_B, kPrefetchBytesBf16>(
+      b, nt_begin, nt_end, [&](const std::byte* tile, int64_t kt, int64_t nt) {
+        bfp8_tile_dp<M>(reinterpret_cast<const uint8_t*>(tile), a + kt * 32, lda, c + nt * 32, ldc);
+      });
 }
 
 // bfloat8_b weights take the kernel above; the other formats keep the float32 small-M kernels.
