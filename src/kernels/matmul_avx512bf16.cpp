@@ -109,7 +109,8 @@ void decode_tile_bf16_pairs(const std::byte* tile, DataType dtype, uint32_t* dst
 // and per 32 weights the work is: one widening load, one word permute (the pairs along K that
 // vdpbf16ps takes), a broadcast of the two rows' exponents, the select, the mask, two vdpbf16ps.
 // The float32 kernel decodes 16 weights in about as many steps. Blocks with E = 0 (or below
-// 2^-126) flush to zero as in every vdpbf16ps path.
+// 2^-126) flush to zero as in every vdpbf16ps path, and an infinite activation gives NaN
+// (inf - inf) where the float32 kernel gives an infinity.
 // Sums: per row of A and column half, kChains pairs of accumulators (q's parity); the tile's sum is
 // the chains' (with m) - (without m), added in chain order, doubled, then added to C.
 // bf16_emulated.cpp repeats this order exactly.
