@@ -35,6 +35,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -124,23 +125,31 @@ void openblas_run(const BenchShape& s, const std::vector<float>& a, const std::v
 // ratios the benchmark reports (ours against OpenBLAS, 2 threads against 1) compare rows measured
 // side by side, since one function's own time drifts by more than the differences it is compared
 // on over a few seconds (docs/design-measurements.md §15).
-// Each run is followed by an untimed pause: OpenMP's threads (oneDNN's) keep spinning for a while
+// Each run is preceded by an untimed pause: OpenMP's threads (oneDNN's) keep spinning for a while
 // after a parallel region, and left running they took the core of our second worker (our 2-thread
-// rows then ran at the 1-thread rate). The pause lets them go to sleep before the next run.
+// rows then ran at the 1-thread rate). The pause lets them go to sleep before the next run. A run
+// repeats the function for at least kMinSample, and the pause lasts at most as long as the run
+// before it: a 20 us product would otherwise spend 1000x its time asleep (a tiny shape's 0.5 s of
+// samples took 25 minutes).
 std::vector<double> best_times_alternating(const std::vector<std::function<void()>>& fns, double min_time) {
-  constexpr auto kSettle = std::chrono::milliseconds(20);
-  for (const auto& fn : fns) fn();
+  constexpr double kSettle = 0.020, kMinSample = 0.002;
+  std::vector<int> reps(fns.size(), 1);
+  for (size_t i = 0; i < fns.size(); ++i) {
+    const auto t0 = Clock::now();
+    fns[i]();  // also the warm-up
+    reps[i] = static_cast<int>(std::ceil(kMinSample / std::max(seconds_since(t0), 1e-7)));
+  }
   std::vector<double> best(fns.size(), 1e30);
-  double slowest_total = 0;
+  double slowest_total = 0, last_sample = kSettle;
   for (int rounds = 0; rounds < 3 || slowest_total < min_time; ++rounds) {
     double slowest = 0;
     for (size_t i = 0; i < fns.size(); ++i) {
-      std::this_thread::sleep_for(kSettle);
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(kSettle, last_sample)));
       const auto t0 = Clock::now();
-      fns[i]();
-      const double t = seconds_since(t0);
-      best[i] = std::min(best[i], t);
-      slowest = std::max(slowest, t);
+      for (int r = 0; r < reps[i]; ++r) fns[i]();
+      last_sample = seconds_since(t0);
+      best[i] = std::min(best[i], last_sample / reps[i]);
+      slowest = std::max(slowest, last_sample);
     }
     slowest_total += slowest;
   }
