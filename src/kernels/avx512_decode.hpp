@@ -48,7 +48,7 @@ inline __m512 face_scales(const uint8_t* face_exps, const float* scales) {
 
 // How far ahead of the tile being decoded the weights are prefetched: the hardware prefetcher
 // alone leaves bandwidth unused. 2-4 KiB ahead was best for the float32 kernels
-// (docs/design-measurements.md §14); the vdpbf16ps kernel, twice as fast per byte, streams best
+// (docs/design-measurements.md §14); the vdpbf16ps kernel, faster per byte, streams best
 // from 4 KiB ahead (docs/performance.md).
 constexpr size_t kPrefetchBytes = 2048;
 constexpr size_t kPrefetchBytesBf16 = 4096;
