@@ -24,8 +24,8 @@ namespace {
 // so that C is reloaded as rarely as the L1 allows (docs/performance.md, the bf16 section).
 constexpr int64_t kKcFloat32 = 256;  // 256 x 32 floats
 constexpr int64_t kKcBf16 = 512;     // 512 x 32 bfloat16 (256 rows of pairs)
-constexpr int64_t kMc = 480;     // rows of A per block; the C block 480 x 256 floats = 480 KiB (L2)
-constexpr int64_t kNcTiles = 8;  // tile columns per C block
+constexpr int64_t kMc = 480;         // rows of A per block; the C block 480 x 256 floats = 480 KiB (L2)
+constexpr int64_t kNcTiles = 8;      // tile columns per C block
 
 template <class T>
 T* align64(T* p) {
@@ -146,14 +146,58 @@ int64_t pack_pieces(int64_t m, int64_t kp) {
   return gemm_row_blocks(m) * ((kp + P::kKc - 1) / P::kKc);
 }
 
+// A piece's rows [i0, i0 + mc), its K block [k0, k0 + kc), and where its packed elements start.
+struct PackPiece {
+  int64_t i0, mc, k0, kc, packed_offset;
+};
+
 template <class P>
-void pack_a_piece(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
-                  typename P::Element* packed) {
+PackPiece pack_piece(int64_t m, int64_t kp, int64_t piece) {
   const int64_t k_blocks = (kp + P::kKc - 1) / P::kKc;
   const int64_t block = piece / k_blocks, k0 = piece % k_blocks * P::kKc;
   const int64_t i0 = row_block_begin(m, block), mc = row_block_begin(m, block + 1) - i0;
-  P::pack(a + i0 * lda + k0, lda, mc, std::min(P::kKc, kp - k0), P::max_mr(ks),
-          packed + (i0 * kp + k0 * mc) / P::kValuesPerElement);
+  return {i0, mc, k0, std::min(P::kKc, kp - k0), (i0 * kp + k0 * mc) / P::kValuesPerElement};
+}
+
+template <class P>
+void pack_a_piece(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
+                  typename P::Element* packed) {
+  const PackPiece pp = pack_piece<P>(m, kp, piece);
+  P::pack(a + pp.i0 * lda + pp.k0, lda, pp.mc, pp.kc, P::max_mr(ks), packed + pp.packed_offset);
+}
+
+// Bf16Products::pack reading A's bfloat16 values where its tiles store them. A tile's element
+// index (tile_layout.hpp) is a sum of a row part and a column part, so `rows[i]` (row i's part,
+// from the start of its tile row) plus tile_column_offset(k) addresses element (i, k). Columns k
+// and k + 1 (k even) are neighbours in a face row: one 32-bit load is their pair. Columns from
+// k_valid on are the tiles' padding, which may hold anything: packed as zeros.
+constexpr int64_t tile_column_offset(int64_t k) { return k / 32 * 1024 + k % 32 / 16 * 256 + k % 16; }
+
+void pack_bf16_tile_rows(const uint16_t* const* rows, int64_t k_valid, int64_t k0, int64_t mc, int64_t kc, int max_mr,
+                         uint32_t* dst) {
+  const int64_t panels = (mc + max_mr - 1) / max_mr;
+  int64_t row = 0;
+  for (int64_t p = 0; p < panels; ++p) {
+    const int mr = micro_rows(mc, max_mr, p);
+    for (int64_t k = k0; k < k0 + kc; k += 16) {  // one face row of each row: 8 pairs
+      uint32_t* d = dst + (k - k0) / 2 * mr;
+      const int64_t valid = std::clamp<int64_t>(k_valid - k, 0, 16);
+      for (int i = 0; i < mr; ++i) {
+        const uint16_t* src = rows[row + i] + tile_column_offset(k);
+        uint32_t pairs[8];
+        if (valid == 16) {
+          std::memcpy(pairs, src, sizeof pairs);
+        } else {
+          uint16_t values[16] = {};
+          std::memcpy(values, src, static_cast<size_t>(valid) * sizeof(uint16_t));
+          std::memcpy(pairs, values, sizeof pairs);
+        }
+        for (int w = 0; w < 8; ++w) d[w * mr + i] = pairs[w];
+      }
+    }
+    dst += kc / 2 * mr;
+    row += mr;
+  }
 }
 
 template <class P>
@@ -257,6 +301,12 @@ void gemm_pack_a_piece(const KernelSet& ks, int64_t m, const float* a, int64_t l
 void gemm_pack_a_piece_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
                             uint32_t* packed) {
   pack_a_piece<Bf16Products>(ks, m, a, lda, kp, piece, packed);
+}
+
+void gemm_pack_a_piece_bf16_tiles(const KernelSet& ks, int64_t m, const uint16_t* const* rows, int64_t k, int64_t kp,
+                                  int64_t piece, uint32_t* packed) {
+  const PackPiece pp = pack_piece<Bf16Products>(m, kp, piece);
+  pack_bf16_tile_rows(rows + pp.i0, k, pp.k0, pp.mc, pp.kc, Bf16Products::max_mr(ks), packed + pp.packed_offset);
 }
 
 void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const float* packed_a,

@@ -14,10 +14,10 @@
 
 #include "broadcast.hpp"
 #include "meshnn/core/error.hpp"
-#include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/core/process_context.hpp"
 #include "meshnn/core/scratch.hpp"
 #include "meshnn/core/trace.hpp"
+#include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/storage_codec.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
@@ -114,20 +114,20 @@ constexpr double kMinParallelWork = 2e6;
 struct MatmulPlan {
   const kernels::KernelSet* ks;
   int64_t m, k, n, kp, np;
-  int64_t groups;          // independent GEMMs (output batches, or 1 when b is not batched)
-  int64_t rows_per_group;  // M, or M * batches when the batches of a share one b
+  int64_t groups;                 // independent GEMMs (output batches, or 1 when b is not batched)
+  int64_t rows_per_group;         // M, or M * batches when the batches of a share one b
   const BroadcastIndex* b_index;  // b's matrix for an output batch (used when not folded)
   bool fold;
   const Tensor* b;
   bool transpose_b;
   // [groups][rows_per_group][kp] and [groups][rows_per_group][np]; rows start 64-byte aligned
   // (kp, np are multiples of 32 floats) so that the kernels' vector loads never split cache lines.
-  float* a_rows;
+  float* a_rows = nullptr;  // not made when the bf16 path packs A straight from its tiles
   float* c_rows;
-  float* a_packed = nullptr;    // [groups][rows_per_group * kp] micro-panels, or nullptr (small M)
+  float* a_packed = nullptr;  // [groups][rows_per_group * kp] micro-panels, or nullptr (small M)
   // The bf16 path (kernels::bf16_path_applies): A packed as pairs of bfloat16 instead.
   bool bf16 = false;
-  bool small_m_bf16 = false;  // decode rows on bfloat8_b weights, products in bfloat16
+  bool small_m_bf16 = false;    // decode rows on bfloat8_b weights, products in bfloat16
   uint32_t* a_pairs = nullptr;  // [groups][rows_per_group * kp / 2]
   const float* bias = nullptr;  // n values or nullptr
   Activation activation = Activation::NONE;
@@ -246,8 +246,8 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   const bool b_window = options.b_row_begin.has_value();
   const int64_t b_row_begin = options.b_row_begin.value_or(0);
   if (!b_window) {
-    MESHNN_CHECK(k == kb, "{}: inner dims differ: a {} (transpose_a={}) has K={}, b {} (transpose_b={}) has K={}",
-                 what, a.shape(), transpose_a, k, b.shape(), transpose_b, kb);
+    MESHNN_CHECK(k == kb, "{}: inner dims differ: a {} (transpose_a={}) has K={}, b {} (transpose_b={}) has K={}", what,
+                 a.shape(), transpose_a, k, b.shape(), transpose_b, kb);
   } else {
     MESHNN_CHECK(!transpose_b && b.volume() == b.shape()[-2] * b.shape()[-1] && b_row_begin % 32 == 0 &&
                      b_row_begin >= 0 && b_row_begin + k <= kb,
@@ -317,8 +317,6 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   // The calling thread's scratch (core/scratch.hpp): a prefill matmul needs tens of MB, and fresh
   // pages every call cost about 5% in page faults (docs/design-measurements.md).
   ScratchScope scratch;
-  p.a_rows = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
-  p.c_rows = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.np));
   ThreadPool* pool = options.pool;
   if (pool == nullptr) pool = default_worker_pool();
   const int threads = pool ? pool->num_threads() : 1;
@@ -333,20 +331,46 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
       fn(0, count, 0);
   };
   const double a_values = static_cast<double>(p.groups) * p.rows_per_group * p.kp;
-
-  // Activations -> float rows, one item per (output batch, stored tile row).
-  const int64_t a_tile_rows = a.padded_shape()[-2] / 32;
-  run(batches * a_tile_rows, a_values * 8, [&](int64_t begin, int64_t end, int) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t ob = item / a_tile_rows;
-      load_a_tile_row(*p.ks, a, a_index(ob), item % a_tile_rows, transpose_a, m, k, p.a_rows + ob * m * p.kp, p.kp);
-    }
-  });
-
-  // A packed into micro-panels once, shared by the threads that split N.
   p.bf16 = kernels::bf16_path_applies(*p.ks, a.dtype(), b.dtype(), p.rows_per_group, transpose_b);
   p.small_m_bf16 = kernels::small_m_bf16_applies(*p.ks, a.dtype(), b.dtype(), p.rows_per_group, transpose_b);
-  if (p.bf16) {
+  p.c_rows = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.np));
+
+  // The bf16 path packs A's pairs straight from its tiles (a 32-bit copy per pair); A's rows in
+  // float32 would be a conversion and a pass over memory more, on every rank of a tensor-parallel
+  // prefill alike.
+  if (p.bf16 && !transpose_a) {
+    const Shape a_padded = a.padded_shape();
+    const int64_t a_tile_cols = a_padded[-1] / 32, a_matrix_tiles = a_padded[-2] / 32 * a_tile_cols;
+    const int64_t total_rows = p.groups * p.rows_per_group;
+    const uint16_t** rows = scratch.acquire_as<const uint16_t*>(static_cast<size_t>(total_rows));
+    for (int64_t row = 0; row < total_rows; ++row) {
+      const int64_t ob = row / m, r = row % m;  // output batch and row (fold or not: batches of m rows)
+      rows[row] = a.data<uint16_t>() + (a_index(ob) * a_matrix_tiles + r / 32 * a_tile_cols) * kTileVolume +
+                  tile_element_index(r % 32, 0);
+    }
+    p.a_pairs = scratch.acquire_as<uint32_t>(static_cast<size_t>(total_rows * p.kp / 2));
+    const int64_t pieces = kernels::gemm_pack_pieces(p.rows_per_group, p.kp, true);
+    run(p.groups * pieces, a_values * 8, [&](int64_t begin, int64_t end, int) {
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t g = item / pieces;
+        kernels::gemm_pack_a_piece_bf16_tiles(*p.ks, p.rows_per_group, rows + g * p.rows_per_group, k, p.kp,
+                                              item % pieces, p.a_pairs + g * p.rows_per_group * p.kp / 2);
+      }
+    });
+  } else {
+    // Activations -> float rows, one item per (output batch, stored tile row).
+    p.a_rows = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
+    const int64_t a_tile_rows = a.padded_shape()[-2] / 32;
+    run(batches * a_tile_rows, a_values * 8, [&](int64_t begin, int64_t end, int) {
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t ob = item / a_tile_rows;
+        load_a_tile_row(*p.ks, a, a_index(ob), item % a_tile_rows, transpose_a, m, k, p.a_rows + ob * m * p.kp, p.kp);
+      }
+    });
+  }
+
+  // A packed into micro-panels once, shared by the threads that split N.
+  if (p.bf16 && transpose_a) {
     p.a_pairs = scratch.acquire_as<uint32_t>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp / 2));
     const int64_t pieces = kernels::gemm_pack_pieces(p.rows_per_group, p.kp, true);
     run(p.groups * pieces, a_values * 8, [&](int64_t begin, int64_t end, int) {
@@ -356,7 +380,7 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
                                         item % pieces, p.a_pairs + g * p.rows_per_group * p.kp / 2);
       }
     });
-  } else if (kernels::gemm_packs_a(*p.ks, p.rows_per_group, transpose_b)) {
+  } else if (!p.bf16 && kernels::gemm_packs_a(*p.ks, p.rows_per_group, transpose_b)) {
     p.a_packed = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
     const int64_t pieces = kernels::gemm_pack_pieces(p.rows_per_group, p.kp, false);
     run(p.groups * pieces, a_values * 8, [&](int64_t begin, int64_t end, int) {
@@ -382,21 +406,20 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
       // A row window of b starts whole tile rows in and spans the window's tile rows (K padded
       // to a tile: a's zero columns meet the next rows of b there).
       const int64_t b_tile_cols = b.padded_shape()[-1] / 32;
-      const kernels::TileMatrix bm{
-          b.data<std::byte>() + (p.fold ? 0 : (*p.b_index)(g)) * b_matrix_bytes +
-              static_cast<size_t>(b_row_begin / 32 * b_tile_cols) * tile_bytes(b.dtype()),
-          b.dtype(), b_window ? p.kp / 32 : b.padded_shape()[-2] / 32, b_tile_cols};
+      const kernels::TileMatrix bm{b.data<std::byte>() + (p.fold ? 0 : (*p.b_index)(g)) * b_matrix_bytes +
+                                       static_cast<size_t>(b_row_begin / 32 * b_tile_cols) * tile_bytes(b.dtype()),
+                                   b.dtype(), b_window ? p.kp / 32 : b.padded_shape()[-2] / 32, b_tile_cols};
       float* c = p.c_rows + g * p.rows_per_group * p.np;
+      const float* a_rows = p.a_rows ? p.a_rows + g * p.rows_per_group * p.kp : nullptr;
       if (p.small_m_bf16)
-        p.ks->small_m_bf16(static_cast<int>(p.rows_per_group), p.a_rows + g * p.rows_per_group * p.kp, p.kp, bm,
-                           nt_begin, nt_end, c, p.np);
+        p.ks->small_m_bf16(static_cast<int>(p.rows_per_group), a_rows, p.kp, bm, nt_begin, nt_end, c, p.np);
       else if (p.bf16)
-        kernels::gemm_tile_b_bf16(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp,
-                                  p.a_pairs + g * p.rows_per_group * p.kp / 2, bm, nt_begin, nt_end, c, p.np);
+        kernels::gemm_tile_b_bf16(*p.ks, p.rows_per_group, a_rows, p.kp, p.a_pairs + g * p.rows_per_group * p.kp / 2,
+                                  bm, nt_begin, nt_end, c, p.np);
       else
-        kernels::gemm_tile_b(*p.ks, p.rows_per_group, p.a_rows + g * p.rows_per_group * p.kp, p.kp,
-                             p.a_packed ? p.a_packed + g * p.rows_per_group * p.kp : nullptr, bm, transpose_b,
-                             nt_begin, nt_end, c, p.np);
+        kernels::gemm_tile_b(*p.ks, p.rows_per_group, a_rows, p.kp,
+                             p.a_packed ? p.a_packed + g * p.rows_per_group * p.kp : nullptr, bm, transpose_b, nt_begin,
+                             nt_end, c, p.np);
       epilogue(p, g, nt_begin, nt_end);
     }
   };

@@ -64,8 +64,8 @@ struct KernelSet {
   // bfloat16 products with float32 accumulation, nullptr where this set has none:
   // C[mr][32] = (accumulate ? C : 0) + A_pairs * B_pairs over kc (even) values of K, where
   // A_pairs is [kc/2][mr] and B_pairs [kc/2][32], each uint32 a bf16_pair; 1 <= mr <= bf16_max_mr.
-  void (*bf16_micro_kernel)(int mr, int64_t kc, const uint32_t* a_pairs, const uint32_t* b_pairs, float* c,
-                            int64_t ldc, bool accumulate) = nullptr;
+  void (*bf16_micro_kernel)(int mr, int64_t kc, const uint32_t* a_pairs, const uint32_t* b_pairs, float* c, int64_t ldc,
+                            bool accumulate) = nullptr;
   int bf16_max_mr = 0;
   // Decodes one tile (bfloat16, bfloat8_b or bfloat4_b: exact in bfloat16) into 16 rows of 32
   // bf16_pairs, row kk holding tile rows 2kk and 2kk + 1 (dst row stride 32).
@@ -132,6 +132,11 @@ void gemm_tile_b_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t ld
                       const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc);
 void gemm_pack_a_piece_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
                             uint32_t* packed);
+// The same piece packed straight from bfloat16 tiles, without A's rows in float32 first: row i's
+// values start at rows[i] (its tile row's first tile, plus tile_element_index(i % 32, 0)); columns
+// from k on (the tiles' padding) are packed as zeros.
+void gemm_pack_a_piece_bf16_tiles(const KernelSet& ks, int64_t m, const uint16_t* const* rows, int64_t k, int64_t kp,
+                                  int64_t piece, uint32_t* packed);
 // Whether ks.small_m_bf16 takes these operands: bfloat16 activations, bfloat8_b weights not
 // transposed, at most ks.small_m_max rows.
 bool small_m_bf16_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed);
