@@ -25,14 +25,17 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("--mesh", mesh, "mesh shape; rows*cols must equal the number of ranks (default: 1 x ranks)")
       ->type_name("RxC")
       ->check(parsed_by(parse_mesh_shape));
-  cli.add_option("--mode", mode, "how the model spreads over the mesh")->check(CLI::IsMember({"tp", "2d", "dp", "hybrid"}));
+  cli.add_option("--mode", mode, "how the model spreads over the mesh")
+      ->check(CLI::IsMember({"tp", "2d", "dp", "hybrid"}));
   cli.add_option("--submesh", submesh, "hybrid: shape of each tensor-parallel replica (default: one mesh row)")
       ->type_name("RxC")
       ->check(parsed_by(parse_mesh_shape));
   cli.add_option("--weight-dtype", weight_dtype, "element type of the weights")
       ->check(CLI::IsMember({"bfloat8_b", "bfloat4_b", "bfloat16", "float32"}));
-  cli.add_option("--act-dtype", act_dtype, "element type of the activations")->check(CLI::IsMember({"bfloat16", "float32"}));
-  cli.add_option("--kv-dtype", kv_dtype, "element type of the KV cache")->check(CLI::IsMember({"bfloat16", "bfloat8_b", "float32"}));
+  cli.add_option("--act-dtype", act_dtype, "element type of the activations")
+      ->check(CLI::IsMember({"bfloat16", "float32"}));
+  cli.add_option("--kv-dtype", kv_dtype, "element type of the KV cache")
+      ->check(CLI::IsMember({"bfloat16", "bfloat8_b", "float32"}));
   cli.add_option("--tokens", c.tokens, "prompts: dataset tokens [batch, seq] (+ prompt_lengths, max_new_tokens)")
       ->type_name("FILE");
   cli.add_option("--prompt", c.prompts, "a text prompt, tokenized with the model's tokenizer (repeatable)")
@@ -44,7 +47,7 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("--tokenizer", c.tokenizer,
                  "tokenizer.model, tokenizer.json or a model directory (default: the one in the weights file)")
       ->type_name("PATH");
-  bool no_stream = false;
+  bool no_stream = false, no_warm_up = false;
   cli.add_flag("--no-stream", no_stream, "do not print the first request's text as it is generated");
   cli.add_option("--prompt-len", c.prompt_len, "generated prompts: tokens per prompt")->transform(IntRange(1, 1 << 20));
   cli.add_option("--batch", c.batch, "generated prompts: number of requests")->transform(IntRange(1, 1 << 20));
@@ -62,7 +65,11 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("--top-p", c.sampling.top_p, "top-p: probability mass kept, in (0, 1]")->check(FiniteRange());
   cli.add_option("--seed", c.seed, "seed of sampling, of a generated model and of generated prompts")
       ->transform(IntRange(0, INT64_MAX));
-  cli.add_flag("--ignore-eos", c.ignore_eos, "do not stop at eos_token_id (benchmarks: every request makes max-new-tokens)");
+  cli.add_flag("--no-warm-up", no_warm_up,
+               "skip the untimed warm-up pass: the first request's time to first token then includes making the "
+               "passes' buffers");
+  cli.add_flag("--ignore-eos", c.ignore_eos,
+               "do not stop at eos_token_id (benchmarks: every request makes max-new-tokens)");
   cli.add_option("--output", c.output, "write tokens [batch, T] (and logits) and the run's settings here")
       ->type_name("FILE");
   cli.add_flag("--save-logits", c.save_logits, "also gather and write logits [batch, T, vocab]");
@@ -93,6 +100,7 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   c.sampling.mode = serving::parse_sampling_mode(sampling);
   c.sampling.seed = c.seed;
   c.stream = !no_stream;
+  c.warm_up = !no_warm_up;
   try {
     c.sampling.validate();
   } catch (const Error& e) {

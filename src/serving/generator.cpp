@@ -30,8 +30,9 @@ void validate(const CausalLm& model, const KvCache& cache, std::span<const Gener
     MESHNN_CHECK(length <= model.max_positions(),
                  "request {}: prompt of {} tokens + {} new tokens = {} exceeds max_position_embeddings {}", i,
                  r.prompt.size(), r.max_new_tokens, length, model.max_positions());
-    MESHNN_CHECK(length <= limit, "request {}: prompt of {} tokens + {} new tokens = {} exceeds the KV cache's {} positions",
-                 i, r.prompt.size(), r.max_new_tokens, length, limit);
+    MESHNN_CHECK(length <= limit,
+                 "request {}: prompt of {} tokens + {} new tokens = {} exceeds the KV cache's {} positions", i,
+                 r.prompt.size(), r.max_new_tokens, length, limit);
     for (size_t t = 0; t < r.prompt.size(); ++t)
       MESHNN_CHECK(r.prompt[t] >= 0 && r.prompt[t] < model.vocab_size(),
                    "request {}: token {} of the prompt is {}, outside the vocabulary [0, {})", i, t, r.prompt[t],
@@ -78,7 +79,8 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
     for (size_t r : request_of_row)
       sample_rows.push_back({requests[r].id, static_cast<int64_t>(result.outputs[r].tokens.size())});
     const auto sample_start = Clock::now();
-    const std::vector<int32_t> next = sample_sharded(logits, model.vocab_shard(), sample_rows, options.sampling, model.mesh());
+    const std::vector<int32_t> next =
+        sample_sharded(logits, model.vocab_shard(), sample_rows, options.sampling, model.mesh());
     std::vector<float> full;
     if (options.keep_logits) full = full_logits(model, logits);
     stats.sampling_seconds += seconds_since(sample_start);
@@ -87,7 +89,8 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
       RequestOutput& out = result.outputs[request_of_row[i]];
       if (out.tokens.empty()) out.time_to_first_token = seconds_since(admitted[request_of_row[i]]);
       out.tokens.push_back(next[i]);
-      if (options.keep_logits) out.logits.insert(out.logits.end(), full.begin() + i * vocab, full.begin() + (i + 1) * vocab);
+      if (options.keep_logits)
+        out.logits.insert(out.logits.end(), full.begin() + i * vocab, full.begin() + (i + 1) * vocab);
       ended[i] = static_cast<int64_t>(out.tokens.size()) >= requests[request_of_row[i]].max_new_tokens ||
                  std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), next[i]) !=
                      options.stop_token_ids.end();
@@ -151,8 +154,7 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
                                  decode_only ? stats.decode_steps : stats.prefill_passes, decode_rows,
                                  batch.tokens.size() - decode_rows));
     const Tensor& logits = model.forward(batch, cache, decode_only ? stats.decode_times : stats.prefill_times);
-    const std::vector<bool> ended =
-        request_of_row.empty() ? std::vector<bool>{} : record(logits, request_of_row);
+    const std::vector<bool> ended = request_of_row.empty() ? std::vector<bool>{} : record(logits, request_of_row);
     phase.finish();
     (decode_only ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);
     if (decode_only) {
@@ -183,6 +185,32 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
     active = std::move(still);
   }
   return result;
+}
+
+double warm_up(const CausalLm& model, KvCache& cache, int64_t prompt_rows, int64_t decode_rows) {
+  const auto start = Clock::now();
+  trace::Scope phase("phase", "warm-up");
+  const int64_t slots = cache.slots(), positions = cache.max_seq();
+  PhaseTimes ignored;
+  TokenBatch batch;
+  for (int64_t row = 0; row < std::min(prompt_rows, slots * positions); ++row) {
+    batch.tokens.push_back(0);
+    batch.slots.push_back(row / positions);
+    batch.positions.push_back(row % positions);
+  }
+  if (!batch.tokens.empty()) {
+    batch.logit_rows.push_back(static_cast<int64_t>(batch.tokens.size()) - 1);
+    model.forward(batch, cache, ignored);
+  }
+  batch = {};
+  for (int64_t slot = 0; slot < std::min(decode_rows, slots); ++slot) {
+    batch.tokens.push_back(0);
+    batch.slots.push_back(slot);
+    batch.positions.push_back(0);
+    batch.logit_rows.push_back(slot);
+  }
+  if (!batch.tokens.empty()) model.forward(batch, cache, ignored);
+  return seconds_since(start);
 }
 
 }  // namespace meshnn::serving

@@ -9,8 +9,8 @@
 #include <cmath>
 
 #include "meshnn/models/llama/model.hpp"
-#include "meshnn/models/parallel.hpp"
 #include "meshnn/models/llama/synthetic.hpp"
+#include "meshnn/models/parallel.hpp"
 #include "meshnn/ops/pcc.hpp"
 #include "meshnn/serving/generator.hpp"
 #include "support/llama_reference.hpp"
@@ -104,7 +104,7 @@ struct Run {
 
 GenerationResult run_on(const std::string& file, const MeshDevicePtr& group, const LlamaOptions& options,
                         DataType kv_dtype, std::span<const GenerationRequest> requests, int64_t slots,
-                        int64_t prefill_chunk) {
+                        int64_t prefill_chunk, bool warm_up = false) {
   const LlamaConfig config = config_of(file);
   const LlamaModel model = LlamaModel::load(file, config, group, options);
   int64_t longest = 0;
@@ -113,6 +113,7 @@ GenerationResult run_on(const std::string& file, const MeshDevicePtr& group, con
   GenerationOptions go;
   go.keep_logits = true;
   go.prefill_chunk = prefill_chunk;
+  if (warm_up) serving::warm_up(model, cache, 3 * prefill_chunk, slots);  // more rows than one slot holds
   return serving::generate(model, cache, requests, go);
 }
 
@@ -139,6 +140,13 @@ std::vector<std::vector<int32_t>> tokens_of(const GenerationResult& r) {
   std::vector<std::vector<int32_t>> t;
   for (const auto& o : r.outputs) t.push_back(o.tokens);
   return t;
+}
+
+// Every request's tokens and logits, bit for bit.
+bool same_bits(const GenerationResult& a, const GenerationResult& b) {
+  bool same = tokens_of(a) == tokens_of(b) && a.outputs.size() == b.outputs.size();
+  for (size_t i = 0; same && i < a.outputs.size(); ++i) same = a.outputs[i].logits == b.outputs[i].logits;
+  return same;
 }
 
 // Every mesh shape of this run's size, every mode: the float32 logits against float64 and the
@@ -181,8 +189,8 @@ TEST(Llama, RopeScalingAndSlidingWindowEachChangeTheLogits) {
   const LlamaConfig config = config_of(both);
   const auto requests = ragged_requests(config.vocab_size, 6);
   auto self = MeshDevice::open({1, 1}, Topology::RING, MPI_COMM_SELF);
-  const GenerationResult r = run_on(both, self, {DataType::FLOAT32, DataType::FLOAT32}, DataType::FLOAT32, requests,
-                                    4, 512);
+  const GenerationResult r =
+      run_on(both, self, {DataType::FLOAT32, DataType::FLOAT32}, DataType::FLOAT32, requests, 4, 512);
   for (const auto& [file, missing] : {std::pair{long_context_file(false, true), "rope_scaling"},
                                       std::pair{long_context_file(true, false), "sliding window"}}) {
     const double p = min_pcc_vs_reference(file, requests, r, config.vocab_size);
@@ -222,7 +230,8 @@ TEST(Llama, ChunkedPrefillAndDecodeMatchWholePrefill) {
   const GenerationResult whole = run_on(file, mesh, options, DataType::FLOAT32, requests, 4, 512);
   const GenerationResult chunked = run_on(file, mesh, options, DataType::FLOAT32, requests, 4, 16);
   double worst = 1.0;
-  for (size_t i = 0; i < requests.size(); ++i) worst = std::min(worst, pcc(whole.outputs[i].logits, chunked.outputs[i].logits));
+  for (size_t i = 0; i < requests.size(); ++i)
+    worst = std::min(worst, pcc(whole.outputs[i].logits, chunked.outputs[i].logits));
   EXPECT_TRUE(all_ranks_ok(worst >= 0.99999 && tokens_of(whole) == tokens_of(chunked))) << "min PCC " << worst;
 }
 
@@ -331,9 +340,21 @@ TEST(Llama, SameRunTwiceIsBitwiseIdentical) {
   const LlamaOptions options{DataType::BFLOAT8_B, DataType::BFLOAT16};
   const GenerationResult a = run_on(file, mesh, options, DataType::BFLOAT16, requests, 2, 16);
   const GenerationResult b = run_on(file, mesh, options, DataType::BFLOAT16, requests, 2, 16);
-  bool same = tokens_of(a) == tokens_of(b);
-  for (size_t i = 0; i < requests.size(); ++i) same = same && a.outputs[i].logits == b.outputs[i].logits;
-  EXPECT_TRUE(all_ranks_ok(same));
+  EXPECT_TRUE(all_ranks_ok(same_bits(a, b)));
+}
+
+// The warm-up pass fills cache rows with its dummy tokens' keys and values (bfloat8_b blocks
+// included) and leaves the passes' buffers made: every later request's tokens and logits are the
+// bits it gets without it.
+TEST(Llama, WarmUpChangesNoBitOfTheRequests) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto requests = ragged_requests(config.vocab_size, 4);
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaOptions options{DataType::BFLOAT8_B, DataType::BFLOAT16};
+  const GenerationResult cold = run_on(file, mesh, options, DataType::BFLOAT8_B, requests, 2, 16);
+  const GenerationResult warm = run_on(file, mesh, options, DataType::BFLOAT8_B, requests, 2, 16, true);
+  EXPECT_TRUE(all_ranks_ok(same_bits(cold, warm)));
 }
 
 TEST(Llama, BadInputFailsAlikeOnEveryRank) {
@@ -359,7 +380,8 @@ TEST(Llama, BadInputFailsAlikeOnEveryRank) {
   // Heads that cannot be split: 8 heads / 2 KV heads over 3 devices.
   LlamaConfig c = config;
   const std::string split = testing::error_message_of([&] { split_heads_over(c, 3); });
-  EXPECT_TRUE(all_ranks_ok(split.find("cannot split 8 attention heads and 2 KV heads over 3 devices") != std::string::npos))
+  EXPECT_TRUE(
+      all_ranks_ok(split.find("cannot split 8 attention heads and 2 KV heads over 3 devices") != std::string::npos))
       << split;
 }
 

@@ -23,9 +23,9 @@
 namespace meshnn::serving {
 
 struct GenerationRequest {
-  uint64_t id = 0;               // seeds the request's draws; unique per request
-  std::vector<int32_t> prompt;   // at least one token
-  int64_t max_new_tokens = 1;    // >= 1
+  uint64_t id = 0;              // seeds the request's draws; unique per request
+  std::vector<int32_t> prompt;  // at least one token
+  int64_t max_new_tokens = 1;   // >= 1
 };
 
 struct GenerationOptions {
@@ -39,9 +39,9 @@ struct GenerationOptions {
 };
 
 struct RequestOutput {
-  std::vector<int32_t> tokens;       // generated ids, the eos token included when it ended the request
-  std::vector<float> logits;         // keep_logits: tokens.size() x vocab, row t the distribution of tokens[t]
-  double time_to_first_token = 0;    // seconds from the request's admission to its first token
+  std::vector<int32_t> tokens;     // generated ids, the eos token included when it ended the request
+  std::vector<float> logits;       // keep_logits: tokens.size() x vocab, row t the distribution of tokens[t]
+  double time_to_first_token = 0;  // seconds from the request's admission to its first token
 };
 
 // A pass with decode rows counts as a decode step (its prompt rows, if any, as prefill tokens); a
@@ -54,7 +54,7 @@ struct GenerationStats {
   int64_t decode_steps = 0, decode_tokens = 0;     // decode-only passes; their rows summed
   int64_t decode_tokens_in_prefill = 0;            // decode rows that rode along in prefill passes
   double prefill_seconds = 0, decode_seconds = 0, sampling_seconds = 0;
-  PhaseTimes prefill_times, decode_times;          // forward passes only (compute / communication)
+  PhaseTimes prefill_times, decode_times;  // forward passes only (compute / communication)
 };
 
 struct GenerationResult {
@@ -68,5 +68,15 @@ struct GenerationResult {
 // invalid sampling parameters.
 GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const GenerationRequest> requests,
                           const GenerationOptions& options);
+
+// One pass of `prompt_rows` prompt rows (dummy tokens spread over the cache's slots from position
+// 0) and one decode step of `decode_rows` rows (slots 0.., position 0), logits computed and
+// dropped: the buffers of the job's largest passes (the model's, the matmuls' scratch) are made and
+// their pages touched before the first request is timed, as TT-NN runs a model once (its compile
+// run) before the runs it measures. Without it the first request's time to first token pays for
+// them (docs/performance.md has what that costs). The cache rows written are as a finished request
+// leaves them: a request writes its positions before any pass reads them. Returns the seconds
+// taken. Collective over model.mesh(), like generate; rows are capped at what the cache holds.
+double warm_up(const CausalLm& model, KvCache& cache, int64_t prompt_rows, int64_t decode_rows);
 
 }  // namespace meshnn::serving

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "llm_job_report.hpp"
 #include "meshnn/core/memory.hpp"
 #include "meshnn/core/mpi_utils.hpp"
 #include "meshnn/distributed/calibrate.hpp"
@@ -18,7 +19,6 @@
 #include "meshnn/serving/generator.hpp"
 #include "meshnn/text/text_stream.hpp"
 #include "meshnn/text/utf8.hpp"
-#include "llm_job_report.hpp"
 #include "requests.hpp"
 
 namespace meshnn::models::llama {
@@ -87,7 +87,8 @@ struct Replicas {
 
 Replicas make_replicas(const LlmJobConfig& c, const MeshDevicePtr& mesh) {
   if (c.mode == ParallelMode::TP || c.mode == ParallelMode::TWO_D) return {mesh, 0, 1};
-  const MeshShape shape = c.mode == ParallelMode::DP ? MeshShape{1, 1} : c.submesh.value_or(MeshShape{1, mesh->num_cols()});
+  const MeshShape shape =
+      c.mode == ParallelMode::DP ? MeshShape{1, 1} : c.submesh.value_or(MeshShape{1, mesh->num_cols()});
   const auto subs = mesh->create_submeshes(shape);
   return {subs.mine, subs.index, subs.count};
 }
@@ -153,8 +154,8 @@ void print_setup(const LlmJobConfig& c, const JobRequests& job, const LlamaConfi
   std::printf("%s", model.describe().c_str());
   std::printf("  %-34s %s %s on every device: %lld slots x its %lld KV head(s) x %lld positions\n",
               "KV cache (per layer, K and V)", cache.layer_shape().to_string().c_str(),
-              std::string(to_string(c.kv_dtype)).c_str(), slots,
-              static_cast<long long>(model.head_split().kv_heads), static_cast<long long>(cache.max_seq()));
+              std::string(to_string(c.kv_dtype)).c_str(), slots, static_cast<long long>(model.head_split().kv_heads),
+              static_cast<long long>(cache.max_seq()));
   std::printf("  %-34s [users, %lld] float32, Shard(vocab) over the %d device(s) of %s; sampled without gathering\n",
               "logits", static_cast<long long>(config.vocab_size), model.mesh()->num_devices(),
               c.mode == ParallelMode::TWO_D ? "each mesh row" : "each group");
@@ -212,10 +213,19 @@ Generation run_generation(const LlmJobConfig& c, const JobRequests& job, const L
   const text::Tokenizer* tokenizer = job.text_tokenizer();
   if (mesh.device_id() == 0 && tokenizer != nullptr && c.stream && !mine.empty())
     stream_first_request(job, mine.front(), *tokenizer, stream, go);
+  double warm_up_seconds = 0;
+  if (c.warm_up && !mine.empty()) {
+    // The largest passes the generation makes: its first prefill pass and a step of every slot.
+    int64_t prompt_tokens = 0;
+    for (const auto& r : mine) prompt_tokens += static_cast<int64_t>(r.prompt.size());
+    warm_up_seconds =
+        serving::warm_up(model, cache, std::min(prompt_tokens, c.prefill_chunk), static_cast<int64_t>(mine.size()));
+  }
   mesh.synchronize();
   const auto start = Clock::now();
   Generation generation{serving::generate(model, cache, mine, go)};
   generation.seconds = seconds_since(start);
+  generation.warm_up_seconds = warm_up_seconds;
   return generation;
 }
 

@@ -74,6 +74,7 @@ JobFigures gather_job_figures(const LoadedModel& loaded, const serving::KvCache&
   JobFigures f;
   f.table = gather_rank_table(
       {{"load s", loaded.seconds},
+       {"warm-up s", generation.warm_up_seconds},
        {"prefill s", s.prefill_seconds},
        {"mean TTFT s", mean_ttft},
        {"prefill comm s", s.prefill_times.communication},
@@ -214,6 +215,7 @@ void write_json_record(const LlmJobConfig& c, const LlamaConfig& config, int ran
       {"layers", config.num_hidden_layers},
       {"hidden", config.hidden_size},
       {"load_s", table.max("load s")},
+      {"warm_up_s", table.max("warm-up s")},
       {"prefill_s", table.max("prefill s")},
       {"prefill_tokens_per_s", figures.prefill_tokens_per_s},
       {"prefill_matmul_s", table.max("prefill mm s")},

@@ -23,6 +23,7 @@ struct LoadedModel {
 struct Generation {
   serving::GenerationResult result;  // of this replica's requests, in their order
   double seconds = 0;                // the whole generation on this rank
+  double warm_up_seconds = 0;        // serving::warm_up before it (not in `seconds`)
 };
 
 // The job's figures, the same on every rank.

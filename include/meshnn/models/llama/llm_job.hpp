@@ -39,6 +39,7 @@ struct LlmJobConfig {
   int64_t prefill_chunk = 512;
   serving::SamplingParams sampling;
   bool ignore_eos = false;           // benchmarks: always produce max_new_tokens
+  bool warm_up = true;               // one untimed prefill pass and decode step first (serving::warm_up)
   std::string output, json;
   bool save_logits = false;
   uint64_t seed = 1234;              // generated model and prompts
