@@ -342,13 +342,16 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
     const Shape a_padded = a.padded_shape();
     const int64_t a_tile_cols = a_padded[-1] / 32, a_matrix_tiles = a_padded[-2] / 32 * a_tile_cols;
     const int64_t total_rows = p.groups * p.rows_per_group;
+    // Scratch is handed out in slots by order of request (core/scratch.hpp): A's storage takes the
+    // second slot on every path, so that a decode-sized call after a prefill-sized one finds
+    // every slot large enough and allocates nothing.
+    p.a_pairs = scratch.acquire_as<uint32_t>(static_cast<size_t>(total_rows * p.kp / 2));
     const uint16_t** rows = scratch.acquire_as<const uint16_t*>(static_cast<size_t>(total_rows));
     for (int64_t row = 0; row < total_rows; ++row) {
       const int64_t ob = row / m, r = row % m;  // output batch and row (fold or not: batches of m rows)
       rows[row] = a.data<uint16_t>() + (a_index(ob) * a_matrix_tiles + r / 32 * a_tile_cols) * kTileVolume +
                   tile_element_index(r % 32, 0);
     }
-    p.a_pairs = scratch.acquire_as<uint32_t>(static_cast<size_t>(total_rows * p.kp / 2));
     const int64_t pieces = kernels::gemm_pack_pieces(p.rows_per_group, p.kp, true);
     run(p.groups * pieces, a_values * 8, [&](int64_t begin, int64_t end, int) {
       for (int64_t item = begin; item < end; ++item) {
