@@ -52,6 +52,31 @@ void write_rows(Tensor& t, int64_t matrix, int64_t row0, int64_t rows, const flo
     }
 }
 
+bool whole_tile_rows(const Tensor& t) {
+  return t.layout() == Layout::TILE && (t.dtype() == DataType::FLOAT32 || t.dtype() == DataType::BFLOAT16) &&
+         t.shape().rank() >= 2 && t.shape()[-1] % 32 == 0;
+}
+
+void for_tile_rows(const Shape& shape, FunctionRef<void(int64_t item)> whole, FunctionRef<void(int64_t row)> single) {
+  const int64_t w = shape[-1], h = shape[-2];
+  if (w == 0 || h == 0 || shape.volume() == 0) return;
+  const int64_t tile_rows = round_up_to_tile(h) / 32, full = h / 32, matrices = shape.volume() / (h * w);
+  const auto visit = [&](int64_t begin, int64_t end, int) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t matrix = item / tile_rows, tile_row = item % tile_rows;
+      if (tile_row < full) {
+        whole(item);
+      } else {
+        for (int64_t r = tile_row * 32; r < h; ++r) single(matrix * h + r);
+      }
+    }
+  };
+  if (shape.volume() >= (int64_t{1} << 16))
+    run_parallel(matrices * tile_rows, visit);
+  else
+    visit(0, matrices * tile_rows, 0);
+}
+
 void run_rows(int64_t rows, int64_t width, FunctionRef<void(int64_t, int64_t, int)> fn) {
   if (rows * width >= (int64_t{1} << 16))
     run_parallel(rows, fn);

@@ -40,4 +40,15 @@ void write_logical_rows(Tensor& out, const Shape& shape, DataType dtype, const f
 // is enough work to pay for waking them (64 Ki values), else inline.
 void run_rows(int64_t rows, int64_t width, FunctionRef<void(int64_t, int64_t, int)> fn);
 
+// Whether t's tiles can be converted whole for an op that goes tile row by tile row: float32 or
+// bfloat16, TILE, a width that fills its tiles (no padding columns to compute from).
+bool whole_tile_rows(const Tensor& t);
+
+// Visits the rows of a [..., H, W] tensor a tile row (32 rows) at a time: whole(item) for each
+// tile row whose 32 rows are all real, item = matrix * ceil(H / 32) + tile row (its tiles are
+// item * W/32 .. item * W/32 + W/32 - 1 in storage); single(row) for each row of a last tile row
+// that holds padding rows (row = matrix * H + row in matrix). On the default worker threads when
+// the tensor has at least 64 Ki values.
+void for_tile_rows(const Shape& shape, FunctionRef<void(int64_t item)> whole, FunctionRef<void(int64_t row)> single);
+
 }  // namespace meshnn::ops_detail

@@ -117,32 +117,38 @@ TEST(OpsEltwise, BroadcastingAddSubMul) {
   EXPECT_THROW(add(f32(av, as), f32(normal_values(4, 1), Shape{4})), Error);
 }
 
-// Same shapes take the row path (rows read and written in the stored layout): values as float64
-// says, in a's dtype, and the tile padding stays 0 even where the inputs' padding is not.
-TEST(OpsEltwise, SameShapeRowPathMatchesFloat64AndKeepsPaddingZero) {
-  const Shape s{2, 3, 37, 45};
-  const std::vector<float> av = normal_values(s.volume(), 11), bv = normal_values(s.volume(), 12);
-  for (DataType dt : {DataType::FLOAT32, DataType::BFLOAT16})
-    for (Layout layout : {Layout::TILE, Layout::ROW_MAJOR}) {
-      const Tensor a = Tensor::from_float(av, s, dt, layout, /*pad_value=*/7.0f);
-      const Tensor b = Tensor::from_float(bv, s, DataType::FLOAT32, Layout::TILE, /*pad_value=*/-3.0f);
-      const std::vector<float> aq = a.to_float();
-      std::vector<double> sum(aq.size()), product(aq.size());
-      for (size_t i = 0; i < aq.size(); ++i) {
-        sum[i] = double(aq[i]) + bv[i];
-        product[i] = double(aq[i]) * bv[i];
+// Same shapes go row by row in the stored layout, or (TILE, a width that fills its tiles) whole
+// tile rows where all 32 rows are real and row by row for the rest: values as float64 says, in
+// a's dtype, the tile padding stays 0 even where the inputs' padding is not, and the residual
+// stream's in-place update gives the same bits.
+TEST(OpsEltwise, SameShapesMatchFloat64AndKeepPaddingZero) {
+  for (const Shape& s : {Shape{2, 3, 37, 45}, Shape{2, 70, 96}}) {
+    const std::vector<float> av = normal_values(s.volume(), 11), bv = normal_values(s.volume(), 12);
+    for (DataType dt : {DataType::FLOAT32, DataType::BFLOAT16})
+      for (Layout layout : {Layout::TILE, Layout::ROW_MAJOR}) {
+        SCOPED_TRACE(::testing::Message() << s.to_string() << " " << to_string(dt) << " " << to_string(layout));
+        const Tensor a = Tensor::from_float(av, s, dt, layout, /*pad_value=*/7.0f);
+        const Tensor b = Tensor::from_float(bv, s, DataType::FLOAT32, Layout::TILE, /*pad_value=*/-3.0f);
+        const std::vector<float> aq = a.to_float();
+        std::vector<double> sum(aq.size()), product(aq.size());
+        for (size_t i = 0; i < aq.size(); ++i) {
+          sum[i] = double(aq[i]) + bv[i];
+          product[i] = double(aq[i]) * bv[i];
+        }
+        const double rel = dt == DataType::FLOAT32 ? kUlp : std::ldexp(1.0, -8);
+        const Tensor out = add(a, b);
+        expect_close(out.to_float(), sum, rel, 1e-30, "add");
+        expect_close(mul(a, b).to_float(), product, rel, 1e-30, "mul");
+        EXPECT_EQ(out.dtype(), dt);
+        EXPECT_EQ(out.layout(), layout);
+        // Every stored element outside the logical values is padding, and it is 0.
+        const Tensor padded_zero = Tensor::from_float(out.to_float(), s, dt, layout, 0.0f);
+        EXPECT_TRUE(std::equal(out.bytes().begin(), out.bytes().end(), padded_zero.bytes().begin()));
+        Tensor residual = Tensor::from_float(av, s, dt, layout);
+        add_into(residual, b, residual);
+        EXPECT_EQ(residual.to_float(), out.to_float()) << "in place";
       }
-      const double rel = dt == DataType::FLOAT32 ? kUlp : std::ldexp(1.0, -8);
-      const Tensor out = add(a, b);
-      expect_close(out.to_float(), sum, rel, 1e-30, "add");
-      expect_close(mul(a, b).to_float(), product, rel, 1e-30, "mul");
-      EXPECT_EQ(out.dtype(), dt);
-      EXPECT_EQ(out.layout(), layout);
-      // Every stored element outside the logical values is padding, and it is 0.
-      const Tensor padded_zero = Tensor::from_float(out.to_float(), s, dt, layout, 0.0f);
-      EXPECT_TRUE(std::equal(out.bytes().begin(), out.bytes().end(), padded_zero.bytes().begin()))
-          << to_string(dt) << " " << to_string(layout);
-    }
+  }
 }
 
 TEST(OpsNorm, RmsNormRowPathOverTilesAndBatches) {
