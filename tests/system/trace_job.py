@@ -68,7 +68,9 @@ def main():
         mm = spans(pid, "matmul")
         check(mm and all(e["args"]["flops"] > 0 and "m" in e["args"] and "path" in e["args"] for e in mm),
               f"rank {pid}: matmuls carry shapes, kernel path and FLOPs")
-        check(all(any(s["ts"] <= e["ts"] <= s["ts"] + s["dur"] for s in spans(pid, "decode step") + spans(pid, "prefill pass"))
+        check(len(spans(pid, "warm-up")) == 1, f"rank {pid}: one warm-up phase before the requests")
+        passes = spans(pid, "decode step") + spans(pid, "prefill pass") + spans(pid, "warm-up")
+        check(all(any(s["ts"] <= e["ts"] <= s["ts"] + s["dur"] for s in passes)
                   for e in spans(pid, "attention_with_kv_cache")), f"rank {pid}: attention runs inside the passes")
         ar = spans(pid, "all_reduce")
         check(ar and all(e["args"]["members"] == 2 for e in ar), f"rank {pid}: all_reduces with their members")
