@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "meshnn/core/error.hpp"
 #include "meshnn/distributed/collective_matmul.hpp"
 #include "meshnn/distributed/link_calibration.hpp"
+#include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/tensor/concat.hpp"
 
@@ -119,7 +121,8 @@ OverlapFit measure_overlap(const MeshDevicePtr& mesh, const CostModel& model, co
   fit.fused_s = median_seconds(*mesh, options.repeats, [&] { all_gather_matmul(a, b, 0, fit.axis, fused); });
   fit.unfused_s = median_seconds(*mesh, options.repeats, [&] { all_gather_matmul(a, b, 0, fit.axis, unfused); });
   const double chunk_transfer = model.axis[fit.axis].seconds(static_cast<double>(block.size_bytes()));
-  const double chunk_product = 2.0 * static_cast<double>(m * k) * static_cast<double>(cols) / model.matmul_flops_per_s;
+  const double chunk_product =
+      model.product_seconds(static_cast<double>(m), static_cast<double>(k), static_cast<double>(cols));
   fit.possible_s = (n - 1) * std::min(chunk_transfer, chunk_product);
   fit.product_s = n * chunk_product;
   return fit;
@@ -127,9 +130,87 @@ OverlapFit measure_overlap(const MeshDevicePtr& mesh, const CostModel& model, co
 
 }  // namespace
 
+ProductFit fit_product_cost(const std::vector<ProductSample>& samples) {
+  MESHNN_CHECK(!samples.empty(), "fit_product_cost: no timed product");
+  constexpr int kTerms = 4;  // seconds per FLOP, per output, per value of A, per value of B per row block
+  auto terms = [](const ProductSample& p) {
+    const double m = static_cast<double>(p.m), k = static_cast<double>(p.k), n = static_cast<double>(p.n);
+    return std::array<double, kTerms>{2.0 * m * k * n, m * n, m * k,
+                                      k * n * static_cast<double>(kernels::gemm_row_blocks(p.m))};
+  };
+  std::array<double, kTerms> coef{};
+  double flops = 0, seconds = 0;
+  for (const ProductSample& p : samples) {
+    flops += terms(p)[0];
+    seconds += p.seconds;
+  }
+  coef[0] = seconds / flops;  // the rate alone, when nothing better fits
+  // Active set: all terms, then drop the most negative extra term until every one is >= 0.
+  std::array<bool, kTerms> active{true, true, true, true};
+  while (static_cast<int>(samples.size()) >= std::count(active.begin(), active.end(), true)) {
+    std::vector<int> cols;
+    for (int t = 0; t < kTerms; ++t)
+      if (active[static_cast<size_t>(t)]) cols.push_back(t);
+    const size_t n = cols.size();
+    // Rows scaled by 1 / seconds (relative error), columns by their norm (the terms differ by
+    // orders of magnitude); normal equations solved by Gaussian elimination with pivoting.
+    std::vector<double> norm(n, 0.0);
+    for (const ProductSample& p : samples)
+      for (size_t j = 0; j < n; ++j) norm[j] += std::pow(terms(p)[static_cast<size_t>(cols[j])] / p.seconds, 2);
+    for (double& v : norm) v = std::sqrt(v);
+    std::vector<std::vector<double>> ata(n, std::vector<double>(n + 1, 0.0));
+    for (const ProductSample& p : samples) {
+      const auto t = terms(p);
+      for (size_t i = 0; i < n; ++i) {
+        const double xi = t[static_cast<size_t>(cols[i])] / p.seconds / norm[i];
+        for (size_t j = 0; j < n; ++j) ata[i][j] += xi * t[static_cast<size_t>(cols[j])] / p.seconds / norm[j];
+        ata[i][n] += xi;  // target 1 (seconds / seconds)
+      }
+    }
+    bool singular = false;
+    for (size_t i = 0; i < n && !singular; ++i) {
+      size_t pivot = i;
+      for (size_t r = i + 1; r < n; ++r)
+        if (std::abs(ata[r][i]) > std::abs(ata[pivot][i])) pivot = r;
+      std::swap(ata[i], ata[pivot]);
+      singular = std::abs(ata[i][i]) < 1e-12;
+      for (size_t r = 0; r < n && !singular; ++r) {
+        if (r == i) continue;
+        const double f = ata[r][i] / ata[i][i];
+        for (size_t c = i; c <= n; ++c) ata[r][c] -= f * ata[i][c];
+      }
+    }
+    if (singular) break;
+    std::array<double, kTerms> x{};
+    for (size_t i = 0; i < n; ++i) x[static_cast<size_t>(cols[i])] = ata[i][n] / ata[i][i] / norm[i];
+    int worst = -1;
+    for (int t = 1; t < kTerms; ++t)
+      if (active[static_cast<size_t>(t)] && x[static_cast<size_t>(t)] < 0 &&
+          (worst < 0 || x[static_cast<size_t>(t)] < x[static_cast<size_t>(worst)]))
+        worst = t;
+    if (x[0] <= 0) break;  // no positive rate: keep the rate alone
+    if (worst < 0) {
+      coef = x;
+      break;
+    }
+    active[static_cast<size_t>(worst)] = false;
+  }
+  ProductFit fit{1.0 / coef[0], coef[1], coef[2], coef[3], 0.0};
+  for (const ProductSample& p : samples) {
+    const auto t = terms(p);
+    double predicted = 0;
+    for (int i = 0; i < kTerms; ++i) predicted += coef[static_cast<size_t>(i)] * t[static_cast<size_t>(i)];
+    fit.max_relative_error = std::max(fit.max_relative_error, std::abs(predicted - p.seconds) / p.seconds);
+  }
+  return fit;
+}
+
 std::string Calibration::describe() const {
-  std::string out = fmt::format("cost model: local matmul {:.1f} GFLOP/s, local copies {:.1f} GB/s\n",
-                                model.matmul_flops_per_s / 1e9, model.copy_bytes_per_s / 1e9);
+  std::string out = fmt::format(
+      "cost model: local matmul {:.1f} GFLOP/s + {:.2f} ns per output, {:.2f} ns per value of A, {:.2f} ns per value "
+      "of B per block of rows (fit within {:.0f}%), local copies {:.1f} GB/s\n",
+      model.matmul_flops_per_s / 1e9, 1e9 * model.matmul_s_per_output, 1e9 * model.matmul_s_per_a,
+      1e9 * model.matmul_s_per_b, 100 * product.max_relative_error, model.copy_bytes_per_s / 1e9);
   for (int a = 0; a < 2; ++a) {
     if (axis[a].members == 1) {
       out += fmt::format("  axis {}: one device, nothing to measure\n", a);
@@ -176,14 +257,17 @@ Calibration calibrate(const MeshDevicePtr& mesh, const CalibrationOptions& optio
     c.model.reduce_axis[axis] = c.reduce_axis[axis].link;
   }
   MESHNN_CHECK(!options.products.empty(), "calibrate: no local product to time");
-  double flops = 0, product_s = 0;
+  std::vector<ProductSample> products;
   for (const CalibrationOptions::Product& p : options.products) {
     const Tensor a(Shape{p.m, p.k}, DataType::BFLOAT16, Layout::TILE);
     const Tensor b(Shape{p.k, p.n}, DataType::BFLOAT8_B, Layout::TILE);
-    product_s += median_seconds(*mesh, options.repeats, [&] { meshnn::matmul(a, b); });
-    flops += 2.0 * static_cast<double>(p.m * p.k) * static_cast<double>(p.n);
+    products.push_back({p.m, p.k, p.n, median_seconds(*mesh, options.repeats, [&] { meshnn::matmul(a, b); })});
   }
-  c.model.matmul_flops_per_s = flops / product_s;
+  c.product = fit_product_cost(products);
+  c.model.matmul_flops_per_s = c.product.flops_per_s;
+  c.model.matmul_s_per_output = c.product.s_per_output;
+  c.model.matmul_s_per_a = c.product.s_per_a;
+  c.model.matmul_s_per_b = c.product.s_per_b;
   // Half of an 8 MiB tensor, cut along whole tiles as redistribute's slices are.
   const Tensor big(Shape{4096, 1024}, DataType::FLOAT32, Layout::TILE);
   const double slice_s = median_seconds(*mesh, options.repeats, [&] { slice(big, 0, 0, 2048); });
@@ -208,6 +292,9 @@ void save_cost_model(const CostModel& model, const std::string& path) {
                          {"reduce_beta_s_per_byte", model.reduce_axis[a].beta_s_per_byte},
                          {"reduce_above", segments_json(model.reduce_axis[a].above)}});
   j["matmul_flops_per_s"] = model.matmul_flops_per_s;
+  j["matmul_s_per_output"] = model.matmul_s_per_output;
+  j["matmul_s_per_a"] = model.matmul_s_per_a;
+  j["matmul_s_per_b"] = model.matmul_s_per_b;
   j["copy_bytes_per_s"] = model.copy_bytes_per_s;
   j["overlap_efficiency"] = model.overlap_efficiency;
   j["fused_slowdown"] = model.fused_slowdown;
@@ -260,10 +347,15 @@ CostModel load_cost_model(const std::string& path) {
                  "cost model '{}': 'overlap_efficiency' must be a number from 0 to 1", path);
     m.overlap_efficiency = j["overlap_efficiency"].get<double>();
   }
-  if (j.contains("fused_slowdown")) {
-    MESHNN_CHECK(j["fused_slowdown"].is_number() && j["fused_slowdown"].get<double>() >= 0,
-                 "cost model '{}': 'fused_slowdown' must be a number >= 0", path);
-    m.fused_slowdown = j["fused_slowdown"].get<double>();
+  // Optional, >= 0: files from before they existed mean 0.
+  for (const auto& [key, field] : {std::pair{"fused_slowdown", &m.fused_slowdown},
+                                   std::pair{"matmul_s_per_output", &m.matmul_s_per_output},
+                                   std::pair{"matmul_s_per_a", &m.matmul_s_per_a},
+                                   std::pair{"matmul_s_per_b", &m.matmul_s_per_b}}) {
+    if (!j.contains(key)) continue;
+    MESHNN_CHECK(j[key].is_number() && j[key].get<double>() >= 0, "cost model '{}': '{}' must be a number >= 0",
+                 path, key);
+    *field = j[key].get<double>();
   }
   return m;
 }

@@ -8,6 +8,7 @@
 #include "meshnn/core/error.hpp"
 #include "meshnn/distributed/collective_matmul.hpp"
 #include "meshnn/distributed/summa.hpp"
+#include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/ops/matmul.hpp"
 
 namespace meshnn::distributed {
@@ -141,7 +142,8 @@ std::optional<MatmulPlan> summa_plan(const Shape& a, DataType a_dtype, Layout a_
   const double c_bytes = 4.0 * static_cast<double>(a_panel.volume() / a_panel[-1]) * static_cast<double>(b_panel[1]);
   const double copies = 2.0 * static_cast<double>(Tensor::storage_bytes(a_panel, a_dtype, Layout::TILE)) / mesh.cols +
                         static_cast<double>(Tensor::storage_bytes(b_panel, b_dtype, Layout::TILE)) / mesh.rows;
-  const double t_p = 2.0 * static_cast<double>(a_panel.volume()) * static_cast<double>(b_panel[1]) / cost.matmul_flops_per_s +
+  const double t_p = cost.product_seconds(static_cast<double>(a_panel.volume() / a_panel[-1]),
+                                          static_cast<double>(plan.summa_panel_width), static_cast<double>(b_panel[1])) +
                      (2.5 * c_bytes + copies) / cost.copy_bytes_per_s;
   const double panels = static_cast<double>(plan.summa_panels);
   // ...and once at the end the float32 sum cast to the output's dtype.
@@ -221,6 +223,12 @@ double CostModel::broadcast_seconds(int a, int members, double bytes) const {
   return (hops + chunks - 1) * axis[a].seconds(bytes / chunks);
 }
 
+double CostModel::product_seconds(double m, double k, double n) const {
+  const double row_blocks = static_cast<double>(kernels::gemm_row_blocks(static_cast<int64_t>(m)));
+  return 2.0 * m * k * n / matmul_flops_per_s + m * n * matmul_s_per_output + m * k * matmul_s_per_a +
+         k * n * row_blocks * matmul_s_per_b;
+}
+
 double CostModel::seconds(const RedistributePlan& plan) const {
   double total = 0;
   for (const auto& s : plan.steps) total += seconds(s);
@@ -285,8 +293,9 @@ std::vector<MatmulPlan> matmul_plans(const Shape& a, DataType a_dtype, Layout a_
               plan_moves(a, a_dtype, a_layout, pa, xa, b, b_dtype, b_layout, pb, xb, c, product, mesh, options);
           if (!plan) continue;
           const Shape local_a = shard_shape_for(a, xa, mesh, false);
-          const double flops = 2.0 * static_cast<double>(local_c.volume()) * static_cast<double>(local_a[-1]);
-          plan->compute_s = flops / options.cost.matmul_flops_per_s;
+          plan->compute_s = options.cost.product_seconds(static_cast<double>(local_c.volume() / local_c[-1]),
+                                                         static_cast<double>(local_a[-1]),
+                                                         static_cast<double>(local_c[-1]));
           plans.push_back(std::move(*plan));
         }
   const size_t one_product_plans = plans.size();

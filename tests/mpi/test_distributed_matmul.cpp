@@ -279,6 +279,9 @@ TEST(DistributedMatmul, CalibrationIsSharedAndSurvivesAFile) {
     }
   }
   EXPECT_EQ(back.matmul_flops_per_s, c.model.matmul_flops_per_s);
+  EXPECT_EQ(back.matmul_s_per_output, c.model.matmul_s_per_output);
+  EXPECT_EQ(back.matmul_s_per_a, c.model.matmul_s_per_a);
+  EXPECT_EQ(back.matmul_s_per_b, c.model.matmul_s_per_b);
   EXPECT_EQ(back.overlap_efficiency, c.model.overlap_efficiency);
   EXPECT_EQ(back.fused_slowdown, c.model.fused_slowdown);
   EXPECT_TRUE(c.model.overlap_efficiency >= 0 && c.model.overlap_efficiency <= 1);
@@ -287,6 +290,39 @@ TEST(DistributedMatmul, CalibrationIsSharedAndSurvivesAFile) {
   const std::string bad = testing::error_message_of([&] { distributed::load_cost_model(path); });
   EXPECT_NE(bad.find("'axes' must list the two mesh axes"), std::string::npos) << bad;
   std::remove(path.c_str());
+}
+
+// The product cost's fit: times made from known terms give the terms back (the default
+// calibration shapes tell all four apart); terms the times do not support stay 0; one product
+// gives the FLOP rate alone.
+TEST(DistributedMatmul, ProductCostFitRecoversItsTerms) {
+  distributed::CostModel truth;
+  truth.matmul_flops_per_s = 3e11;
+  truth.matmul_s_per_output = 0.5e-9;
+  truth.matmul_s_per_a = 0.2e-9;
+  truth.matmul_s_per_b = 0.3e-9;
+  auto timed = [](const distributed::CostModel& model) {
+    std::vector<distributed::ProductSample> samples;
+    for (const auto& p : distributed::CalibrationOptions{}.products)
+      samples.push_back({p.m, p.k, p.n, model.product_seconds(p.m, p.k, p.n)});
+    return samples;
+  };
+  const distributed::ProductFit fit = distributed::fit_product_cost(timed(truth));
+  EXPECT_NEAR(fit.flops_per_s / truth.matmul_flops_per_s, 1.0, 1e-6);
+  EXPECT_NEAR(fit.s_per_output / truth.matmul_s_per_output, 1.0, 1e-6);
+  EXPECT_NEAR(fit.s_per_a / truth.matmul_s_per_a, 1.0, 1e-6);
+  EXPECT_NEAR(fit.s_per_b / truth.matmul_s_per_b, 1.0, 1e-6);
+  EXPECT_LT(fit.max_relative_error, 1e-9);
+
+  distributed::CostModel flat;  // the rate alone: the other terms fit to 0
+  flat.matmul_flops_per_s = 2e11;
+  const distributed::ProductFit rate_only = distributed::fit_product_cost(timed(flat));
+  EXPECT_NEAR(rate_only.flops_per_s / flat.matmul_flops_per_s, 1.0, 1e-6);
+  EXPECT_NEAR(rate_only.s_per_output + rate_only.s_per_a + rate_only.s_per_b, 0.0, 1e-15);
+
+  const distributed::ProductFit one = distributed::fit_product_cost({{256, 512, 1024, 2.0 * 256 * 512 * 1024 / 1e11}});
+  EXPECT_NEAR(one.flops_per_s / 1e11, 1.0, 1e-12);
+  EXPECT_EQ(one.s_per_output, 0.0);
 }
 
 // A link of several ranges prices each message by the range that holds its size, and keeps its

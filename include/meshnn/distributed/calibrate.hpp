@@ -17,14 +17,15 @@ struct CalibrationOptions {
                                        1 << 20, 1 << 21, 1 << 22, 1 << 23, 1 << 24};  // shard sizes
   int repeats = 5;  // per size (at least 25 for shards up to 256 KiB, whose times scatter more); the median counts
   // Local products [M, K] x [K, N], bfloat16 times bfloat8_b as the jobs' prefill, timed for the
-  // FLOP rate: their FLOPs over their times together. The kernels' rate moves with the shape by
-  // 10-15%, so one shape would misprice the others; these are a 128-row prefill block of a
-  // TinyLlama projection, a square block and a wider one. The last also serves the overlap
-  // measurement (A split on its rows).
+  // product cost (CostModel::product_seconds, fit_product_cost). They vary K, M and N apart (a
+  // 128-row prefill block of a TinyLlama projection, square blocks, K = 512, M = 1024) so that
+  // the cost per output, per value of A and per value of B can be told from the FLOPs. The last
+  // also serves the overlap measurement (A split on its rows).
   struct Product {
     int64_t m, k, n;
   };
-  std::vector<Product> products = {{128, 2048, 2816}, {512, 1024, 1024}, {256, 2048, 2048}};
+  std::vector<Product> products = {{128, 2048, 2816}, {512, 1024, 1024}, {1024, 512, 1024},
+                                   {1024, 1024, 512}, {512, 512, 1024},  {256, 2048, 2048}};
 };
 
 struct AxisFit {
@@ -42,9 +43,23 @@ struct OverlapFit {
   double product_s = 0;  // the whole product at the calibrated rate
 };
 
+// A timed local product, and the CostModel product terms fitted to several: least squares on the
+// relative error, terms that would come out negative left at 0 (with fewer products than terms,
+// the FLOP rate alone: their FLOPs over their times together).
+struct ProductSample {
+  int64_t m, k, n;
+  double seconds;
+};
+struct ProductFit {
+  double flops_per_s = 0, s_per_output = 0, s_per_a = 0, s_per_b = 0;
+  double max_relative_error = 0;  // of the fit over the samples
+};
+ProductFit fit_product_cost(const std::vector<ProductSample>& samples);
+
 struct Calibration {
   CostModel model;
   AxisFit axis[2], reduce_axis[2];
+  ProductFit product;
   OverlapFit overlap;
   std::string describe() const;  // a few lines for people
 };

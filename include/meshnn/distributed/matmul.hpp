@@ -44,6 +44,12 @@ struct CostModel {
   LinkCost axis[2];                  // gathers along cluster_axis 0 (a column) and 1 (a row)
   LinkCost reduce_axis[2];           // reductions, whose steps also add what arrives
   double matmul_flops_per_s = 5e10;  // one device's local matmul rate
+  // What a local product costs beyond its FLOPs at that rate (product_seconds): the blocked
+  // kernel's work outside its micro-kernel, per output value (C written and converted), per value
+  // of A (packed once) and per value of B for each block of A's rows (B is decoded once per block,
+  // kernels::gemm_row_blocks). The rate alone mispriced shapes by 10-15% (K = 512 against 2048, M
+  // = 1024 against 512). 0 unless calibrated.
+  double matmul_s_per_output = 0, matmul_s_per_a = 0, matmul_s_per_b = 0;
   double copy_bytes_per_s = 1e10;    // local slices
   // The share of a chunk's transfer a fused collective matmul hides behind the product of the
   // chunk before (collective_matmul.hpp), from 0 to 1. It is the machine's, not the algorithm's:
@@ -65,6 +71,8 @@ struct CostModel {
   // ring: two chains of h = ceil((members-1)/2) hops, the buffer in c = ceil(bytes / 1 MiB)
   // chunks pipelined down them: (h + c - 1) * (alpha + bytes / c * beta).
   double broadcast_seconds(int axis, int members, double bytes) const;
+  // One device's product [m, k] x [k, n] (m: all its rows, batches folded).
+  double product_seconds(double m, double k, double n) const;
 };
 
 struct DistributedMatmulOptions {
