@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "meshnn/ccl/ccl.hpp"
@@ -27,10 +28,10 @@ using Clock = std::chrono::steady_clock;
 // counted until the slowest rank is done (what a collective step costs the job). `prepare` runs
 // untimed before each.
 template <class Prepare, class Fn>
-double median_seconds(const MeshDevice& mesh, int repeats, Prepare&& prepare, Fn&& fn) {
+double median_seconds(const MeshDevice& mesh, int repeats, Prepare&& prepare, Fn&& fn, bool warm_up = true) {
   std::vector<double> times;
   prepare();
-  fn();  // warm-up: buffers, plans, pages
+  if (warm_up) fn();  // buffers, plans, pages
   for (int r = 0; r < repeats; ++r) {
     prepare();
     mesh.synchronize();
@@ -47,6 +48,22 @@ double median_seconds(const MeshDevice& mesh, int repeats, Prepare&& prepare, Fn
 template <class Fn>
 double median_seconds(const MeshDevice& mesh, int repeats, Fn&& fn) {
   return median_seconds(mesh, repeats, [] {}, fn);
+}
+
+// The medians of two functions timed in alternation, for a ratio between them: timed one after
+// the other, a drift of the machine's speed between the two series showed as a difference.
+template <class FnA, class FnB>
+std::pair<double, double> median_seconds_alternating(const MeshDevice& mesh, int repeats, FnA&& a, FnB&& b) {
+  std::vector<double> ta, tb;
+  a();
+  b();  // warm-ups
+  for (int r = 0; r < repeats; ++r) {
+    ta.push_back(median_seconds(mesh, 1, [] {}, a, /*warm_up=*/false));
+    tb.push_back(median_seconds(mesh, 1, [] {}, b, /*warm_up=*/false));
+  }
+  std::sort(ta.begin(), ta.end());
+  std::sort(tb.begin(), tb.end());
+  return {ta[ta.size() / 2], tb[tb.size() / 2]};
 }
 
 // Rewrites a tensor's storage, as the step before a collective in a plan has just written its
@@ -100,6 +117,10 @@ nlohmann::ordered_json segments_json(const std::vector<LinkSegment>& segments) {
   return out;
 }
 
+// Products (a few ms each) are timed at least this many times: their medians set every plan's
+// compute time, and five runs let one slow moment of the machine through.
+constexpr int kProductRepeats = 11;
+
 // all_gather_matmul along the first axis of two or more devices: A [n M, K] bfloat16 split on
 // rows (M rows each: the last of options.products), B [K, N] bfloat8_b whole; fused (each arrived block's
 // product while the next travels) against unfused, and the overlap the model allows.
@@ -118,8 +139,10 @@ OverlapFit measure_overlap(const MeshDevicePtr& mesh, const CostModel& model, co
                      Tensor(Shape{k, cols}, DataType::BFLOAT8_B, Layout::TILE));
   CollectiveMatmulOptions fused, unfused;
   unfused.fused = false;
-  fit.fused_s = median_seconds(*mesh, options.repeats, [&] { all_gather_matmul(a, b, 0, fit.axis, fused); });
-  fit.unfused_s = median_seconds(*mesh, options.repeats, [&] { all_gather_matmul(a, b, 0, fit.axis, unfused); });
+  std::tie(fit.fused_s, fit.unfused_s) =
+      median_seconds_alternating(*mesh, std::max(options.repeats, kProductRepeats),
+                                 [&] { all_gather_matmul(a, b, 0, fit.axis, fused); },
+                                 [&] { all_gather_matmul(a, b, 0, fit.axis, unfused); });
   const double chunk_transfer = model.axis[fit.axis].seconds(static_cast<double>(block.size_bytes()));
   const double chunk_product =
       model.product_seconds(static_cast<double>(m), static_cast<double>(k), static_cast<double>(cols));
@@ -261,7 +284,8 @@ Calibration calibrate(const MeshDevicePtr& mesh, const CalibrationOptions& optio
   for (const CalibrationOptions::Product& p : options.products) {
     const Tensor a(Shape{p.m, p.k}, DataType::BFLOAT16, Layout::TILE);
     const Tensor b(Shape{p.k, p.n}, DataType::BFLOAT8_B, Layout::TILE);
-    products.push_back({p.m, p.k, p.n, median_seconds(*mesh, options.repeats, [&] { meshnn::matmul(a, b); })});
+    products.push_back(
+        {p.m, p.k, p.n, median_seconds(*mesh, std::max(options.repeats, kProductRepeats), [&] { meshnn::matmul(a, b); })});
   }
   c.product = fit_product_cost(products);
   c.model.matmul_flops_per_s = c.product.flops_per_s;
