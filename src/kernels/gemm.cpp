@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "meshnn/kernels/matmul_kernels.hpp"
+#include "meshnn/tensor/tile_layout.hpp"
 
 namespace meshnn::kernels {
 
@@ -171,7 +172,7 @@ void pack_a_piece(const KernelSet& ks, int64_t m, const float* a, int64_t lda, i
 // from the start of its tile row) plus tile_column_offset(k) addresses element (i, k). Columns k
 // and k + 1 (k even) are neighbours in a face row: one 32-bit load is their pair. Columns from
 // k_valid on are the tiles' padding, which may hold anything: packed as zeros.
-constexpr int64_t tile_column_offset(int64_t k) { return k / 32 * 1024 + k % 32 / 16 * 256 + k % 16; }
+constexpr int64_t tile_column_offset(int64_t k) { return k / 32 * kTileVolume + tile_element_index(0, k % 32); }
 
 void pack_bf16_tile_rows(const uint16_t* const* rows, int64_t k_valid, int64_t k0, int64_t mc, int64_t kc, int max_mr,
                          uint32_t* dst) {
