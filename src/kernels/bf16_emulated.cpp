@@ -51,10 +51,9 @@ void decode_tile_bf16_pairs(const std::byte* tile, DataType dtype, uint32_t* dst
 }
 
 // avx512-bf16's small-M kernel on bfloat8_b (matmul_avx512bf16.cpp, bfp8_tile_dp) lane by lane:
-// the same bfloat16 words, the same chains and the same order of sums.
+// the same bfloat16 words, the same chains and the same order of sums. bfloat8_b weights only.
 void small_m_bf16(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
                   int64_t ldc) {
-  if (b.dtype != DataType::BFLOAT8_B) return portable_kernel_set().small_m(m, a, lda, b, nt_begin, nt_end, c, ldc);
   const int chains = m <= 2 ? 2 : 1;
   const size_t bytes = tile_bytes(DataType::BFLOAT8_B);
   // One code of face f's row r as the words the kernel builds: with m, and with m cleared.

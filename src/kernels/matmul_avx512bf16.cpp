@@ -66,6 +66,13 @@ inline __m512 block_float_row(const uint8_t* tile, int block, const float* scale
   return _mm512_mul_ps(magnitudes, _mm512_set1_ps(scales[tile[block]]));
 }
 
+// The word permute that turns two face rows held one after the other (32 words: row r's 16, then
+// row r + 1's) into 16 pairs (row r, row r + 1) of the same column, as vdpbf16ps takes them along K.
+inline __m512i pair_interleave() {
+  return _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
+                          18, 2, 17, 1, 16, 0);
+}
+
 // Straight from the stored tile to pairs, no float tile in between: face f's rows 2q and 2q + 1
 // are K rows (f / 2) * 16 + 2q, + 1 of columns (f % 2) * 16 .. + 15, i.e. pair row (f / 2) * 8 + q.
 template <DataType D>
@@ -79,10 +86,8 @@ void decode_pairs_t(const std::byte* tile, uint32_t* dst) {
       if constexpr (D == DataType::BFLOAT16) {
         // Rows 2q and 2q + 1 are 64 consecutive bytes: one load, and one word permute interleaves
         // them into (row 2q, row 2q + 1) pairs.
-        const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                                                    22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
         const uint16_t* rows = reinterpret_cast<const uint16_t*>(tile) + block * 16;
-        pairs = _mm512_permutexvar_epi16(interleave, _mm512_loadu_si512(rows));
+        pairs = _mm512_permutexvar_epi16(pair_interleave(), _mm512_loadu_si512(rows));
       } else {
         pairs = pair_rows(block_float_row<D>(t8, block, scales), block_float_row<D>(t8, block + 1, scales));
       }
@@ -118,6 +123,8 @@ template <int M>
 inline void bfp8_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float* c, int64_t ldc) {
   constexpr int kChains = M <= 2 ? 2 : 1;
   // A's 32 values of this tile as 16 bfloat16 pairs per row (exact: they are bfloat16 values).
+  // Made again for every tile; making them once per group of tile rows was tried and not kept
+  // (docs/performance.md, session 23).
   alignas(64) uint32_t a_pairs[M][16];
   for (int i = 0; i < M; ++i)
     _mm512_store_si512(a_pairs[i], (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(ak + i * lda + 16),
@@ -131,8 +138,7 @@ inline void bfp8_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float*
   // Read them back from memory: a broadcast from memory is a load, while one from a register (what
   // GCC makes of values it still holds) takes the shuffle unit that the decode already keeps busy.
   asm volatile("" ::: "memory");
-  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
-                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i interleave = pair_interleave();
   const __m512i exponent_field = _mm512_set1_epi16(0x7F80);
   const __m512i sign_and_exponent = _mm512_set1_epi16(static_cast<short>(0xFF80));
   __m512 with_m[M][2][kChains], without_m[M][2][kChains];
@@ -182,10 +188,9 @@ void small_m_bfp8(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_b
       });
 }
 
-// bfloat8_b weights take the kernel above; the other formats keep the float32 small-M kernels.
+// bfloat8_b weights only (kernels::small_m_bf16_applies).
 void small_m_bf16(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
                   int64_t ldc) {
-  if (b.dtype != DataType::BFLOAT8_B) return avx512_kernel_set().small_m(m, a, lda, b, nt_begin, nt_end, c, ldc);
   switch (m) {
     case 1: return small_m_bfp8<1>(a, lda, b, nt_begin, nt_end, c, ldc);
     case 2: return small_m_bfp8<2>(a, lda, b, nt_begin, nt_end, c, ldc);

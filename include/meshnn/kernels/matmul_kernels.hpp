@@ -71,9 +71,9 @@ struct KernelSet {
   // bf16_pairs, row kk holding tile rows 2kk and 2kk + 1 (dst row stride 32).
   void (*decode_tile_bf16_pairs)(const std::byte* tile, DataType dtype, uint32_t* dst) = nullptr;
   const char* bf16_path = nullptr;  // the path's name in reports: "avx512-bf16", "bf16-emulated"
-  // The small-M path for A's values in bfloat16 (held as float), nullptr where this set has none:
-  // small_m's contract; bfloat8_b weights multiply in bfloat16 (vdpbf16ps), other formats go to the
-  // float32 small-M kernel. The products are exact either way; the sums round differently.
+  // The small-M path for A's values in bfloat16 (held as float) and bfloat8_b weights, nullptr
+  // where this set has none: small_m's contract, the products in bfloat16 (vdpbf16ps). The
+  // products are exact as in small_m; the sums round differently.
   void (*small_m_bf16)(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
                        float* c, int64_t ldc) = nullptr;
 };
