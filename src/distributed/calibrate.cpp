@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <tuple>
 #include <nlohmann/json.hpp>
 
@@ -153,9 +154,44 @@ OverlapFit measure_overlap(const MeshDevicePtr& mesh, const CostModel& model, co
 
 }  // namespace
 
+namespace {
+
+// x minimising sum_i (rows[i] . x - 1)^2, by the normal equations with every column scaled to unit
+// norm first (the product terms differ by orders of magnitude); nullopt if they are singular.
+std::optional<std::vector<double>> fit_to_ones(const std::vector<std::vector<double>>& rows) {
+  const size_t n = rows.front().size();
+  std::vector<double> norm(n, 0.0);
+  for (const auto& r : rows)
+    for (size_t j = 0; j < n; ++j) norm[j] += r[j] * r[j];
+  for (double& v : norm) v = std::sqrt(v);
+  std::vector<std::vector<double>> ata(n, std::vector<double>(n + 1, 0.0));  // [A^T A | A^T 1]
+  for (const auto& r : rows)
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) ata[i][j] += r[i] / norm[i] * r[j] / norm[j];
+      ata[i][n] += r[i] / norm[i];
+    }
+  for (size_t i = 0; i < n; ++i) {  // Gauss-Jordan with partial pivoting
+    size_t pivot = i;
+    for (size_t r = i + 1; r < n; ++r)
+      if (std::abs(ata[r][i]) > std::abs(ata[pivot][i])) pivot = r;
+    std::swap(ata[i], ata[pivot]);
+    if (std::abs(ata[i][i]) < 1e-12) return std::nullopt;
+    for (size_t r = 0; r < n; ++r) {
+      if (r == i) continue;
+      const double f = ata[r][i] / ata[i][i];
+      for (size_t c = i; c <= n; ++c) ata[r][c] -= f * ata[i][c];
+    }
+  }
+  std::vector<double> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = ata[i][n] / ata[i][i] / norm[i];
+  return x;
+}
+
+}  // namespace
+
 ProductFit fit_product_cost(const std::vector<ProductSample>& samples) {
   MESHNN_CHECK(!samples.empty(), "fit_product_cost: no timed product");
-  constexpr int kTerms = 4;  // seconds per FLOP, per output, per value of A, per value of B per row block
+  constexpr size_t kTerms = 4;  // seconds per FLOP, per output, per value of A, per value of B per row block
   auto terms = [](const ProductSample& p) {
     const double m = static_cast<double>(p.m), k = static_cast<double>(p.k), n = static_cast<double>(p.n);
     return std::array<double, kTerms>{2.0 * m * k * n, m * n, m * k,
@@ -168,61 +204,33 @@ ProductFit fit_product_cost(const std::vector<ProductSample>& samples) {
     seconds += p.seconds;
   }
   coef[0] = seconds / flops;  // the rate alone, when nothing better fits
-  // Active set: all terms, then drop the most negative extra term until every one is >= 0.
-  std::array<bool, kTerms> active{true, true, true, true};
-  while (static_cast<int>(samples.size()) >= std::count(active.begin(), active.end(), true)) {
-    std::vector<int> cols;
-    for (int t = 0; t < kTerms; ++t)
-      if (active[static_cast<size_t>(t)]) cols.push_back(t);
-    const size_t n = cols.size();
-    // Rows scaled by 1 / seconds (relative error), columns by their norm (the terms differ by
-    // orders of magnitude); normal equations solved by Gaussian elimination with pivoting.
-    std::vector<double> norm(n, 0.0);
-    for (const ProductSample& p : samples)
-      for (size_t j = 0; j < n; ++j) norm[j] += std::pow(terms(p)[static_cast<size_t>(cols[j])] / p.seconds, 2);
-    for (double& v : norm) v = std::sqrt(v);
-    std::vector<std::vector<double>> ata(n, std::vector<double>(n + 1, 0.0));
+  // Least squares on the relative error (each row divided by its time, target 1) over the active
+  // terms; the most negative extra term is dropped until none is negative.
+  std::vector<size_t> active = {0, 1, 2, 3};
+  while (samples.size() >= active.size()) {
+    std::vector<std::vector<double>> rows;
     for (const ProductSample& p : samples) {
       const auto t = terms(p);
-      for (size_t i = 0; i < n; ++i) {
-        const double xi = t[static_cast<size_t>(cols[i])] / p.seconds / norm[i];
-        for (size_t j = 0; j < n; ++j) ata[i][j] += xi * t[static_cast<size_t>(cols[j])] / p.seconds / norm[j];
-        ata[i][n] += xi;  // target 1 (seconds / seconds)
-      }
+      rows.emplace_back();
+      for (size_t term : active) rows.back().push_back(t[term] / p.seconds);
     }
-    bool singular = false;
-    for (size_t i = 0; i < n && !singular; ++i) {
-      size_t pivot = i;
-      for (size_t r = i + 1; r < n; ++r)
-        if (std::abs(ata[r][i]) > std::abs(ata[pivot][i])) pivot = r;
-      std::swap(ata[i], ata[pivot]);
-      singular = std::abs(ata[i][i]) < 1e-12;
-      for (size_t r = 0; r < n && !singular; ++r) {
-        if (r == i) continue;
-        const double f = ata[r][i] / ata[i][i];
-        for (size_t c = i; c <= n; ++c) ata[r][c] -= f * ata[i][c];
-      }
-    }
-    if (singular) break;
-    std::array<double, kTerms> x{};
-    for (size_t i = 0; i < n; ++i) x[static_cast<size_t>(cols[i])] = ata[i][n] / ata[i][i] / norm[i];
-    int worst = -1;
-    for (int t = 1; t < kTerms; ++t)
-      if (active[static_cast<size_t>(t)] && x[static_cast<size_t>(t)] < 0 &&
-          (worst < 0 || x[static_cast<size_t>(t)] < x[static_cast<size_t>(worst)]))
-        worst = t;
-    if (x[0] <= 0) break;  // no positive rate: keep the rate alone
-    if (worst < 0) {
-      coef = x;
+    const std::optional<std::vector<double>> x = fit_to_ones(rows);
+    if (!x || (*x)[0] <= 0) break;  // no positive rate: keep the rate alone
+    size_t worst = 0;  // position in `active` of the most negative extra term, 0 if none
+    for (size_t j = 1; j < active.size(); ++j)
+      if ((*x)[j] < 0 && (worst == 0 || (*x)[j] < (*x)[worst])) worst = j;
+    if (worst == 0) {
+      coef = {};
+      for (size_t j = 0; j < active.size(); ++j) coef[active[j]] = (*x)[j];
       break;
     }
-    active[static_cast<size_t>(worst)] = false;
+    active.erase(active.begin() + static_cast<std::ptrdiff_t>(worst));
   }
   ProductFit fit{1.0 / coef[0], coef[1], coef[2], coef[3], 0.0};
   for (const ProductSample& p : samples) {
     const auto t = terms(p);
     double predicted = 0;
-    for (int i = 0; i < kTerms; ++i) predicted += coef[static_cast<size_t>(i)] * t[static_cast<size_t>(i)];
+    for (size_t i = 0; i < kTerms; ++i) predicted += coef[i] * t[i];
     fit.max_relative_error = std::max(fit.max_relative_error, std::abs(predicted - p.seconds) / p.seconds);
   }
   return fit;
