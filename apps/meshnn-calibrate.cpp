@@ -53,10 +53,15 @@ int main(int argc, char** argv) {
   return run_app(argc, argv, [](Runtime& rt, int argc, char** argv) {
     std::string mesh_text, output, transport = transport_label();
     bool no_collectives = false;
+    PointToPointOptions p2p;
     CLI::App cli("Point-to-point and collective costs per mesh axis, fitted and saved.", "meshnn-calibrate");
     cli.add_option("--mesh", mesh_text, "mesh shape (default: 1 x ranks)")->type_name("RxC")->check(parsed_by(parse_mesh_shape));
     cli.add_option("--output", output, "write the calibration as JSON")->type_name("FILE");
     cli.add_option("--transport", transport, "label for the transport this run uses (default: from OMPI_MCA_btl)");
+    cli.add_option("--passes", p2p.passes, "passes per sweep; a size's time is their mean without the fastest and slowest")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    cli.add_option("--segments", p2p.max_segments, "ranges of the piecewise alpha-beta fit")
+        ->capture_default_str()->check(CLI::Range(1, 8));
     cli.add_flag("--no-collectives", no_collectives, "only the point-to-point links");
     parse_command_line(cli, argc, argv);
     const MeshShape shape = mesh_text.empty() ? MeshShape{1, rt.world_size()} : parse_mesh_shape(mesh_text);
@@ -66,7 +71,6 @@ int main(int argc, char** argv) {
     nlohmann::ordered_json record;
     record["mesh"] = shape.to_string();
     record["transport"] = transport;
-    PointToPointOptions p2p;
     p2p.transport = transport;
     double worst = 0, worst_check = 0;
     for (int axis = 0; axis < 2; ++axis) {

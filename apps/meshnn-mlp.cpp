@@ -11,7 +11,7 @@ namespace {
 
 models::falcon::MlpJobConfig parse(int argc, char** argv, int world_size) {
   models::falcon::MlpJobConfig c;
-  std::string mesh, mode = "tp", tp_variant = "reduce_scatter", weight_dtype = "bfloat16", act_dtype = "bfloat16";
+  std::string mesh, mode = "tp", tp_variant = "planned", weight_dtype = "bfloat16", act_dtype = "bfloat16";
   std::string topology = "ring";
   CLI::App cli("Falcon MLP (dense_h_to_4h -> GELU -> dense_4h_to_h) inference on a mesh of MPI ranks.", "meshnn-mlp");
   cli.add_option("--mesh", mesh, "mesh shape; rows*cols must equal the number of ranks (default: 1 x ranks)")
@@ -19,11 +19,11 @@ models::falcon::MlpJobConfig parse(int argc, char** argv, int world_size) {
       ->check(parsed_by(parse_mesh_shape));
   cli.add_option("--mode", mode, "how the model spreads over the mesh")->check(CLI::IsMember({"dp", "tp", "2d", "hybrid"}));
   cli.add_option("--tp-variant", tp_variant,
-                 "how tp ends: the TT-NN tutorial's three, or planned (FF2 by distributed::matmul, its moves chosen "
-                 "by the calibrated cost model)")
+                 "how tp ends: planned (FF2 by distributed::matmul, its moves chosen by the cost model), or one of "
+                 "the TT-NN tutorial's three, hand-placed")
       ->check(CLI::IsMember({"reduce_scatter", "all_reduce", "all_gather", "planned"}));
   cli.add_option("--calibration", c.calibration,
-                 "cost model for --tp-variant planned (meshnn-calibrate's FILE.cost.json; default: calibrate at start)")
+                 "cost model for --tp-variant planned (meshnn-calibrate's FILE.cost.json; default: the built-in one)")
       ->type_name("FILE");
   cli.add_option("--weights", c.weights, "weights file (default: generate a synthetic model of --hidden x --intermediate)")
       ->type_name("FILE");

@@ -82,13 +82,26 @@ double one_way_seconds(ccl::Transport& t, int tag, std::byte* buffer, size_t byt
   };
   round_trip();  // warm-up: pages, MPI's connection and registration
   std::vector<double> batches;
-  for (int b = 0; b < 5; ++b) {
+  for (int b = 0; b < 3; ++b) {
     const auto start = Clock::now();
     for (int r = 0; r < round_trips; ++r) round_trip();
     batches.push_back(std::chrono::duration<double>(Clock::now() - start).count() / (2.0 * round_trips));
   }
   std::sort(batches.begin(), batches.end());
   return batches[batches.size() / 2];
+}
+
+// The mean of the passes without the fastest and the slowest one (when there are three or more).
+// Not the median: a transport can move one size at two speeds from pass to pass (TCP on loopback
+// does, docs/performance.md), and the median of a few passes then lands on either while the mean
+// estimates what a message costs on average, which is what the planner adds up; dropping the
+// extremes keeps a single disturbed pass out.
+double trimmed_mean(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t drop = values.size() >= 3 ? 1 : 0;
+  double sum = 0;
+  for (size_t i = drop; i + drop < values.size(); ++i) sum += values[i];
+  return sum / static_cast<double>(values.size() - 2 * drop);
 }
 
 std::vector<double> default_sizes() {
@@ -185,34 +198,48 @@ PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int 
   if (c.members == 1) return c;
   const std::vector<double> sizes = options.bytes.empty() ? default_sizes() : options.bytes;
   for (double b : sizes) MESHNN_CHECK(b >= 1 && b <= double(1 << 30), "calibrate_point_to_point: size {} B is out of 1 B..1 GiB", b);
+  MESHNN_CHECK(options.passes >= 1, "calibrate_point_to_point: passes must be >= 1, got {}", options.passes);
   const size_t largest = static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()));
   ccl::MpiTransport transport(mesh->axis_comm(axis), mesh->axis_transport_kind(axis));
   const bool pinging = transport.position() < 2;
   // The memory tensors use (core/memory.hpp), so transfers meet the pages collectives meet.
   std::unique_ptr<std::byte, void (*)(std::byte*)> buffer(allocate_buffer(largest), release_buffer);
-  // One sweep over the sizes: rank 0's one-way times, for every rank (so that all fit one model).
-  auto sweep = [&] {
-    std::vector<double> seconds;
-    for (double b : sizes) {
+  // Two sweeps over the sizes, rank 0's one-way times for every rank (so that all fit one model):
+  // the one the model is fitted to and the check, which the fit does not see. Each size's time in
+  // a sweep is the trimmed mean of `passes` passes over all sizes; the passes of the two sweeps take
+  // turns, in alternating order of size. A transient (another process, a flush of the page cache)
+  // then lands in one pass of a size, not in its value, and a drift that lasts seconds meets both
+  // sweeps alike: the check measures what the model predicts of a message sent during the
+  // calibration, not which half of the run the machine was faster in.
+  const int sweeps = options.check_sweep ? 2 : 1;
+  std::vector<std::vector<std::vector<double>>> seconds(sweeps, std::vector<std::vector<double>>(sizes.size()));
+  for (int pass = 0; pass < sweeps * options.passes; ++pass)
+    for (size_t n = 0; n < sizes.size(); ++n) {
+      const size_t i = (pass / sweeps) % 2 == 0 ? n : sizes.size() - 1 - n;
+      const double b = sizes[i];
       const int tag = ccl::tag_base_for(mesh->next_operation_id(), transport);
       // About 20 ms of round trips per batch at 10 GB/s, between 10 and 1000.
       const int round_trips =
           options.repeats > 0 ? options.repeats : std::clamp(static_cast<int>(1e8 / (b + 1e4)), 10, 1000);
       mesh->synchronize();
-      seconds.push_back(pinging ? one_way_seconds(transport, tag, buffer.get(), static_cast<size_t>(b), round_trips) : 0);
+      seconds[pass % sweeps][i].push_back(
+          pinging ? one_way_seconds(transport, tag, buffer.get(), static_cast<size_t>(b), round_trips) : 0);
     }
-    MPI_Bcast(seconds.data(), static_cast<int>(seconds.size()), MPI_DOUBLE, 0, mesh->comm());
+  auto samples_of_sweep = [&](std::vector<std::vector<double>>& passes) {
+    std::vector<double> means;
+    for (std::vector<double>& s : passes) means.push_back(trimmed_mean(s));
+    MPI_Bcast(means.data(), static_cast<int>(means.size()), MPI_DOUBLE, 0, mesh->comm());
     std::vector<LinkSample> samples;
-    for (size_t i = 0; i < sizes.size(); ++i) samples.push_back({sizes[i], seconds[i], 0});
+    for (size_t i = 0; i < sizes.size(); ++i) samples.push_back({sizes[i], means[i], 0});
     std::sort(samples.begin(), samples.end(), [](const LinkSample& a, const LinkSample& b) { return a.bytes < b.bytes; });
     return samples;
   };
-  c.samples = sweep();
-  c.link = fit_piecewise_link(c.samples);
+  c.samples = samples_of_sweep(seconds[0]);
+  c.link = fit_piecewise_link(c.samples, options.max_segments);
   for (LinkSample& x : c.samples) x.predicted_s = c.link.seconds(x.bytes);
   c.max_relative_error = worst_error(c.samples, c.link);
   if (options.check_sweep) {
-    c.check = sweep();
+    c.check = samples_of_sweep(seconds[1]);
     for (LinkSample& x : c.check) x.predicted_s = c.link.seconds(x.bytes);
     c.check_relative_error = worst_error(c.check, c.link);
   }

@@ -41,7 +41,9 @@ struct PointToPointCalibration {
 
 struct PointToPointOptions {
   std::vector<double> bytes;  // sizes to measure; empty: 8 B to 64 MiB, 4 per doubling of 2
-  int repeats = 0;            // round trips per size (median); 0: from the size
+  int repeats = 0;            // round trips per batch (a pass takes the median of 3); 0: from the size
+  int passes = 5;             // passes per sweep; a size's time is their mean without the extremes
+  int max_segments = 4;       // ranges of the piecewise fit
   bool check_sweep = true;    // measure a second sweep to check the fit against
   std::string transport = "default";
 };

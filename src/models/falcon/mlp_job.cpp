@@ -270,14 +270,6 @@ int finish(const MlpJobConfig& c, const std::string& weights, const Loaded& load
   return status;
 }
 
-// The planned tp variant's cost model: from the file given, else measured on this mesh now.
-distributed::CostModel planner_cost(const MlpJobConfig& c, const MeshDevicePtr& mesh) {
-  if (!c.calibration.empty()) return distributed::load_cost_model(c.calibration);
-  const distributed::Calibration calibration = distributed::calibrate(mesh);
-  if (mesh->device_id() == 0) std::printf("%s", calibration.describe().c_str());
-  return calibration.model;
-}
-
 }  // namespace
 
 int run_mlp_job(const MlpJobConfig& config) {
@@ -286,7 +278,9 @@ int run_mlp_job(const MlpJobConfig& config) {
   MlpJobConfig c = config;
   const bool planned = c.mlp.tp_variant == TpVariant::PLANNED &&
                        (c.mlp.mode == ParallelMode::TP || c.mlp.mode == ParallelMode::HYBRID);
-  if (planned) c.mlp.cost = planner_cost(c, mesh);
+  // Without a file the built-in cost model, as in the LLM job: calibrating at start would cost every
+  // run (tests, scaling sweeps on oversubscribed ranks) seconds for a choice it does not change here.
+  if (planned && !c.calibration.empty()) c.mlp.cost = distributed::load_cost_model(c.calibration);
   std::unique_ptr<GeneratedWeights> generated;
   if (c.weights.empty()) generated = std::make_unique<GeneratedWeights>(c, mesh->comm());
   const std::string weights = generated ? generated->file : c.weights;

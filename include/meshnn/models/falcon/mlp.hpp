@@ -41,7 +41,7 @@ struct MlpOptions {
   DataType act_dtype = DataType::BFLOAT16;
   Topology topology = Topology::RING;
   int num_links = 1;
-  distributed::CostModel cost;  // the planned variant's (calibrate it on the job's mesh)
+  distributed::CostModel cost;  // the planned variant's: the built-in model unless one calibrated on the mesh is loaded
 };
 
 class FalconMlp {
