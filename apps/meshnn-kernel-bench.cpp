@@ -9,7 +9,8 @@
 // The machine's single-core peak FMA rate (for the instruction set the kernels use; on a CPU with
 // AVX512-BF16 also the vdpbf16ps rate) and read bandwidth (one thread streaming 1 GiB) are measured
 // first; "%peak" is GFLOP/s against the peak of the row's path (the vdpbf16ps peak for rows on our
-// avx512-bf16 path, else the float32 FMA peak) times threads, "%bw" weight bytes/s against the
+// avx512-bf16 path, the float32 FMA peak for float32 products; none measured for amx-bf16: "-")
+// times threads, "%bw" weight bytes/s against the
 // single-core read bandwidth. "path" is the kernel path our matmul takes (matmul_kernel_path).
 // OpenBLAS runs with the same number of threads as our row (--openblas-threads N pins it, e.g. 1
 // for a single-threaded baseline everywhere). For each shape and weight format, every thread count
@@ -19,8 +20,8 @@
 // row's threads in the same alternation: activations bfloat16 [M,K] row-major, weights rounded to
 // bfloat16 and reordered once, outside the timed runs, to the layout the primitive chooses.
 // "r_dnnl" = ours / oneDNN; "oneDNN impl" is its implementation (e.g. brg:avx512_core_bf16).
-// Rows on our avx512-bf16 path also time the same matmul with float32 products (the avx512 set)
-// in the alternation and print the bf16 path's speed-up over it.
+// Rows on our avx512-bf16 or amx-bf16 path also time the same matmul with float32 products (the
+// avx512 set) in the alternation and print the bf16 path's speed-up over it.
 //
 // Worker threads are pinned one per core, as the Runtime pins a rank's workers.
 // --ceiling: for every thread count T > 1, also T independent 1-thread matmuls at once, one per
@@ -67,6 +68,9 @@ using bench::BenchOptions;
 using bench::BenchShape;
 using bench::Machine;
 using Clock = std::chrono::steady_clock;
+
+// Whether a kernel path multiplies in bfloat16 (its float32-products twin is then timed too).
+bool bf16_products(std::string_view path) { return path == "avx512-bf16" || path == "amx-bf16"; }
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -296,7 +300,7 @@ struct FormatRuns {
       }
     // Where our row takes bfloat16 products, the same call with float32 products (the avx512
     // set: what MESHNN_KERNELS=avx512 runs), so the path's gain is measured in the same run.
-    if (std::string_view(matmul_kernel_path(o.act, wd, x.s.m)) == "avx512-bf16")
+    if (bf16_products(matmul_kernel_path(o.act, wd, x.s.m)))
       for (size_t i = 0; i < workers.pools.size(); ++i) {
         float32[i] = fns.size();
         fns.push_back([&a = x.a, &weights = w, pool = workers.pools[i].get(), out = Tensor()]() mutable {
@@ -349,7 +353,9 @@ Row make_row(const BenchOptions& o, const Machine& machine, const ShapeOperands&
   r.blas = kHaveBlas ? flops / t_blas / 1e9 : 0.0;
   r.weight_gbps = static_cast<double>(runs.w.size_bytes()) / t / 1e9;
   r.ratio = r.blas > 0 ? r.gflops / r.blas : 0.0;
-  r.row_peak = std::string_view(r.path) == "avx512-bf16" ? machine.peak_bf16 : machine.peak;
+  r.row_peak = std::string_view(r.path) == "amx-bf16"      ? 0.0
+               : std::string_view(r.path) == "avx512-bf16" ? machine.peak_bf16
+                                                           : machine.peak;
   r.ceiling_gflops = runs.ceiling[i] > 0 ? flops / best[runs.ceiling[i]] / 1e9 : 0.0;
   r.onednn_gflops = runs.onednn[i] > 0 ? flops / best[runs.onednn[i]] / 1e9 : 0.0;
   r.float32_gflops = runs.float32[i] > 0 ? flops / best[runs.float32[i]] / 1e9 : 0.0;
@@ -359,8 +365,9 @@ Row make_row(const BenchOptions& o, const Machine& machine, const ShapeOperands&
 
 void print_row(const BenchShape& s, const Row& r, const Machine& machine, bool with_onednn) {
   fmt::print("{:<14} {:>5} {:>5} {:>6} {:<10} {:>3} {:<11} "
-             "{:>9.1f} {:>5.0f}% {:>9.2f} {:>5.0f}% {:>9.1f} {:>6.2f}",
-             r.op, s.m, s.k, s.n, to_string(r.wd), r.threads, r.path, r.gflops, 100 * r.gflops / (r.row_peak * r.threads),
+             "{:>9.1f} {:>6} {:>9.2f} {:>5.0f}% {:>9.1f} {:>6.2f}",
+             r.op, s.m, s.k, s.n, to_string(r.wd), r.threads, r.path, r.gflops,
+             r.row_peak > 0 ? fmt::format("{:.0f}%", 100 * r.gflops / (r.row_peak * r.threads)) : "-",
              r.weight_gbps, 100 * r.weight_gbps / machine.bandwidth, r.blas, r.ratio);
   if (with_onednn)  // the impl padded only where the ceiling's columns follow
     fmt::print(" {:>9} {:>6} {}", r.onednn_gflops > 0 ? fmt::format("{:.1f}", r.onednn_gflops) : "-",

@@ -6,6 +6,12 @@
 #include <cstdlib>
 #include <string_view>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace meshnn {
 
 namespace {
@@ -18,14 +24,35 @@ std::atomic<int> g_isa_cap{-1};
 Isa env_cap() {
   static const Isa cap = [] {
     const char* env = std::getenv("MESHNN_KERNELS");
-    if (env == nullptr) return Isa::AVX512_BF16;
+    if (env == nullptr) return Isa::AMX_BF16;
     const std::string_view v(env);
     if (v == "portable") return Isa::PORTABLE;
     if (v == "avx2") return Isa::AVX2;
     if (v == "avx512") return Isa::AVX512;
-    return Isa::AVX512_BF16;
+    if (v == "avx512-bf16") return Isa::AVX512_BF16;
+    return Isa::AMX_BF16;
   }();
   return cap;
+}
+
+// AMX-TILE and AMX-BF16 (CPUID leaf 7: EDX bits 24 and 22), the OS saving the tile state (XCR0
+// bits 17 and 18), and Linux's permission for this process to use it (requested here; the kernel
+// then enlarges each thread's save area on its first tile instruction).
+bool amx_bf16_usable() {
+#if defined(__x86_64__) && defined(__linux__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  if (!(edx & (1u << 24)) || !(edx & (1u << 22))) return false;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false;  // OSXSAVE
+  unsigned xcr0_low = 0, xcr0_high = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  if ((xcr0_low & (3u << 17)) != (3u << 17)) return false;
+  constexpr long kArchReqXcompPerm = 0x1023;  // <asm/prctl.h>
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace
@@ -40,6 +67,8 @@ const char* to_string(Isa isa) {
       return "avx512";
     case Isa::AVX512_BF16:
       return "avx512-bf16";
+    case Isa::AMX_BF16:
+      return "amx-bf16";
   }
   return "?";
 }
@@ -51,7 +80,10 @@ Isa best_supported_isa() {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      return __builtin_cpu_supports("avx512bf16") ? Isa::AVX512_BF16 : Isa::AVX512;
+    {
+      if (!__builtin_cpu_supports("avx512bf16")) return Isa::AVX512;
+      return amx_bf16_usable() ? Isa::AMX_BF16 : Isa::AVX512_BF16;
+    }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
       return Isa::AVX2;
     return Isa::PORTABLE;

@@ -101,6 +101,18 @@ float dpbf16_lane(float acc, uint32_t a_pair, uint32_t b_pair) {
   return flush_denormal(std::fma(bf16_low(a_pair), bf16_low(b_pair), acc));
 }
 
+void tdpbf16ps_row(float* c, int n_cols, const uint32_t* a_row, int k_pairs, const uint32_t* b, int64_t b_stride) {
+  constexpr int kMaxCols = 16;  // a tile row: 64 bytes
+  float even[kMaxCols] = {}, odd[kMaxCols] = {};
+  for (int k = 0; k < k_pairs; ++k)
+    for (int n = 0; n < n_cols; ++n) {
+      const uint32_t bp = b[k * b_stride + n];
+      even[n] = flush_denormal(std::fma(bf16_low(a_row[k]), bf16_low(bp), even[n]));
+      odd[n] = flush_denormal(std::fma(bf16_high(a_row[k]), bf16_high(bp), odd[n]));
+    }
+  for (int n = 0; n < n_cols; ++n) c[n] = flush_denormal(flush_denormal(c[n]) + flush_denormal(even[n] + odd[n]));
+}
+
 const KernelSet& emulated_bf16_kernel_set() {
   static const KernelSet set = [] {
     KernelSet s = portable_kernel_set();
@@ -109,6 +121,7 @@ const KernelSet& emulated_bf16_kernel_set() {
     s.bf16_path = "bf16-emulated";
     s.decode_tile_bf16_pairs = decode_tile_bf16_pairs;
     s.small_m_bf16 = small_m_bf16;
+    s.small_m_bf16_path = "bf16-emulated";
     return s;
   }();
   return set;

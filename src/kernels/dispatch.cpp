@@ -13,6 +13,8 @@ namespace meshnn::kernels {
 
 const KernelSet& kernel_set(Isa isa) {
   switch (isa) {
+    case Isa::AMX_BF16:
+      return amx_bf16_kernel_set();
     case Isa::AVX512_BF16:
       return avx512_bf16_kernel_set();
     case Isa::AVX512:

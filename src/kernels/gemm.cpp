@@ -81,8 +81,8 @@ struct Float32Products {
   static constexpr int64_t kValuesPerElement = 1;
   static constexpr int64_t kKc = kKcFloat32;
   static int max_mr(const KernelSet& ks) { return ks.max_mr; }
-  static void pack(const float* a, int64_t lda, int64_t mc, int64_t kc, int max_mr, float* dst) {
-    pack_a(a, lda, mc, kc, max_mr, dst);
+  static void pack(const KernelSet& ks, const float* a, int64_t lda, int64_t mc, int64_t kc, float* dst) {
+    pack_a(a, lda, mc, kc, ks.max_mr, dst);
   }
   static void decode_panel(const KernelSet& ks, const TileMatrix& b, bool transposed, int64_t nt, int64_t k0,
                            int64_t kc, float* panel, float* scratch) {
@@ -101,21 +101,31 @@ inline uint16_t bf16_bits(float x) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// Where pair kk (of kc/2) of row i (of mr) goes in a micro-panel: [kc/2][mr], or [mr][kc/2] for
+// a kernel set that reads A in rows (KernelSet::bf16_a_rows).
+struct PairPanel {
+  bool rows;
+  int mr;
+  int64_t kc;
+  int64_t index(int i, int64_t kk) const { return rows ? i * (kc / 2) + kk : kk * mr + i; }
+};
+
 struct Bf16Products {
   using Element = uint32_t;
   static constexpr int64_t kValuesPerElement = 2;
   static constexpr int64_t kKc = kKcBf16;
   static int max_mr(const KernelSet& ks) { return ks.bf16_max_mr; }
-  // [kc/2][mr] pairs per micro-panel.
-  static void pack(const float* a, int64_t lda, int64_t mc, int64_t kc, int max_mr, uint32_t* dst) {
+  static void pack(const KernelSet& ks, const float* a, int64_t lda, int64_t mc, int64_t kc, uint32_t* dst) {
+    const int max_mr = ks.bf16_max_mr;
     const int64_t panels = (mc + max_mr - 1) / max_mr;
     int64_t row = 0;
     for (int64_t p = 0; p < panels; ++p) {
       const int mr = micro_rows(mc, max_mr, p);
+      const PairPanel panel{ks.bf16_a_rows, mr, kc};
       for (int64_t k = 0; k < kc; k += 2)
         for (int i = 0; i < mr; ++i) {
           const float* ai = a + (row + i) * lda + k;
-          dst[k / 2 * mr + i] = bf16_pair(bf16_bits(ai[0]), bf16_bits(ai[1]));
+          dst[panel.index(i, k / 2)] = bf16_pair(bf16_bits(ai[0]), bf16_bits(ai[1]));
         }
       dst += kc / 2 * mr;
       row += mr;
@@ -134,9 +144,9 @@ struct Bf16Products {
 
 // mc rows of A, all of K: K block after K block, micro-panels inside each.
 template <class P>
-void pack_rows(const float* a, int64_t lda, int64_t mc, int64_t kp, int max_mr, typename P::Element* dst) {
+void pack_rows(const KernelSet& ks, const float* a, int64_t lda, int64_t mc, int64_t kp, typename P::Element* dst) {
   for (int64_t k0 = 0; k0 < kp; k0 += P::kKc)
-    P::pack(a + k0, lda, mc, std::min(P::kKc, kp - k0), max_mr, dst + k0 * mc / P::kValuesPerElement);
+    P::pack(ks, a + k0, lda, mc, std::min(P::kKc, kp - k0), dst + k0 * mc / P::kValuesPerElement);
 }
 
 // One piece of packed A: row block `piece / k_blocks`, K block `piece % k_blocks`. Pieces are
@@ -164,7 +174,7 @@ template <class P>
 void pack_a_piece(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
                   typename P::Element* packed) {
   const PackPiece pp = pack_piece<P>(m, kp, piece);
-  P::pack(a + pp.i0 * lda + pp.k0, lda, pp.mc, pp.kc, P::max_mr(ks), packed + pp.packed_offset);
+  P::pack(ks, a + pp.i0 * lda + pp.k0, lda, pp.mc, pp.kc, packed + pp.packed_offset);
 }
 
 // Bf16Products::pack reading A's bfloat16 values where its tiles store them. A tile's element
@@ -174,14 +184,15 @@ void pack_a_piece(const KernelSet& ks, int64_t m, const float* a, int64_t lda, i
 // k_valid on are the tiles' padding, which may hold anything: packed as zeros.
 constexpr int64_t tile_column_offset(int64_t k) { return k / 32 * kTileVolume + tile_element_index(0, k % 32); }
 
-void pack_bf16_tile_rows(const uint16_t* const* rows, int64_t k_valid, int64_t k0, int64_t mc, int64_t kc, int max_mr,
-                         uint32_t* dst) {
+void pack_bf16_tile_rows(const KernelSet& ks, const uint16_t* const* rows, int64_t k_valid, int64_t k0, int64_t mc,
+                         int64_t kc, uint32_t* dst) {
+  const int max_mr = ks.bf16_max_mr;
   const int64_t panels = (mc + max_mr - 1) / max_mr;
   int64_t row = 0;
   for (int64_t p = 0; p < panels; ++p) {
     const int mr = micro_rows(mc, max_mr, p);
+    const PairPanel panel{ks.bf16_a_rows, mr, kc};
     for (int64_t k = k0; k < k0 + kc; k += 16) {  // one face row of each row: 8 pairs
-      uint32_t* d = dst + (k - k0) / 2 * mr;
       const int64_t valid = std::clamp<int64_t>(k_valid - k, 0, 16);
       for (int i = 0; i < mr; ++i) {
         const uint16_t* src = rows[row + i] + tile_column_offset(k);
@@ -193,7 +204,7 @@ void pack_bf16_tile_rows(const uint16_t* const* rows, int64_t k_valid, int64_t k
           std::memcpy(values, src, static_cast<size_t>(valid) * sizeof(uint16_t));
           std::memcpy(pairs, values, sizeof pairs);
         }
-        for (int w = 0; w < 8; ++w) d[w * mr + i] = pairs[w];
+        for (int w = 0; w < 8; ++w) dst[panel.index(i, (k - k0) / 2 + w)] = pairs[w];
       }
     }
     dst += kc / 2 * mr;
@@ -227,7 +238,7 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
       a_packed = packed_a + i0 * kp / kPerElement;
     } else {
       a_block.resize(static_cast<size_t>(mc * kp / kPerElement) + 16);
-      pack_rows<P>(a + i0 * lda, lda, mc, kp, max_mr, align64(a_block.data()));
+      pack_rows<P>(ks, a + i0 * lda, lda, mc, kp, align64(a_block.data()));
       a_packed = align64(a_block.data());
     }
     for (int64_t j0 = nt_begin; j0 < nt_end; j0 += kNcTiles) {
@@ -307,7 +318,7 @@ void gemm_pack_a_piece_bf16(const KernelSet& ks, int64_t m, const float* a, int6
 void gemm_pack_a_piece_bf16_tiles(const KernelSet& ks, int64_t m, const uint16_t* const* rows, int64_t k, int64_t kp,
                                   int64_t piece, uint32_t* packed) {
   const PackPiece pp = pack_piece<Bf16Products>(m, kp, piece);
-  pack_bf16_tile_rows(rows + pp.i0, k, pp.k0, pp.mc, pp.kc, Bf16Products::max_mr(ks), packed + pp.packed_offset);
+  pack_bf16_tile_rows(ks, rows + pp.i0, k, pp.k0, pp.mc, pp.kc, packed + pp.packed_offset);
 }
 
 void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const float* packed_a,
@@ -323,7 +334,9 @@ void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, co
 void gemm_tile_b_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const uint32_t* packed_a,
                       const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
   if (m <= 0 || nt_end <= nt_begin) return;
+  if (ks.bf16_begin != nullptr) ks.bf16_begin();
   gemm_blocked<Bf16Products>(ks, m, a, lda, packed_a, b, false, nt_begin, nt_end, c, ldc);
+  if (ks.bf16_end != nullptr) ks.bf16_end();
 }
 
 bool small_m_bf16_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed) {

@@ -229,6 +229,7 @@ const KernelSet& avx512_bf16_kernel_set() {
     s.bf16_path = "avx512-bf16";
     s.decode_tile_bf16_pairs = decode_tile_bf16_pairs;
     s.small_m_bf16 = small_m_bf16;
+    s.small_m_bf16_path = "avx512-bf16";
     return s;
   }();
   return set;

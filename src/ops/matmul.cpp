@@ -102,7 +102,8 @@ void load_a_tile_row(const kernels::KernelSet& ks, const Tensor& a, int64_t batc
 }
 
 const kernels::KernelSet& kernel_set_for(const MatmulOptions& options) {
-  if (options.emulate_bf16) return kernels::emulated_bf16_kernel_set();
+  if (options.emulate_bf16 == MatmulOptions::Bf16Emulation::VDPBF16PS) return kernels::emulated_bf16_kernel_set();
+  if (options.emulate_bf16 == MatmulOptions::Bf16Emulation::TDPBF16PS) return kernels::emulated_amx_kernel_set();
   return kernels::kernel_set(options.force_portable ? kernels::Isa::PORTABLE : kernels::active_isa());
 }
 
@@ -434,11 +435,10 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
 const char* matmul_kernel_path(DataType activation, DataType weight, int64_t rows, bool transpose_b,
                                const MatmulOptions& options) {
   const kernels::KernelSet& ks = kernel_set_for(options);
-  if (kernels::bf16_path_applies(ks, activation, weight, rows, transpose_b) ||
-      kernels::small_m_bf16_applies(ks, activation, weight, rows, transpose_b))
-    return ks.bf16_path;
-  // The avx512-bf16 set's float32 products are avx512's.
-  return to_string(ks.isa == kernels::Isa::AVX512_BF16 ? kernels::Isa::AVX512 : ks.isa);
+  if (kernels::small_m_bf16_applies(ks, activation, weight, rows, transpose_b)) return ks.small_m_bf16_path;
+  if (kernels::bf16_path_applies(ks, activation, weight, rows, transpose_b)) return ks.bf16_path;
+  // The avx512-bf16 and amx-bf16 sets' float32 products are avx512's.
+  return to_string(std::min(ks.isa, kernels::Isa::AVX512));
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, const MatmulOptions& options) {

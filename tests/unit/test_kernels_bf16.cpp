@@ -1,6 +1,6 @@
-// The bf16 path of matmul (bfloat16 products, float32 accumulation): the emulated instruction
-// against the hardware's bits, and the path (emulated everywhere, hardware where the CPU has
-// AVX512-BF16) against an independent float64 reference.
+// The bf16 path of matmul (bfloat16 products, float32 accumulation): the emulated instructions
+// (vdpbf16ps, AMX's tdpbf16ps) against the hardware's bits, and the path (emulated everywhere,
+// hardware where the CPU has AVX512-BF16 or AMX) against an independent float64 reference.
 //
 // Tolerances. Every product of two bfloat16 values is exact in float32, so the only rounding is
 // in the K float32 additions (any order): against the float64 product of the values the kernel
@@ -17,12 +17,14 @@
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <ostream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "meshnn/core/thread_pool.hpp"
@@ -52,6 +54,7 @@ uint32_t bits_of(float x) {
 uint16_t bf16(float x) { return static_cast<uint16_t>(bits_of(x) >> 16); }  // for exact bfloat16 values
 
 bool hardware_has_bf16() { return kernels::best_supported_isa() >= Isa::AVX512_BF16; }
+bool hardware_has_amx() { return kernels::best_supported_isa() >= Isa::AMX_BF16; }
 
 // 16 lanes of vdpbf16ps on the hardware.
 __attribute__((target("avx512bf16,avx512f"))) void hardware_dpbf16(const float* acc, const uint32_t* a,
@@ -129,30 +132,82 @@ TEST(Bf16Lane, EmulationMatchesTheInstructionBitForBit) {
   EXPECT_EQ(mismatched, 0) << "of " << compared << " lanes";
 }
 
+// One row of tdpbf16ps: B's rows of one pair per column (b_stride 1 with one column).
+float tdp_one_column(float c, const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+  kernels::tdpbf16ps_row(&c, 1, a.data(), static_cast<int>(a.size()), b.data(), 1);
+  return c;
+}
+
+TEST(AmxTdpLane, EvenAndOddProductsSumInTwoChainsThenIntoC) {
+  using kernels::bf16_pair;
+  const uint16_t one = bf16(1.0f), big = bf16(16777216.0f);
+  // Even products 2^24, 1, 1 and odd products 0, 1, 1. Two chains: 2^24 + 1 + 1 -> 2^24 (each 1 is
+  // a tie, rounded to even), 0 + 1 + 1 = 2, then 2^24 + 2 exactly. One chain through both (as
+  // vdpbf16ps accumulates) would lose every 1: 2^24.
+  const std::vector<uint32_t> a{bf16_pair(big, 0), bf16_pair(one, one), bf16_pair(one, one)};
+  const std::vector<uint32_t> b{bf16_pair(one, one), bf16_pair(one, one), bf16_pair(one, one)};
+  EXPECT_EQ(tdp_one_column(0.0f, a, b), 16777218.0f);
+  // C is added last: C = 2^24, even chain 1, odd chain 1 -> 2^24 + 2; added into C one at a time,
+  // each 1 would be lost.
+  EXPECT_EQ(tdp_one_column(16777216.0f, {bf16_pair(one, one)}, {bf16_pair(one, one)}), 16777218.0f);
+}
+
+TEST(AmxTdpLane, DenormalsAreZeroInAndOut) {
+  using kernels::bf16_pair;
+  const float tiny = std::ldexp(1.0f, -130);
+  // A denormal C counts as zero.
+  EXPECT_EQ(bits_of(tdp_one_column(tiny, {0}, {0})), 0u);
+  // A denormal operand counts as zero.
+  EXPECT_EQ(tdp_one_column(0.0f, {bf16_pair(bf16(1.0f), 0)}, {bf16_pair(bf16(tiny), 0)}), 0.0f);
+  // A denormal product is flushed before the chains meet: 2^-70 * 2^-70 + 1 = 1, and alone 0.
+  const uint16_t small = bf16(std::ldexp(1.0f, -70));
+  EXPECT_EQ(tdp_one_column(0.0f, {bf16_pair(small, 0)}, {bf16_pair(small, 0)}), 0.0f);
+}
+
 using testing::normal_values;
 
 using IsaCap = testing::ScopedIsaCap;
+using Bf16Emulation = MatmulOptions::Bf16Emulation;
 
-// The bf16 paths this machine runs: the emulation everywhere, the hardware where it exists.
+// The bf16 paths this machine runs: the emulations everywhere, the hardware where it exists.
 struct Bf16Path {
   const char* name;
-  bool emulate;
+  Bf16Emulation emulation;
+  Isa isa;                   // a hardware path's instruction set (the cap while it runs)
+  const char* small_m_name;  // the path's decode rows (at most 4) on bfloat8_b
 };
+
+const Bf16Path kVdpEmulated{"bf16-emulated", Bf16Emulation::VDPBF16PS, Isa::PORTABLE, "bf16-emulated"};
+const Bf16Path kAmxEmulated{"amx-emulated", Bf16Emulation::TDPBF16PS, Isa::PORTABLE, "bf16-emulated"};
+const Bf16Path kAvx512Bf16{"avx512-bf16", Bf16Emulation::NONE, Isa::AVX512_BF16, "avx512-bf16"};
+const Bf16Path kAmxBf16{"amx-bf16", Bf16Emulation::NONE, Isa::AMX_BF16, "avx512-bf16"};
 
 void PrintTo(const Bf16Path& path, std::ostream* os) { *os << path.name; }
 
 std::vector<Bf16Path> bf16_paths() {
-  std::vector<Bf16Path> out{{"bf16-emulated", true}};
-  if (hardware_has_bf16()) out.push_back({"avx512-bf16", false});
+  std::vector<Bf16Path> out{kVdpEmulated, kAmxEmulated};
+  if (hardware_has_bf16()) out.push_back(kAvx512Bf16);
+  if (hardware_has_amx()) out.push_back(kAmxBf16);
   return out;
 }
 
 MatmulOptions options_for(const Bf16Path& path, ThreadPool* pool = nullptr) {
   MatmulOptions o;
-  o.emulate_bf16 = path.emulate;
+  o.emulate_bf16 = path.emulation;
   o.output_dtype = DataType::FLOAT32;
   o.pool = pool;
   return o;
+}
+
+// A hardware path runs with the instruction-set cap at its level (avx512-bf16 on an AMX machine).
+std::vector<float> product(const Bf16Path& path, const Tensor& a, const Tensor& b, ThreadPool* pool = nullptr) {
+  IsaCap cap(path.emulation == Bf16Emulation::NONE ? path.isa : Isa::AMX_BF16);
+  return matmul(a, b, false, false, options_for(path, pool)).to_float();
+}
+
+const char* kernel_path(const Bf16Path& path, DataType weight, int64_t rows) {
+  IsaCap cap(path.emulation == Bf16Emulation::NONE ? path.isa : Isa::AMX_BF16);
+  return matmul_kernel_path(DataType::BFLOAT16, weight, rows, false, options_for(path));
 }
 
 // a [batches_a..., M, K] x b [batches_b..., K, N] with numpy broadcasting of one leading dim pair
@@ -196,6 +251,7 @@ const std::vector<Case>& cases() {
       {{19, 40}, {3, 40, 35}},       // one a, batched b
       {{3, 6, 64}, {3, 64, 33}},     // both batched
       {{530, 70}, {70, 40}},         // more rows than one A block (480)
+      {{40, 1100}, {1100, 70}},      // K over the bf16 K block (512): later blocks add into C
   };
   return all;
 }
@@ -205,10 +261,9 @@ void check_against_float64(const Bf16Path& path, const Case& cs, DataType weight
   const std::vector<float> a0 = normal_values(as.volume(), seed), b0 = normal_values(bs.volume(), seed + 1, 0.5f);
   const Tensor a = Tensor::from_float(a0, as, DataType::BFLOAT16, Layout::TILE);
   const Tensor b = Tensor::from_float(b0, bs, weight, Layout::TILE);
-  const MatmulOptions opt = options_for(path, pool);
   const int64_t rows = as[-2] * (bs.rank() == 2 && as.rank() == 3 ? as[0] : 1);
-  ASSERT_STREQ(matmul_kernel_path(DataType::BFLOAT16, weight, rows, false, opt), path.name);
-  const std::vector<float> got = matmul(a, b, false, false, opt).to_float();
+  ASSERT_STREQ(kernel_path(path, weight, rows), path.name);
+  const std::vector<float> got = product(path, a, b, pool);
 
   const std::vector<float> bq = b.to_float();
   const Product given = float64_matmul(a.to_float(), as, bq, bs);  // what the kernel was handed
@@ -253,10 +308,9 @@ TEST_P(Bf16MatmulPath, DecodeRowsOnBfloat8MatchFloat64) {
         b0[k * bs[1] + n] = std::ldexp(b0[k * bs[1] + n], static_cast<int>(k % 13) - 6);
     ++seed;
     const Tensor b = Tensor::from_float(b0, bs, DataType::BFLOAT8_B, Layout::TILE);
-    const MatmulOptions opt = options_for(GetParam());
     const int64_t rows = as.volume() / as[-1];
-    ASSERT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, rows, false, opt), GetParam().name);
-    const std::vector<float> got = matmul(a, b, false, false, opt).to_float();
+    ASSERT_STREQ(kernel_path(GetParam(), DataType::BFLOAT8_B, rows), GetParam().small_m_name);
+    const std::vector<float> got = product(GetParam(), a, b);
     const std::vector<float> av = a.to_float(), bq = b.to_float();
     const Product given = float64_matmul(av, as, bq, bs);
     const int64_t K = as[-1], N = bs[-1];
@@ -298,15 +352,17 @@ TEST_P(Bf16MatmulPath, ActivationPaddingNeverLeaksIn) {
   const Tensor a = Tensor::from_float(normal_values(as.volume(), 3), as, DataType::BFLOAT16, Layout::TILE,
                                       std::numeric_limits<float>::quiet_NaN());
   const Tensor b = Tensor::from_float(normal_values(bs.volume(), 4), bs, DataType::BFLOAT4_B, Layout::TILE);
-  for (float v : matmul(a, b, false, false, options_for(GetParam())).to_float()) EXPECT_FALSE(std::isnan(v));
+  for (float v : product(GetParam(), a, b)) EXPECT_FALSE(std::isnan(v));
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, Bf16MatmulPath, ::testing::ValuesIn(bf16_paths()),
-                         [](const auto& info) { return info.param.name[0] == 'b' ? "emulated" : "avx512_bf16"; });
+INSTANTIATE_TEST_SUITE_P(Paths, Bf16MatmulPath, ::testing::ValuesIn(bf16_paths()), [](const auto& info) {
+  std::string name = info.param.name;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+});
 
-TEST(Bf16Matmul, HardwareAndEmulationGiveTheSameBits) {
-  if (!hardware_has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
-  // Same packing, blocking and order of sums: any difference is a difference in the instruction.
+// Same packing, blocking and order of sums: any difference is a difference in the instruction.
+void expect_hardware_bits(const Bf16Path& hardware, const Bf16Path& emulation) {
   uint32_t seed = 900;
   for (DataType weight : {DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B})
     for (const Case& cs : cases()) {
@@ -315,9 +371,8 @@ TEST(Bf16Matmul, HardwareAndEmulationGiveTheSameBits) {
       const Tensor b =
           Tensor::from_float(normal_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b), weight, Layout::TILE);
       ++seed;
-      const std::vector<float> hw = matmul(a, b, false, false, options_for({"avx512-bf16", false})).to_float();
-      const std::vector<float> em = matmul(a, b, false, false, options_for({"bf16-emulated", true})).to_float();
-      EXPECT_EQ(hw, em) << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string() << " " << to_string(weight);
+      EXPECT_EQ(product(hardware, a, b), product(emulation, a, b))
+          << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string() << " " << to_string(weight);
     }
   // The decode rows' kernel on bfloat8_b.
   for (const Case& cs : decode_cases()) {
@@ -326,15 +381,27 @@ TEST(Bf16Matmul, HardwareAndEmulationGiveTheSameBits) {
     const Tensor b = Tensor::from_float(normal_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b),
                                         DataType::BFLOAT8_B, Layout::TILE);
     ++seed;
-    const std::vector<float> hw = matmul(a, b, false, false, options_for({"avx512-bf16", false})).to_float();
-    const std::vector<float> em = matmul(a, b, false, false, options_for({"bf16-emulated", true})).to_float();
-    EXPECT_EQ(hw, em) << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string();
+    EXPECT_EQ(product(hardware, a, b), product(emulation, a, b)) << Shape(cs.a).to_string() << " x "
+                                                                   << Shape(cs.b).to_string();
   }
+}
+
+TEST(Bf16Matmul, HardwareAndEmulationGiveTheSameBits) {
+  if (!hardware_has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  expect_hardware_bits(kAvx512Bf16, kVdpEmulated);
+}
+
+TEST(Bf16Matmul, AmxHardwareAndEmulationGiveTheSameBits) {
+  if (!hardware_has_amx()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-BF16; the emulation's rules are tested above";
+  expect_hardware_bits(kAmxBf16, kAmxEmulated);
 }
 
 TEST(Bf16Matmul, PathChoice) {
   // The path takes bfloat16 activations with weights exact in bfloat16, beyond the small-M rows.
-  const MatmulOptions emulated = options_for({"bf16-emulated", true});
+  const MatmulOptions emulated = options_for(kVdpEmulated), amx_emulated = options_for(kAmxEmulated);
+  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 128, false, amx_emulated), "amx-emulated");
+  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 4, false, amx_emulated), "bf16-emulated");
+  EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT8_B, 128, false, amx_emulated), "portable");
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 128, false, emulated), "bf16-emulated");
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 4, false, emulated), "portable");
   // Decode rows on bfloat8_b have a bf16 kernel of their own; not when transposed or from float32.
@@ -344,7 +411,13 @@ TEST(Bf16Matmul, PathChoice) {
   EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT8_B, 128, false, emulated), "portable");
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::FLOAT32, 128, false, emulated), "portable");
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT16, 128, true, emulated), "portable");
+  if (hardware_has_amx()) {
+    EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 32), "amx-bf16");
+    EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 1), "avx512-bf16");
+    EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT4_B, 32), "avx512");
+  }
   if (hardware_has_bf16()) {
+    IsaCap bf16_cap(Isa::AVX512_BF16);
     EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 32), "avx512-bf16");
     EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT4_B, 32), "avx512");
     EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 1), "avx512");

@@ -44,6 +44,7 @@ std::vector<Isa> isas() {
   if (kernels::best_supported_isa() >= Isa::AVX512) out.push_back(Isa::AVX512);
   // bfloat16 products for bfloat16 activations (the bounds below hold: every product is exact).
   if (kernels::best_supported_isa() >= Isa::AVX512_BF16) out.push_back(Isa::AVX512_BF16);
+  if (kernels::best_supported_isa() >= Isa::AMX_BF16) out.push_back(Isa::AMX_BF16);
   return out;
 }
 

@@ -2,19 +2,21 @@
 // public entry). Weights stay in their stored format: every kernel decodes B one 32x32 tile at a
 // time into a small L1-resident float buffer (or straight into registers for small M).
 //
-// Four instruction sets are compiled into every binary and chosen at run time:
+// Five instruction sets are compiled into every binary and chosen at run time:
 //   PORTABLE     plain C++ (whatever the baseline x86-64 / other target gives)
 //   AVX2         AVX2 + FMA + F16C          (src/kernels/*_avx2.cpp)
 //   AVX512       AVX-512F/BW/VL micro-kernel (src/kernels/*_avx512.cpp; decode shared with AVX2)
 //   AVX512_BF16  AVX512 plus a bfloat16-product micro-kernel (src/kernels/*_avx512bf16.cpp)
-// MESHNN_KERNELS=portable|avx2|avx512|avx512-bf16 caps the choice (a request the CPU cannot run
-// falls back to the best supported set below it).
+//   AMX_BF16     AVX512_BF16 with the blocked bf16 micro-kernel on AMX tiles (matmul_amx.cpp)
+// MESHNN_KERNELS=portable|avx2|avx512|avx512-bf16|amx-bf16 caps the choice (a request the CPU
+// cannot run falls back to the best supported set below it).
 //
 // bfloat16 products (the "bf16 path"): when the activations are bfloat16 and the weights decode
 // exactly to bfloat16 (bfloat16, bfloat8_b, bfloat4_b: their magnitudes have at most 7 bits), A
 // and B are packed as pairs of bfloat16 along K and multiplied by vdpbf16ps, accumulating in
-// float32, as TT-NN's own devices multiply. The same driver runs a portable emulation of the
-// instruction (emulated_bf16_kernel_set), so the path's logic is tested on every machine.
+// float32, as TT-NN's own devices multiply. The same driver runs portable emulations of the
+// instructions (emulated_bf16_kernel_set, emulated_amx_kernel_set), so the path's logic is tested
+// on every machine.
 #pragma once
 
 #include <cstddef>
@@ -70,12 +72,21 @@ struct KernelSet {
   // Decodes one tile (bfloat16, bfloat8_b or bfloat4_b: exact in bfloat16) into 16 rows of 32
   // bf16_pairs, row kk holding tile rows 2kk and 2kk + 1 (dst row stride 32).
   void (*decode_tile_bf16_pairs)(const std::byte* tile, DataType dtype, uint32_t* dst) = nullptr;
+  // A's micro-panels for bf16_micro_kernel in rows, [mr][kc/2] pairs, instead of [kc/2][mr]: AMX
+  // loads A a row of pairs at a time.
+  bool bf16_a_rows = false;
+  // Called on a thread before and after each blocked bf16 product, or nullptr: AMX's tile
+  // configuration is made afresh for each product (other code on the thread, oneDNN in the kernel
+  // bench, configures the tiles too) and released after it.
+  void (*bf16_begin)() = nullptr;
+  void (*bf16_end)() = nullptr;
   const char* bf16_path = nullptr;  // the path's name in reports: "avx512-bf16", "bf16-emulated"
   // The small-M path for A's values in bfloat16 (held as float) and bfloat8_b weights, nullptr
   // where this set has none: small_m's contract, the products in bfloat16 (vdpbf16ps). The
   // products are exact as in small_m; the sums round differently.
   void (*small_m_bf16)(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
                        float* c, int64_t ldc) = nullptr;
+  const char* small_m_bf16_path = nullptr;  // its name in reports
 };
 
 // Two bfloat16 values along K in one 32-bit word, as vdpbf16ps reads them: element k (even) in
@@ -89,6 +100,13 @@ inline uint32_t bf16_pair(uint16_t even, uint16_t odd) { return uint32_t{even} |
 // to zero of the same sign; MXCSR is neither read nor written.
 float dpbf16_lane(float acc, uint32_t a_pair, uint32_t b_pair);
 
+// One row of AMX's tdpbf16ps, exactly as the Intel SDM's pseudo-code computes it: C[n] for n <
+// n_cols, from A's k_pairs pairs (a_row) and B's rows of pairs (b[k * b_stride + n]). The even
+// products and the odd products are summed in two separate chains over k, each step one fused
+// multiply-add rounded to nearest even; then C[n] + (even + odd). Denormal inputs (bfloat16
+// operands and C) count as zero and denormal results are flushed, as in dpbf16_lane.
+void tdpbf16ps_row(float* c, int n_cols, const uint32_t* a_row, int k_pairs, const uint32_t* b, int64_t b_stride);
+
 const KernelSet& kernel_set(Isa isa);
 
 // Per-ISA tables (defined in the matching source files).
@@ -99,6 +117,10 @@ const KernelSet& avx512_bf16_kernel_set();  // avx512's float32 kernels plus vdp
 // The portable set plus the bf16 path through dpbf16_lane: the same packing, blocking and
 // accumulation order as avx512-bf16, so both give the same bits (tests compare them).
 const KernelSet& emulated_bf16_kernel_set();
+const KernelSet& amx_bf16_kernel_set();  // avx512-bf16's kernels, the blocked bf16 products on AMX tiles
+// emulated_bf16_kernel_set with the blocked bf16 products through the AMX micro-kernel on emulated
+// tiles (tdpbf16ps_row): amx-bf16's bits on any CPU.
+const KernelSet& emulated_amx_kernel_set();
 
 // Scale of a block-float code: value = signed magnitude * block_float_scale(E, W).
 // 2^(E - 127 - (W - 1)), exact (denormal scales included).

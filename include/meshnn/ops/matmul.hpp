@@ -29,9 +29,10 @@ struct MatmulOptions {
   // ThreadPool::parallel_for is not reentrant: do not call ops from inside a task of that pool.
   ThreadPool* pool = nullptr;
   bool force_portable = false;  // run the portable kernels whatever the CPU (tests, comparisons)
-  // Run the bf16 path through its portable emulation of vdpbf16ps (tests, on any CPU); applies to
-  // the same operands as the hardware path.
-  bool emulate_bf16 = false;
+  // Run the bf16 path through a portable emulation of an instruction (tests, on any CPU):
+  // avx512-bf16's vdpbf16ps or AMX's tdpbf16ps; applies to the same operands as the hardware path.
+  enum class Bf16Emulation { NONE, VDPBF16PS, TDPBF16PS };
+  Bf16Emulation emulate_bf16 = Bf16Emulation::NONE;
   // Multiply by rows [*b_row_begin, *b_row_begin + K) of b instead of all of them (K = a's inner
   // dim): a K-slice of the weights read in place, not copied (the fused all_gather_matmul's
   // chunks). b must be one matrix (rank 2, or leading dims of 1), not transposed, and the start a
