@@ -41,7 +41,11 @@ def cases(work):
         Case("non-divisible shard", 2, demo, ["--shape", "1,1,64,255"], ERROR, "cannot shard dim 3 of size 255"),
         Case("non-divisible shard on 8", 8, demo, ["--shape", "3,5", "--dim", "0"], ERROR, "cannot shard dim 0 of size 3"),
         Case("non-divisible reduce_scatter", 8, mlp, ["--hidden", "100", "--intermediate", "256", "--seq", "8",
-                                                      "--iterations", "1", "--warmup", "0"], ERROR, "reduce_scatter"),
+                                                      "--iterations", "1", "--warmup", "0", "--tp-variant",
+                                                      "reduce_scatter"], ERROR, "reduce_scatter"),
+        Case("no distributed matmul plan fits", 8, mlp, ["--hidden", "100", "--intermediate", "256", "--seq", "8",
+                                                         "--iterations", "1", "--warmup", "0"], ERROR,
+             "distributed matmul: no plan for A [1, 8, 256]"),
         Case("shapes differ across ranks (checked mode)", 4, "fault_drill", ["mismatch"], ERROR, "differ"),
         # unknown options and values
         Case("demo: unknown option", 2, demo, ["--frobnicate"], USAGE, "unknown option"),

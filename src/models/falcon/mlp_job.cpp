@@ -287,7 +287,12 @@ int run_mlp_job(const MlpJobConfig& config) {
 
   const Loaded loaded = load_model_and_input(c, weights, mesh);
   if (root) std::printf("%s%s\n", loaded.mlp.describe().c_str(), loaded.x.describe().c_str());
-  if (root && planned) std::printf("FF2 %s\n", loaded.mlp.ff2_plan(loaded.x.shape()).explain().c_str());
+  if (planned) {
+    // Planned on every rank, printed by one: a shape no plan fits is then the same error everywhere,
+    // before any rank enters a collective of the passes.
+    const std::string plan = loaded.mlp.ff2_plan(loaded.x.shape()).explain();
+    if (root) std::printf("FF2 %s\n", plan.c_str());
+  }
   const Passes passes = run_passes(c, loaded, *mesh);
   const Figures figures = gather_figures(c, loaded, passes, *mesh);
   if (root) print_report(passes.y, figures);

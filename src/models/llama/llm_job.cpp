@@ -142,8 +142,21 @@ serving::KvCache make_cache(const LlmJobConfig& c, const LlamaModel& model, size
   return model.make_cache(slots, positions, c.kv_dtype);
 }
 
+// The planned prefill's o_proj for the pass of the longest prompt (its first one, when it spans
+// several), or "" when prefill is not planned. Made on every rank: a shape no plan fits is then the
+// same error everywhere, not rank 0's alone while the others enter the first collective.
+std::string planned_prefill_description(const LlmJobConfig& c, const JobRequests& job, const LlamaModel& model,
+                                        const Replicas& replicas) {
+  if (!c.model.planned_prefill || replicas.group->num_devices() == 1) return "";
+  int64_t rows = 1;
+  for (const auto& r : job.requests) rows = std::max<int64_t>(rows, static_cast<int64_t>(r.prompt.size()));
+  rows = std::min(rows, c.prefill_chunk);
+  return fmt::format("prefill o_proj of a {}-row pass by distributed::matmul: {}", rows,
+                     model.explain_planned_prefill(rows));
+}
+
 void print_setup(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig& config, const LlamaModel& model,
-                 const serving::KvCache& cache, const Replicas& replicas) {
+                 const serving::KvCache& cache, const Replicas& replicas, const std::string& prefill_plan) {
   const text::Tokenizer* tokenizer = job.text_tokenizer();
   const long long slots = static_cast<long long>(cache.slots());
   if (!job.tokenizer_problem.empty())
@@ -159,14 +172,7 @@ void print_setup(const LlmJobConfig& c, const JobRequests& job, const LlamaConfi
   std::printf("  %-34s [users, %lld] float32, Shard(vocab) over the %d device(s) of %s; sampled without gathering\n",
               "logits", static_cast<long long>(config.vocab_size), model.mesh()->num_devices(),
               c.mode == ParallelMode::TWO_D ? "each mesh row" : "each group");
-  if (c.model.planned_prefill && replicas.group->num_devices() > 1) {
-    // The pass of the longest prompt (its first one, when it spans several).
-    int64_t rows = 1;
-    for (const auto& r : job.requests) rows = std::max<int64_t>(rows, static_cast<int64_t>(r.prompt.size()));
-    rows = std::min(rows, c.prefill_chunk);
-    std::printf("prefill o_proj of a %lld-row pass by distributed::matmul: %s\n", static_cast<long long>(rows),
-                model.explain_planned_prefill(rows).c_str());
-  }
+  if (!prefill_plan.empty()) std::printf("%s\n", prefill_plan.c_str());
   std::printf("mode %s: %d replica(s) of a %s group; %zu request(s), %lld decode slot(s) per replica\n",
               std::string(to_string(c.mode)).c_str(), replicas.count, replicas.group->shape().to_string().c_str(),
               job.requests.size(), slots);
@@ -256,7 +262,8 @@ int run_llm_job(const LlmJobConfig& c) {
   const LoadedModel loaded = load_model(c, file, config, replicas.group);
   const std::vector<serving::GenerationRequest> mine = requests_of_replica(job.requests, replicas);
   serving::KvCache cache = make_cache(c, loaded.model, mine.size(), positions);
-  if (root) print_setup(c, job, config, loaded.model, cache, replicas);
+  const std::string prefill_plan = planned_prefill_description(c, job, loaded.model, replicas);
+  if (root) print_setup(c, job, config, loaded.model, cache, replicas, prefill_plan);
   const Generation generation = run_generation(c, job, loaded.model, cache, mine, *mesh);
 
   const bool leader = replicas.group->device_id() == 0;
