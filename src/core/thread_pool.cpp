@@ -21,7 +21,8 @@ void pin_current_thread(int cpu) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads, std::vector<int> cpu_ids) : num_threads_(num_threads) {
+ThreadPool::ThreadPool(int num_threads, std::vector<int> cpu_ids, std::chrono::microseconds spin)
+    : num_threads_(num_threads), spin_(spin) {
   MESHNN_CHECK(num_threads >= 1, "a thread pool needs at least one thread, got {}", num_threads);
   MESHNN_CHECK(cpu_ids.empty() || static_cast<int>(cpu_ids.size()) == num_threads,
                "thread pool of {} threads given {} cpu ids", num_threads, cpu_ids.size());
@@ -40,9 +41,24 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    job_ = nullptr;
+    generation_.fetch_add(1, std::memory_order_release);  // polling workers see it too
   }
   work_ready_.notify_all();
   for (std::thread& t : workers_) t.join();
+}
+
+template <class Done>
+bool ThreadPool::spin_until(Done done) const {
+  if (spin_.count() <= 0) return done();
+  const auto deadline = std::chrono::steady_clock::now() + spin_;
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return done();
+  }
 }
 
 void ThreadPool::worker_loop(int index) {
@@ -50,22 +66,33 @@ void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
     const FunctionRef<void(int)>* job = nullptr;
-    {
+    if (spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
+      // job_ was written before generation_ moved on (release), and stays until every worker is done.
+      seen = generation_.load(std::memory_order_acquire);
+      job = job_;
+    } else {
       std::unique_lock lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      work_ready_.wait(lock, [&] { return stopping_ || generation_.load() != seen; });
       if (stopping_) return;
-      seen = generation_;
+      seen = generation_.load();
       job = job_;
     }
+    if (job == nullptr) return;  // the destructor's wake-up (generation_ moves on with no job)
     std::exception_ptr error;
     try {
       (*job)(index);
     } catch (...) {
       error = std::current_exception();
     }
-    std::lock_guard lock(mutex_);
-    if (error && !first_error_) first_error_ = error;
-    if (--pending_ == 0) work_done_.notify_one();
+    if (error) {
+      std::lock_guard lock(mutex_);
+      if (!first_error_) first_error_ = error;
+    }
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Under the mutex, so that a caller between its check of pending_ and its sleep cannot miss it.
+      std::lock_guard lock(mutex_);
+      work_done_.notify_one();
+    }
   }
 }
 
@@ -77,9 +104,9 @@ void ThreadPool::run_on_all(FunctionRef<void(int)> fn) {
   {
     std::lock_guard lock(mutex_);
     job_ = &fn;
-    pending_ = num_threads_ - 1;
+    pending_.store(num_threads_ - 1, std::memory_order_relaxed);
     first_error_ = nullptr;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   work_ready_.notify_all();
   std::exception_ptr mine;
@@ -88,9 +115,9 @@ void ThreadPool::run_on_all(FunctionRef<void(int)> fn) {
   } catch (...) {
     mine = std::current_exception();
   }
+  spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
   std::unique_lock lock(mutex_);
-  work_done_.wait(lock, [&] { return pending_ == 0; });
-  job_ = nullptr;
+  work_done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
   if (mine) std::rethrow_exception(mine);
   if (first_error_) std::rethrow_exception(first_error_);
 }

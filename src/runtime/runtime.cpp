@@ -16,6 +16,7 @@ namespace meshnn {
 CoreBinding bind_this_rank(bool apply);  // binding.cpp
 
 namespace {
+
 Runtime* g_runtime = nullptr;
 
 bool env_flag(const char* name, bool fallback) {
@@ -50,7 +51,11 @@ Runtime::Runtime(int& argc, char**& argv) {
   }
   std::vector<int> cpus;
   if (binding_.applied && static_cast<int>(binding_.cpu_ids.size()) == threads) cpus = binding_.cpu_ids;
-  pool_ = std::make_unique<ThreadPool>(threads, cpus);
+  // Workers poll between jobs only where each has a core of its own (docs/performance.md: a wake-up
+  // from sleep took 40-80 us, many decode-step ops take less); with ranks sharing cores, or more
+  // threads than the rank's cores, polling would take time from the threads that have work.
+  const bool own_cores = !binding_.shared && threads <= static_cast<int>(binding_.cores.size());
+  pool_ = std::make_unique<ThreadPool>(threads, cpus, own_cores ? kWorkerPollTime : std::chrono::microseconds{0});
   set_default_worker_pool(pool_.get());
   set_ranks_share_cores(binding_.shared);
 
