@@ -301,6 +301,8 @@ bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed) { return b_
 
 int64_t gemm_row_blocks(int64_t m) { return (m + kMc - 1) / kMc; }
 
+int64_t gemm_c_block_tiles() { return kNcTiles; }
+
 int64_t gemm_pack_pieces(int64_t m, int64_t kp, bool bf16) {
   return bf16 ? pack_pieces<Bf16Products>(m, kp) : pack_pieces<Float32Products>(m, kp);
 }

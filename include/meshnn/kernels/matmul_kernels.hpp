@@ -140,6 +140,7 @@ void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, co
 // Whether gemm_tile_b uses packed A for this M (else it reads A's rows directly).
 bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed);
 int64_t gemm_row_blocks(int64_t m);
+int64_t gemm_c_block_tiles();  // tile columns of C the blocked loop finishes together
 // Packed A is m * kp floats (m * kp / 2 pairs with bf16) in gemm_pack_pieces(m, kp, bf16)
 // independent pieces, a row block by a K block each, for threads to pack in parallel.
 int64_t gemm_pack_pieces(int64_t m, int64_t kp, bool bf16);
