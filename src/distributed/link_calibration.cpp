@@ -225,9 +225,9 @@ PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int 
       seconds[pass % sweeps][i].push_back(
           pinging ? one_way_seconds(transport, tag, buffer.get(), static_cast<size_t>(b), round_trips) : 0);
     }
-  auto samples_of_sweep = [&](std::vector<std::vector<double>>& passes) {
+  auto samples_of_sweep = [&](const std::vector<std::vector<double>>& passes) {
     std::vector<double> means;
-    for (std::vector<double>& s : passes) means.push_back(trimmed_mean(s));
+    for (const std::vector<double>& s : passes) means.push_back(trimmed_mean(s));
     MPI_Bcast(means.data(), static_cast<int>(means.size()), MPI_DOUBLE, 0, mesh->comm());
     std::vector<LinkSample> samples;
     for (size_t i = 0; i < sizes.size(); ++i) samples.push_back({sizes[i], means[i], 0});

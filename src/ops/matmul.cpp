@@ -415,11 +415,14 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
                                    b.dtype(), b_window ? p.kp / 32 : b.padded_shape()[-2] / 32, b_tile_cols};
       float* c = p.c_rows + g * p.rows_per_group * p.np;
       const float* a_rows = p.a_rows ? p.a_rows + g * p.rows_per_group * p.kp : nullptr;
-      // With one block of rows, each C block (the kernels' tile columns per block) goes through
-      // the epilogue while it is still in L2, not after all of this item's columns: +1-4% on
-      // 128-row bf16 products (docs/performance.md). With more row blocks the kernels' own loop
-      // order (A's blocks outermost) is kept, so that B is not decoded once per C block.
-      const int64_t step = kernels::gemm_row_blocks(p.rows_per_group) == 1 ? kernels::gemm_c_block_tiles() : nt_end;
+      // On the blocked paths with one block of rows, each C block (the kernels' tile columns per
+      // block) goes through the epilogue while it is still in L2, not after all of this item's
+      // columns: +1-4% on 128-row bf16 products (docs/performance.md). With more row blocks the
+      // kernels' own loop order (A's blocks outermost) is kept, so that B is not decoded once per
+      // C block; the small-M paths' C is a few rows, nothing to gain.
+      const bool blocked = p.bf16 || p.a_packed != nullptr;
+      const int64_t step = blocked && kernels::gemm_row_blocks(p.rows_per_group) == 1 ? kernels::gemm_c_block_tiles()
+                                                                                     : nt_end;
       for (int64_t s = nt_begin; s < nt_end; s += step) {
         const int64_t e = std::min(nt_end, s + step);
         if (p.small_m_bf16)

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
@@ -199,14 +200,17 @@ MatmulOptions options_for(const Bf16Path& path, ThreadPool* pool = nullptr) {
   return o;
 }
 
-// A hardware path runs with the instruction-set cap at its level (avx512-bf16 on an AMX machine).
+// A hardware path runs with the instruction-set cap at its level (avx512-bf16 on an AMX machine);
+// an emulation does not depend on the cap.
 std::vector<float> product(const Bf16Path& path, const Tensor& a, const Tensor& b, ThreadPool* pool = nullptr) {
-  IsaCap cap(path.emulation == Bf16Emulation::NONE ? path.isa : Isa::AMX_BF16);
+  std::optional<IsaCap> cap;
+  if (path.emulation == Bf16Emulation::NONE) cap.emplace(path.isa);
   return matmul(a, b, false, false, options_for(path, pool)).to_float();
 }
 
 const char* kernel_path(const Bf16Path& path, DataType weight, int64_t rows) {
-  IsaCap cap(path.emulation == Bf16Emulation::NONE ? path.isa : Isa::AMX_BF16);
+  std::optional<IsaCap> cap;
+  if (path.emulation == Bf16Emulation::NONE) cap.emplace(path.isa);
   return matmul_kernel_path(DataType::BFLOAT16, weight, rows, false, options_for(path));
 }
 
