@@ -46,29 +46,34 @@ inline __m512 face_scales(const uint8_t* face_exps, const float* scales) {
   return scale;
 }
 
-// How far ahead of the tile being decoded the weights are prefetched: the hardware prefetcher
-// alone leaves bandwidth unused. 2-4 KiB ahead was best for the float32 kernels
+// How far ahead of the tile being decoded the ROWS_IN_FLIGHT walk prefetches the weights (on Intel
+// the hardware prefetcher alone left bandwidth unused). 2-4 KiB ahead was best for the float32 kernels
 // (docs/design-measurements.md §14); the vdpbf16ps kernel, faster per byte, streams best
 // from 4 KiB ahead (docs/performance.md).
 constexpr size_t kPrefetchBytes = 2048;
 constexpr size_t kPrefetchBytesBf16 = 4096;
-// Tile rows streamed at once by the small-M kernels: one forward stream per tile row, and several
-// streams keep more of the memory system busy than one (docs/design-measurements.md §14).
+// Tile rows streamed at once by the ROWS_IN_FLIGHT walk: one forward stream per tile row, and on
+// Intel several streams keep more of the memory system busy than one (docs/design-measurements.md §14).
 constexpr int64_t kRowsInFlight = 4;
 
-// The small-M kernels' walk over B: kRowsInFlight tile rows at a time, each a forward stream, every
-// tile of columns [nt_begin, nt_end) once; accumulate(tile, kt, nt) adds one tile's products to C.
-// For each output column the tiles come in increasing kt.
+// The small-M kernels' walk over B (small_m_walk(): LINEAR or ROWS_IN_FLIGHT), every tile of
+// columns [nt_begin, nt_end) once; accumulate(tile, kt, nt) adds one tile's products to C. For
+// each output column the tiles come in increasing kt either way, so the sums are the same.
 template <DataType D, size_t kPrefetchAhead = kPrefetchBytes, class Accumulate>
 inline void stream_tiles(const TileMatrix& b, int64_t nt_begin, int64_t nt_end, Accumulate&& accumulate) {
   constexpr size_t bytes = tile_bytes(D);  // a constant: no call into the header's inline code
+  if (small_m_walk() == SmallMWalk::LINEAR) {
+    // Memory order: the hardware prefetchers follow it alone (software prefetches slowed it).
+    for (int64_t kt = 0; kt < b.tile_rows; ++kt)
+      for (int64_t nt = nt_begin; nt < nt_end; ++nt) accumulate(tile_at(b, kt, nt, bytes), kt, nt);
+    return;
+  }
   for (int64_t kt0 = 0; kt0 < b.tile_rows; kt0 += kRowsInFlight) {
     const int64_t kt1 = kt0 + kRowsInFlight < b.tile_rows ? kt0 + kRowsInFlight : b.tile_rows;
     for (int64_t nt = nt_begin; nt < nt_end; ++nt)
       for (int64_t kt = kt0; kt < kt1; ++kt) {
         const std::byte* tile = tile_at(b, kt, nt, bytes);
-        // Weights stream from DRAM; with this much decode work per byte the hardware
-        // prefetcher alone falls behind.
+        // With this much decode work per byte the hardware prefetcher alone fell behind.
         for (size_t line = 0; line < bytes; line += 64)
           _mm_prefetch(reinterpret_cast<const char*>(tile) + kPrefetchAhead + line, _MM_HINT_T0);
         accumulate(tile, kt, nt);

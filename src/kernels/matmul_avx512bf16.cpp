@@ -155,8 +155,9 @@ inline void bfp8_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float*
       const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t8 + 64 + (f * 16 + 2 * q) * 16));
       const __m512i words = _mm512_permutexvar_epi16(interleave, _mm512_cvtepi8_epi16(codes));
       const __m512i e = _mm512_set1_epi32(static_cast<int>(exponents[f * 8 + q]));
-      // bits 14..7 <- E (imm 0xCA: exponent_field ? e : words)
-      const __m512i with = _mm512_ternarylogic_epi32(exponent_field, e, words, 0xCA);
+      // bits 14..7 <- E (imm 0xB8: exponent_field ? e : words). words is the operand overwritten:
+      // it dies here, while the constant would need a copy for every row pair.
+      const __m512i with = _mm512_ternarylogic_epi32(words, exponent_field, e, 0xB8);
       const __m512i without = _mm512_and_si512(with, sign_and_exponent);
       for (int i = 0; i < M; ++i) {
         const __m512bh ap = (__m512bh)_mm512_set1_epi32(static_cast<int>(a_pairs[i][(f / 2) * 8 + q]));

@@ -296,6 +296,32 @@ TEST_P(KernelsMatmulIsa, DecodeRowWithTinyWeightBlocks) {
   }
 }
 
+TEST_P(KernelsMatmulIsa, SmallMWalksGiveTheSameBits) {
+  // The small-M kernels walk B's tiles linearly or several tile rows at once (kernels::SmallMWalk,
+  // chosen per CPU); every output column meets its tiles in the same order either way, so the bits
+  // must agree. K = 300 is 10 tile rows: two groups of 4 and a shorter last one; 2 threads split N.
+  ThreadPool pool(2);
+  IsaCap cap(GetParam());
+  for (DataType adt : {DataType::FLOAT32, DataType::BFLOAT16})
+    for (DataType bdt : {DataType::FLOAT32, DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B})
+      for (int64_t m : {1, 3, 4}) {
+        SCOPED_TRACE(::testing::Message() << to_string(adt) << " x " << to_string(bdt) << ", M=" << m);
+        const Tensor a = Tensor::from_float(normal_values(m * 300, 61), Shape{m, 300}, adt, Layout::TILE);
+        const Tensor b = Tensor::from_float(normal_values(300 * 200, 62), Shape{300, 200}, bdt, Layout::TILE);
+        MatmulOptions opt;
+        opt.output_dtype = DataType::FLOAT32;
+        opt.pool = &pool;
+        std::vector<float> got[2];
+        const kernels::SmallMWalk walks[2] = {kernels::SmallMWalk::LINEAR, kernels::SmallMWalk::ROWS_IN_FLIGHT};
+        for (int w = 0; w < 2; ++w) {
+          kernels::set_small_m_walk(walks[w]);
+          got[w] = matmul(a, b, false, false, opt).to_float();
+        }
+        kernels::reset_small_m_walk();
+        EXPECT_EQ(got[0], got[1]);
+      }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, KernelsMatmulIsa, ::testing::ValuesIn(isas()),
                          [](const auto& info) {
                            std::string name = kernels::to_string(info.param);

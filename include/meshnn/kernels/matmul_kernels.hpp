@@ -89,6 +89,22 @@ struct KernelSet {
   const char* small_m_bf16_path = nullptr;  // its name in reports
 };
 
+// How the small-M kernels walk B's tiles (the AVX-512 ones; kernels/avx512_decode.hpp). They read
+// each weight once per call, so on a decode step the memory system sets their speed, and the
+// order that streams fastest differs between CPUs:
+//   LINEAR          tile row after tile row, memory order, left to the hardware prefetchers. AMD
+//                   Zen 5: about 1.5-2x the other walk's rate from DRAM (docs/performance.md).
+//   ROWS_IN_FLIGHT  4 tile rows at once, each a forward stream, software prefetch ahead of each:
+//                   best on Intel Sapphire Rapids (docs/design-measurements.md §14).
+// Default LINEAR on AMD CPUs, ROWS_IN_FLIGHT on others; MESHNN_SMALL_M_WALK=linear|rows overrides
+// it (read once per process), set_small_m_walk in tests and benchmarks. Both give the same bits:
+// every output column meets its tiles in the same order.
+enum class SmallMWalk { LINEAR, ROWS_IN_FLIGHT };
+SmallMWalk small_m_walk();
+const char* to_string(SmallMWalk walk);  // "linear", "rows"
+void set_small_m_walk(SmallMWalk walk);  // process-wide, over MESHNN_SMALL_M_WALK
+void reset_small_m_walk();
+
 // Two bfloat16 values along K in one 32-bit word, as vdpbf16ps reads them: element k (even) in
 // the low 16 bits, k + 1 in the high 16 bits.
 inline uint32_t bf16_pair(uint16_t even, uint16_t odd) { return uint32_t{even} | uint32_t{odd} << 16; }
