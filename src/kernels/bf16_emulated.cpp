@@ -50,7 +50,7 @@ void decode_tile_bf16_pairs(const std::byte* tile, DataType dtype, uint32_t* dst
                                    static_cast<uint16_t>(to_bits(rows[(2 * kk + 1) * 32 + j]) >> 16));
 }
 
-// avx512-bf16's small-M kernel on bfloat8_b (matmul_avx512bf16.cpp, bfp8_tile_dp) lane by lane:
+// avx512-bf16's small-M kernel on bfloat8_b (bfp8_rows_avx512bf16.hpp, bfp8_tile_dp) lane by lane:
 // the same bfloat16 words, the same chains and the same order of sums. bfloat8_b weights only.
 void small_m_bf16(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
                   int64_t ldc) {

@@ -395,6 +395,32 @@ TEST(Bf16Matmul, HardwareAndEmulationGiveTheSameBits) {
   expect_hardware_bits(kAvx512Bf16, kVdpEmulated);
 }
 
+TEST(Bf16Matmul, DecodeRowsWithAndWithoutVbmiGiveTheSameBits) {
+  // avx512-bf16's bfloat8_b decode rows turn codes into pairs with one byte permute where the CPU
+  // has AVX512-VBMI, else with a widening and a word permute; matmul takes the first on such a CPU,
+  // so the second is called here directly, against the set matmul uses. Blocks of exponents from
+  // 2^-20 to 2^20 and every row count of the kernel (1-4), several tile rows and columns.
+  if (!hardware_has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const kernels::KernelSet& with = kernels::avx512_bf16_kernel_set();
+  const kernels::KernelSet& without = kernels::avx512_bf16_kernel_set_without_vbmi();
+  const int64_t K = 320, N = 96;
+  std::vector<float> w = normal_values(K * N, 71, 0.5f);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) w[k * N + n] = std::ldexp(w[k * N + n], static_cast<int>((k * 7 + n / 16) % 41) - 20);
+  const Tensor b = Tensor::from_float(w, Shape{K, N}, DataType::BFLOAT8_B, Layout::TILE);
+  const kernels::TileMatrix tiles{b.bytes().data(), DataType::BFLOAT8_B, K / 32, N / 32};
+  for (int m = 1; m <= 4; ++m) {
+    // A's rows hold bfloat16 values as floats, as matmul hands them to the kernel.
+    const Tensor a16 = Tensor::from_float(normal_values(m * K, 72 + m), Shape{m, K}, DataType::BFLOAT16,
+                                          Layout::ROW_MAJOR);
+    const std::vector<float> a = a16.to_float();
+    std::vector<float> c_with(static_cast<size_t>(m * N), -1.0f), c_without(c_with.size(), -2.0f);
+    with.small_m_bf16(m, a.data(), K, tiles, 0, N / 32, c_with.data(), N);
+    without.small_m_bf16(m, a.data(), K, tiles, 0, N / 32, c_without.data(), N);
+    EXPECT_EQ(c_with, c_without) << "M=" << m;
+  }
+}
+
 TEST(Bf16Matmul, AmxHardwareAndEmulationGiveTheSameBits) {
   if (!hardware_has_amx()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-BF16; the emulation's rules are tested above";
   expect_hardware_bits(kAmxBf16, kAmxEmulated);
