@@ -188,7 +188,8 @@ constexpr bool kHaveBlas = false;
 #endif
 
 void print_header(const BenchOptions& o, const Machine& machine, bool with_onednn) {
-  fmt::print("# kernels: {} (small-M walk: {})  single-core peak {:.1f} GFLOP/s{}  single-core read bandwidth {:.1f} GB/s\n",
+  fmt::print("# kernels: {} (small-M walk: {})  single-core peak {:.1f} GFLOP/s{}  "
+             "single-core read bandwidth {:.1f} GB/s\n",
              kernels::to_string(machine.isa), kernels::to_string(kernels::small_m_walk()), machine.peak,
              machine.cpu_bf16 ? fmt::format(" float32 FMA, {:.1f} GFLOP/s bfloat16 (vdpbf16ps)", machine.peak_bf16) : "",
              machine.bandwidth);

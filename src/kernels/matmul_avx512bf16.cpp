@@ -67,7 +67,6 @@ inline __m512 block_float_row(const uint8_t* tile, int block, const float* scale
   return _mm512_mul_ps(magnitudes, _mm512_set1_ps(scales[tile[block]]));
 }
 
-
 // Straight from the stored tile to pairs, no float tile in between: face f's rows 2q and 2q + 1
 // are K rows (f / 2) * 16 + 2q, + 1 of columns (f % 2) * 16 .. + 15, i.e. pair row (f / 2) * 8 + q.
 template <DataType D>

@@ -406,7 +406,8 @@ TEST(Bf16Matmul, DecodeRowsWithAndWithoutVbmiGiveTheSameBits) {
   const int64_t K = 320, N = 96;
   std::vector<float> w = normal_values(K * N, 71, 0.5f);
   for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) w[k * N + n] = std::ldexp(w[k * N + n], static_cast<int>((k * 7 + n / 16) % 41) - 20);
+    for (int64_t n = 0; n < N; ++n)
+      w[k * N + n] = std::ldexp(w[k * N + n], static_cast<int>((k * 7 + n / 16) % 41) - 20);
   const Tensor b = Tensor::from_float(w, Shape{K, N}, DataType::BFLOAT8_B, Layout::TILE);
   const kernels::TileMatrix tiles{b.bytes().data(), DataType::BFLOAT8_B, K / 32, N / 32};
   for (int m = 1; m <= 4; ++m) {
