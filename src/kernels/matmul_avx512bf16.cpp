@@ -11,11 +11,8 @@
 #include "bfp8_rows_avx512bf16.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 
-// GCC 12 false positive inside avx512fintrin.h (_mm512_undefined_* used as a "don't care" source).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+// (bfp8_rows_avx512bf16.hpp turns off GCC 12's false "uninitialized" warnings from the AVX-512
+// intrinsics for this file too.)
 
 namespace meshnn::kernels {
 
