@@ -1,5 +1,5 @@
 // The AMX-BF16 micro-kernel, written once against a tile interface that two classes provide: the
-// hardware's tile instructions (matmul_amx.cpp, compiled with -mamx-tile -mamx-bf16) and a
+// hardware's tile instructions (matmul_amx.cpp, inline assembly: no -mamx flags needed) and a
 // portable emulation of them (amx_emulated.cpp), so that the kernel's logic (the tile shapes, the
 // strides, which tile adds into which) is tested on every machine and its bits checked against the
 // hardware's where there is one.
