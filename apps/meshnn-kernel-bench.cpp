@@ -129,13 +129,15 @@ void openblas_run(const BenchShape& s, const std::vector<float>& a, const std::v
 // ratios the benchmark reports (ours against OpenBLAS, 2 threads against 1) compare rows measured
 // side by side, since one function's own time drifts by more than the differences it is compared
 // on over a few seconds (docs/design-measurements.md §15).
-// Each run is preceded by an untimed pause: OpenMP's threads (oneDNN's) keep spinning for a while
-// after a parallel region, and left running they took the core of our second worker (our 2-thread
-// rows then ran at the 1-thread rate). The pause lets them go to sleep before the next run. A run
-// repeats the function for at least kMinSample, and the pause lasts at most as long as the run
-// before it: a 20 us product would otherwise spend 1000x its time asleep (a tiny shape's 0.5 s of
-// samples took 25 minutes).
-std::vector<double> best_times_alternating(const std::vector<std::function<void()>>& fns, double min_time) {
+// Each run is preceded by an untimed pause. A run repeats the function for at least kMinSample,
+// and the pause lasts as long as the run before it, at most kSettle: a 20 us product would
+// otherwise spend 1000x its time asleep (a tiny shape's 0.5 s of samples took 25 minutes). After
+// a run of `spins_after` (oneDNN's: OpenMP's threads keep spinning for milliseconds after a
+// parallel region) the pause is always kSettle: left running, those threads took the core of our
+// second worker, and our 2-thread rows of the decode shapes (2-3 ms samples) ran at the 1-thread
+// rate in about half the rounds (docs/performance.md, session 27).
+std::vector<double> best_times_alternating(const std::vector<std::function<void()>>& fns,
+                                           const std::vector<bool>& spins_after, double min_time) {
   constexpr double kSettle = 0.020, kMinSample = 0.002;
   std::vector<int> reps(fns.size(), 1);
   for (size_t i = 0; i < fns.size(); ++i) {
@@ -144,16 +146,17 @@ std::vector<double> best_times_alternating(const std::vector<std::function<void(
     reps[i] = static_cast<int>(std::ceil(kMinSample / std::max(seconds_since(t0), 1e-7)));
   }
   std::vector<double> best(fns.size(), 1e30);
-  double slowest_total = 0, last_sample = kSettle;
+  double slowest_total = 0, pause = kSettle;
   for (int rounds = 0; rounds < 3 || slowest_total < min_time; ++rounds) {
     double slowest = 0;
     for (size_t i = 0; i < fns.size(); ++i) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(kSettle, last_sample)));
+      std::this_thread::sleep_for(std::chrono::duration<double>(pause));
       const auto t0 = Clock::now();
       for (int r = 0; r < reps[i]; ++r) fns[i]();
-      last_sample = seconds_since(t0);
-      best[i] = std::min(best[i], last_sample / reps[i]);
-      slowest = std::max(slowest, last_sample);
+      const double sample = seconds_since(t0);
+      best[i] = std::min(best[i], sample / reps[i]);
+      slowest = std::max(slowest, sample);
+      pause = spins_after[i] ? kSettle : std::min(kSettle, sample);
     }
     slowest_total += slowest;
   }
@@ -322,6 +325,14 @@ struct FormatRuns {
       });
     }
   }
+  // Which runs leave OpenMP threads spinning (best_times_alternating): oneDNN's.
+  std::vector<bool> spins_after() const {
+    std::vector<bool> spins(fns.size(), false);
+    for (size_t index : onednn)
+      if (index > 0) spins[index] = true;
+    return spins;
+  }
+
   FormatRuns(const FormatRuns&) = delete;  // the runs hold references into it
   FormatRuns& operator=(const FormatRuns&) = delete;
 };
@@ -420,7 +431,7 @@ std::vector<std::string> measure_matmuls(const BenchOptions& o) {
     ShapeOperands operands(o, s, with_onednn);
     for (DataType wd : o.dtypes) {
       const FormatRuns runs(o, workers, operands, wd);
-      const std::vector<double> best = best_times_alternating(runs.fns, o.min_time);
+      const std::vector<double> best = best_times_alternating(runs.fns, runs.spins_after(), o.min_time);
       for (size_t i = 0; i < o.thread_counts.size(); ++i) {
         const Row row = make_row(o, machine, operands, runs, wd, best, i);
         print_row(s, row, machine, with_onednn);
