@@ -5,7 +5,8 @@
 namespace meshnn::kernels {
 
 const RowKernelSet& avx2_row_kernels() {
-  static const RowKernelSet set{Isa::AVX2, silu_mul_loop, attend_tile_loop<8>};
+  static const RowKernelSet set{Isa::AVX2, silu_mul_loop, attend_tile_loop<8>, transpose_tile_loop<float>,
+                                      transpose_tile_loop<uint16_t>};
   return set;
 }
 

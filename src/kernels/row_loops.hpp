@@ -173,5 +173,20 @@ void attend_tile_loop(const float* q, int64_t heads, const float* keys_t, const 
                             running_max + h, running_sum + h);
 }
 
+inline float stored_value(float v) { return v; }
+inline float stored_value(uint16_t bfloat16) { return std::bit_cast<float>(static_cast<uint32_t>(bfloat16) << 16); }
+
+// RowKernelSet::transpose_tile(_bf16), one value at a time: each face's column c is a run of 16
+// consecutive outputs. The AVX-512 set has its own, in registers (row_kernels_avx512.cpp).
+template <class T>
+void transpose_tile_loop(const T* tile, float* out) {
+  for (int f = 0; f < 4; ++f) {
+    const T* face = tile + f * 256;
+    float* dst = out + (f % 2) * 16 * 32 + (f / 2) * 16;
+    for (int c = 0; c < 16; ++c)
+      for (int r = 0; r < 16; ++r) dst[c * 32 + r] = stored_value(face[r * 16 + c]);
+  }
+}
+
 }  // namespace
 }  // namespace meshnn::kernels

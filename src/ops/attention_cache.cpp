@@ -14,6 +14,7 @@
 #include "meshnn/core/trace.hpp"
 #include "meshnn/kernels/row_kernels.hpp"
 #include "meshnn/ops/attention.hpp"
+#include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 #include "op_utils.hpp"
 #include "tile_rows.hpp"
@@ -32,27 +33,40 @@ void rotate_half(float* x, const float* cos, const float* sin, int64_t d) {
 
 // The 32 cache rows of tile-row `tile_row` of one [S_max, D] matrix, decoded to floats: as rows
 // [32][dp] (dp = D rounded up to 32), or transposed [dp][32] (`transposed`: the keys, whose scores
-// the row kernels compute for all 32 positions at once).
-void decode_tile_row(const Tensor& cache, int64_t matrix, int64_t tile_row, int64_t dp, bool transposed, float* out) {
+// the row kernels compute for all 32 positions at once). A bfloat16 cache (the default) is read
+// straight from its tiles, without a tile of floats in between.
+void decode_tile_row(const kernels::RowKernelSet& rk, const Tensor& cache, int64_t matrix, int64_t tile_row,
+                     int64_t dp, bool transposed, float* out) {
   const int64_t tile_rows = round_up_to_tile(cache.shape()[2]) / 32, tile_cols = dp / 32;
   const size_t bytes = tile_bytes(cache.dtype());
+  const bool bf16 = cache.dtype() == DataType::BFLOAT16;
   float faces[kTileVolume];
   for (int64_t tc = 0; tc < tile_cols; ++tc) {
     const std::byte* tile =
         cache.data<std::byte>() + static_cast<size_t>((matrix * tile_rows + tile_row) * tile_cols + tc) * bytes;
-    ops_detail::tile_to_faces(tile, cache.dtype(), faces);
-    // Face by face (16x16, row-major inside; faces 0-3 cover rows 0-15 then 16-31, columns 0-15
-    // then 16-31 of each): runs of 16 values the compiler copies as vectors.
-    for (int64_t f = 0; f < 4; ++f) {
-      const float* face = faces + f * 256;
-      const int64_t row0 = f / 2 * 16, col0 = tc * 32 + f % 2 * 16;
-      if (transposed) {
-        for (int64_t c = 0; c < 16; ++c)
-          for (int64_t r = 0; r < 16; ++r) out[(col0 + c) * 32 + row0 + r] = face[r * 16 + c];
+    const uint16_t* stored = reinterpret_cast<const uint16_t*>(tile);
+    if (transposed) {
+      if (bf16) {
+        rk.transpose_tile_bf16(stored, out + tc * 32 * 32);
       } else {
-        for (int64_t r = 0; r < 16; ++r) std::copy_n(face + r * 16, 16, out + (row0 + r) * dp + col0);
+        ops_detail::tile_to_faces(tile, cache.dtype(), faces);
+        rk.transpose_tile(faces, out + tc * 32 * 32);
       }
+      continue;
     }
+    if (!bf16) ops_detail::tile_to_faces(tile, cache.dtype(), faces);
+    // Face by face (16x16, row-major inside; faces 0-3 cover rows 0-15 then 16-31, columns 0-15
+    // then 16-31 of each): runs of 16 values the compiler vectorises.
+    for (int64_t f = 0; f < 4; ++f)
+      for (int64_t r = 0; r < 16; ++r) {
+        const int64_t from = f * 256 + r * 16;
+        float* to = out + (f / 2 * 16 + r) * dp + tc * 32 + f % 2 * 16;
+        if (bf16) {
+          for (int64_t c = 0; c < 16; ++c) to[c] = bfloat16_to_float(stored[from + c]);
+        } else {
+          std::copy_n(faces + from, 16, to);
+        }
+      }
   }
 }
 
@@ -122,8 +136,8 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
       std::fill_n(running_sum, queries, 0.0f);
       const int64_t matrix = slots[seg.begin] * hkv + kvh;
       for (int64_t tile_row = seg.min_first / 32; tile_row <= seg.max_position / 32; ++tile_row) {
-        decode_tile_row(k_cache, matrix, tile_row, dp, /*transposed=*/true, keys_t);
-        decode_tile_row(v_cache, matrix, tile_row, dp, /*transposed=*/false, values);
+        decode_tile_row(rk, k_cache, matrix, tile_row, dp, /*transposed=*/true, keys_t);
+        decode_tile_row(rk, v_cache, matrix, tile_row, dp, /*transposed=*/false, values);
         for (int64_t r = seg.begin; r < seg.end; ++r) {
           const int64_t first = std::max<int64_t>(0, first_position(r) - tile_row * 32);
           const int64_t last = std::min<int64_t>(31, positions[r] - tile_row * 32);

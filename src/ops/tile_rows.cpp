@@ -27,15 +27,10 @@ void faces_to_tile(const float* faces, DataType dtype, std::byte* tile) { encode
 
 void write_rows(Tensor& t, int64_t matrix, int64_t row0, int64_t rows, const float* values) {
   const int64_t h = t.shape()[-2], w = t.shape()[-1];
-  if (t.layout() == Layout::ROW_MAJOR) {
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < w; ++c) {
-        const int64_t idx = (matrix * h + row0 + r) * w + c;
-        if (t.dtype() == DataType::BFLOAT16)
-          t.data<uint16_t>()[idx] = float_to_bfloat16(values[r * w + c]);
-        else
-          t.data<float>()[idx] = values[r * w + c];
-      }
+  // float32 and bfloat16 (either layout): only the rows' own values, not their whole tiles (a
+  // decode step writes one row of each KV cache tile it touches).
+  if (has_row_access(t)) {
+    for (int64_t r = 0; r < rows; ++r) write_row(t, matrix * h + row0 + r, values + r * w);
     return;
   }
   const int64_t tr = round_up_to_tile(h) / 32, tc = round_up_to_tile(w) / 32;

@@ -140,6 +140,30 @@ TEST_P(RowKernels, PositionsOutsideTheRangeAreNeverRead) {
     for (int64_t heads : {1, 5}) check_attention(*GetParam(), c, heads, std::numeric_limits<float>::quiet_NaN());
 }
 
+TEST_P(RowKernels, TransposeTileMovesEveryElementToItsColumnRun) {
+  // Element (r, c) of a tile sits in face (r / 16) * 2 + c / 16 at (r % 16) * 16 + c % 16. The
+  // 1024 values are distinct and have 8 significant bits, so the bfloat16 tile (each float's top
+  // half) holds them exactly.
+  const auto value = [](int r, int c) { return std::ldexp(1.0f + static_cast<float>(c % 4 * 32 + r) / 128, c / 4 - 3); };
+  std::vector<float> tile(1024), out(1024, -1.0f), out_bf16(1024, -1.0f);
+  std::vector<uint16_t> tile_bf16(1024);
+  for (int r = 0; r < 32; ++r)
+    for (int c = 0; c < 32; ++c) {
+      const int index = ((r / 16) * 2 + c / 16) * 256 + (r % 16) * 16 + c % 16;
+      tile[index] = value(r, c);
+      uint32_t bits;
+      std::memcpy(&bits, &tile[index], 4);
+      tile_bf16[index] = static_cast<uint16_t>(bits >> 16);
+    }
+  GetParam()->transpose_tile(tile.data(), out.data());
+  GetParam()->transpose_tile_bf16(tile_bf16.data(), out_bf16.data());
+  for (int r = 0; r < 32; ++r)
+    for (int c = 0; c < 32; ++c) {
+      ASSERT_EQ(out[c * 32 + r], value(r, c)) << "row " << r << " column " << c;
+      ASSERT_EQ(out_bf16[c * 32 + r], out[c * 32 + r]) << "bfloat16, row " << r << " column " << c;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sets, RowKernels, ::testing::ValuesIn(sets_this_cpu_runs()),
                          [](const ::testing::TestParamInfo<const RowKernelSet*>& info) {
                            return std::string(to_string(info.param->isa));

@@ -32,6 +32,12 @@ struct RowKernelSet {
   void (*attend_tile)(const float* q, int64_t heads, const float* keys_t, const float* values, int64_t d,
                       int64_t values_stride, int first, int last, float scale, float* acc, float* running_max,
                       float* running_sum);
+  // One 32x32 tile in TILE order (four 16x16 faces, row-major inside; faces 0-3 cover rows 0-15
+  // then 16-31, columns 0-15 then 16-31 of each) transposed into out[32][32]: out[c * 32 + r] =
+  // element (r, c). attend_tile's keys_t is built from the KV cache's key tiles with it. The
+  // _bf16 form reads stored bfloat16 values (exactly: a float's top 16 bits).
+  void (*transpose_tile)(const float* tile, float* out);
+  void (*transpose_tile_bf16)(const uint16_t* tile, float* out);
 };
 
 const RowKernelSet& row_kernel_set();  // for active_isa()
