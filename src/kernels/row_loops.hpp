@@ -177,7 +177,7 @@ inline float stored_value(float v) { return v; }
 inline float stored_value(uint16_t bfloat16) { return std::bit_cast<float>(static_cast<uint32_t>(bfloat16) << 16); }
 
 // RowKernelSet::transpose_tile(_bf16), one value at a time: each face's column c is a run of 16
-// consecutive outputs. The AVX-512 set has its own, in registers (row_kernels_avx512.cpp).
+// consecutive outputs. The AVX2 and AVX-512 sets transpose in registers instead.
 template <class T>
 void transpose_tile_loop(const T* tile, float* out) {
   for (int f = 0; f < 4; ++f) {
