@@ -21,7 +21,9 @@ The model (docs/projection.md):
   collectives      the ones src/models/llama/model.cpp issues per layer, each priced with the
                    schedule src/ccl/schedule.cpp's auto choice picks, on the link's alpha-beta
 A device is one core of the measuring machine (times divided by --device-rate-scale); with
---cores, ranks beyond the cores time-share them and compute times grow by ranks / cores.
+--cores, ranks beyond the cores time-share them and compute times grow by ranks / cores; with
+--node-bandwidth too, the ranks streaming at once (min(ranks, cores)) share that read bandwidth,
+so each streams its weights at most at bandwidth / min(ranks, cores).
 """
 import argparse
 import csv
@@ -577,11 +579,21 @@ def project_mesh(m, shape, mode, rows_mesh, cols_mesh, users, prompt, new_tokens
     return g
 
 
-def project(m, shape, mode, devices, users, prompt, new_tokens, link, rate_scale=1.0, cores=0, replicas=2):
+def on_one_node(m, ranks, cores, node_gb_s):
+    """The measured model with its weight-streaming rate capped by the node's read bandwidth shared
+    by the ranks that stream at once (ranks beyond the cores wait for a core)."""
+    if not (cores and node_gb_s):
+        return m
+    return replace(m, stream_gb_s=min(m.stream_gb_s, node_gb_s / min(ranks, cores)))
+
+
+def project(m, shape, mode, devices, users, prompt, new_tokens, link, rate_scale=1.0, cores=0, replicas=2,
+            node_gb_s=0.0):
     mesh = mesh_for(mode, devices, replicas)
     if mesh is None:
         return None
     time_share = max(1.0, devices / cores) if cores else 1.0
+    m = on_one_node(m, devices, cores, node_gb_s)
     g = project_mesh(m, shape, mode, *mesh, users, prompt, new_tokens, link, rate_scale, time_share)
     if g is None:
         return None
@@ -636,10 +648,14 @@ def print_assumptions(m, links, args):
         print(f"  link {link.name}: {link.source}\n    {segs}")
     if args.cores:
         print(f"  --cores {args.cores}: N ranks on {args.cores} cores time-share them; compute x max(1, N/{args.cores})")
+    if args.cores and args.node_bandwidth:
+        print(f"  --node-bandwidth {args.node_bandwidth:.1f} GB/s: the min(N, {args.cores}) ranks streaming at once share it; "
+              f"decode weights stream at min({m.stream_gb_s:.2f}, {args.node_bandwidth:.1f} / min(N, {args.cores})) GB/s")
     print(f"  hybrid: {args.replicas} replicas (mesh rows) of N/{args.replicas} devices each, users split over them; "
           "2d: mesh rows = largest power of two <= sqrt(N)")
     print("  NOT modelled: memory capacity (weights GiB/device is printed, not checked), compute/communication overlap "
-          "(none: summed), load imbalance and waits, memory bandwidth shared by ranks on one socket, kernel efficiency "
+          "(none: summed), load imbalance and waits, memory bandwidth shared by ranks on one node (unless "
+          "--node-bandwidth), kernel efficiency "
           "changing with the per-device width, prefill chunking beyond one LM head per prompt, KV cache reads beyond "
           "attention's scaling")
     print()
@@ -710,8 +726,8 @@ def compare(m, record_paths, link, args):
     for path in record_paths:
         rec = load_record(path)
         time_share = max(1.0, rec["ranks"] / args.cores) if args.cores else 1.0
-        g = project_mesh(m, m.shape, rec["mode"], *parse_mesh(rec["mesh"]), *run_workload(rec), link,
-                         args.device_rate_scale, time_share)
+        g = project_mesh(on_one_node(m, rec["ranks"], args.cores, args.node_bandwidth), m.shape, rec["mode"],
+                         *parse_mesh(rec["mesh"]), *run_workload(rec), link, args.device_rate_scale, time_share)
         if g is None:
             print(f"{os.path.basename(path):<28} cannot be placed")
             continue
@@ -744,12 +760,17 @@ def main():
     p.add_argument("--device-rate-scale", type=float, default=1.0, help="a device is this many measuring cores")
     p.add_argument("--cores", type=int, default=0,
                    help="cores the projected ranks share (validation on this machine): compute x max(1, ranks/cores)")
+    p.add_argument("--node-bandwidth", type=float, default=0.0, metavar="GBPS",
+                   help="with --cores: the read bandwidth of those cores streaming at once (meshnn-kernel-bench "
+                   "--bandwidth), shared by the ranks that stream at once")
     p.add_argument("--compare", nargs="+", metavar="RECORD", help="predict these measured runs and print the errors")
     p.add_argument("--csv", help="write the table here")
     p.add_argument("--plot", help="write a PNG here (needs matplotlib)")
     args = p.parse_args()
     if args.device_rate_scale <= 0:
         raise SystemExit("error: --device-rate-scale must be > 0")
+    if args.node_bandwidth < 0 or (args.node_bandwidth and not args.cores):
+        raise SystemExit("error: --node-bandwidth must be > 0 and needs --cores (the ranks it is shared by)")
 
     m, _ = load_measured(args.record, args.profile, args.trace, args.measured_shape)
     names = args.links.split(",") if args.links else (["calibrated"] if args.link else []) + \
@@ -775,7 +796,7 @@ def main():
             for n in (int(x) for x in args.devices.split(",")):
                 for link in links:
                     r = project(m, shape, mode, n, users, prompt, new_tokens, link, args.device_rate_scale, args.cores,
-                                args.replicas)
+                                args.replicas, args.node_bandwidth)
                     if r is None:
                         skipped.append(f"{shape.name} {mode} {n}")
                         break

@@ -7,7 +7,10 @@
 #
 # Each rank is one device of one worker thread (MESHNN_NUM_THREADS=1). Every point runs --repeats
 # times and the fastest run (by decode ms/step) is kept: other work on a shared machine only slows
-# a run down. More ranks than cores time-share them, which project.py is told (--cores).
+# a run down. More ranks than cores time-share them, which project.py is told (--cores), and the
+# ranks streaming at once share the cores' read bandwidth (--node-bandwidth): measured before each
+# group of runs with meshnn-kernel-bench --bandwidth, the highest kept by the same reasoning. (On
+# the 2-core VMs this project runs on it moved between 35 and 63 GB/s from minute to minute.)
 #
 #   scripts/project_validate.sh [--repeats 3] [--prompt-len 64] [--new-tokens 16] [--work DIR]
 set -euo pipefail
@@ -24,7 +27,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 apps="$MESHNN_BUILD/apps"
-for app in meshnn-llm meshnn-make-weights meshnn-calibrate; do
+for app in meshnn-llm meshnn-make-weights meshnn-calibrate meshnn-kernel-bench; do
   [ -x "$apps/$app" ] || { echo "missing $apps/$app: build it (cmake --build build --target $app)" >&2; exit 1; }
 done
 mkdir -p "$work"
@@ -69,13 +72,25 @@ echo "== link calibration: 2 ranks"
 "$MESHNN_ROOT/scripts/mpirun.sh" -np 2 "$apps/meshnn-calibrate" --no-collectives --output "$work/link.json" \
   > "$work/link.log" 2>&1 || { cat "$work/link.log"; exit 1; }
 
-echo "== measured runs (fastest of $repeats each)"
-run tp1 1 1x1 tp
-run tp2 2 1x2 tp
-run tp4 4 1x4 tp
-run 2d4 4 2x2 2d
+# bandwidth: the read bandwidth of all cores streaming at once; prints it and keeps the highest
+# seen in $node_gb_s.
+cores="$(meshnn_cores)" node_gb_s=0
+bandwidth() {
+  "$apps/meshnn-kernel-bench" --bandwidth --threads "$cores" --json "$work/bandwidth.json" > /dev/null
+  node_gb_s=$(python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))[0]["read_GBps"]
+print(max(r, float(sys.argv[2])))' "$work/bandwidth.json" "$node_gb_s")
+}
+
+echo "== measured runs (fastest of $repeats each; read bandwidth of $cores cores measured before each)"
+bandwidth; run tp1 1 1x1 tp
+bandwidth; run tp2 2 1x2 tp
+bandwidth; run tp4 4 1x4 tp
+bandwidth; run 2d4 4 2x2 2d
+echo "read bandwidth of $cores cores streaming at once: highest $node_gb_s GB/s"
 
 echo "== projection"
 python3 "$MESHNN_ROOT/scripts/project.py" --record "$work/profile.json" --profile "$work/profile.csv" \
-  --trace "$work/profile.trace" --link "$work/link.json" --links calibrated --cores "$(meshnn_cores)" \
+  --trace "$work/profile.trace" --link "$work/link.json" --links calibrated --cores "$cores" \
+  --node-bandwidth "$node_gb_s" \
   --compare "$work/tp1.json" "$work/tp2.json" "$work/tp4.json" "$work/2d4.json"

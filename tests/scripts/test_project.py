@@ -139,6 +139,19 @@ class Projection(unittest.TestCase):
         self.assertAlmostEqual(shared["decode_compute_ms"], 2 * alone["decode_compute_ms"])
         self.assertAlmostEqual(shared["decode_comm_ms"], alone["decode_comm_ms"])
 
+    def test_node_bandwidth_caps_the_ranks_streaming_at_once(self):
+        # 30 GB/s for 2 cores: 2 ranks stream at 15 GB/s each (below the measured 25.68); 4 ranks
+        # on 2 cores also at 15 (two stream at a time), then time-share; 1 rank keeps its own rate.
+        p2 = project.placement(self.m.shape, 1, 2, False)
+        bytes2 = project.matmul_weight_bytes(self.m.shape, p2, "bfloat8_b")
+        r2 = project.project(self.m, self.m.shape, "tp", 2, 1, 64, 16, LINK, cores=2, node_gb_s=30.0)
+        self.assertAlmostEqual(r2["decode_matmul_ms"], 1e3 * bytes2 / 15e9, places=6)
+        plain4 = project.project(self.m, self.m.shape, "tp", 4, 1, 64, 16, LINK, cores=2)
+        r4 = project.project(self.m, self.m.shape, "tp", 4, 1, 64, 16, LINK, cores=2, node_gb_s=30.0)
+        self.assertAlmostEqual(r4["decode_matmul_ms"], plain4["decode_matmul_ms"] * 25.6802816 / 15, places=6)
+        r1 = project.project(self.m, self.m.shape, "tp", 1, 1, 64, 16, LINK, cores=2, node_gb_s=30.0)
+        self.assertAlmostEqual(r1["decode_ms"], 11.0, places=6)
+
     def test_missing_file_is_a_clear_error(self):
         with self.assertRaises(SystemExit) as e:
             project.load_measured(os.path.join(self.dir.name, "none.json"), self.profile, None, None)
