@@ -16,8 +16,8 @@ namespace {
 // 16 rows of 16 floats transposed in registers, written as 16 runs of 16 floats `stride` apart:
 // 32-bit then 64-bit unpacks leave, in 128-bit lane L of u[j], column 4L + j of four consecutive
 // rows; two rounds of 128-bit lane shuffles gather each column's four lanes. 64 shuffles where
-// the scalar loop moves 256 values one by one (a decode step's attention spent half its time
-// there; docs/performance.md, session 27).
+// the scalar loop moved 256 values one by one (half of the attention op's time in a decode step;
+// docs/performance.md, session 27).
 inline void transpose16x16(const __m512 (&rows)[16], float* out, int64_t stride) {
   __m512 t[16], u[16];
   for (int i = 0; i < 16; i += 2) {
@@ -34,7 +34,8 @@ inline void transpose16x16(const __m512 (&rows)[16], float* out, int64_t stride)
   }
   // u[4g + j] holds rows 4g..4g+3; lanes (0, 2) and (1, 3) first, then rows 0-7 with 8-15.
   for (int j = 0; j < 4; ++j) {
-    const __m512 even_lo = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), odd_lo = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+    const __m512 even_lo = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
+    const __m512 odd_lo = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
     const __m512 even_hi = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
     const __m512 odd_hi = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
     _mm512_storeu_ps(out + (j + 0) * stride, _mm512_shuffle_f32x4(even_lo, even_hi, 0x88));
