@@ -144,7 +144,9 @@ TEST_P(RowKernels, TransposeTileMovesEveryElementToItsColumnRun) {
   // Element (r, c) of a tile sits in face (r / 16) * 2 + c / 16 at (r % 16) * 16 + c % 16. The
   // 1024 values are distinct and have 8 significant bits, so the bfloat16 tile (each float's top
   // half) holds them exactly.
-  const auto value = [](int r, int c) { return std::ldexp(1.0f + static_cast<float>(c % 4 * 32 + r) / 128, c / 4 - 3); };
+  const auto value = [](int r, int c) {
+    return std::ldexp(1.0f + static_cast<float>(c % 4 * 32 + r) / 128, c / 4 - 3);
+  };
   std::vector<float> tile(1024), out(1024, -1.0f), out_bf16(1024, -1.0f);
   std::vector<uint16_t> tile_bf16(1024);
   for (int r = 0; r < 32; ++r)
