@@ -4,20 +4,12 @@
 // it). Both give the same bits. In an anonymous namespace for the reason isa_local.hpp gives.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstddef>
 #include <cstdint>
 
 #include "avx512_decode.hpp"
+#include "avx512_intrinsics.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
-
-// GCC 12 false positive inside avx512fintrin.h / avx512vbmiintrin.h (_mm512_undefined_* used as a
-// "don't care" source).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 
 namespace meshnn::kernels {
 namespace {

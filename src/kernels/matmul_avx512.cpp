@@ -1,21 +1,14 @@
 // AVX-512 inner loops. This file alone is compiled with the AVX-512 flags (CMakeLists.txt: files
 // named *_avx512.cpp) and only runs after the dispatcher checked the CPU. Like the AVX2 file it
 // uses no std templates and keeps helpers in an anonymous namespace.
-#include <immintrin.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "avx512_decode.hpp"
+#include "avx512_intrinsics.hpp"
 #include "isa_local.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
-
-// GCC 12 false positive inside avx512fintrin.h (_mm512_undefined_* used as a "don't care" source).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 
 namespace meshnn::kernels {
 

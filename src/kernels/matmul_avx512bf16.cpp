@@ -11,8 +11,8 @@
 #include "bfp8_rows_avx512bf16.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 
-// (bfp8_rows_avx512bf16.hpp turns off GCC 12's false "uninitialized" warnings from the AVX-512
-// intrinsics for this file too.)
+// (avx512_intrinsics.hpp, through bfp8_rows_avx512bf16.hpp, turns off GCC 12's false
+// "uninitialized" warnings from the AVX-512 intrinsics for this file too.)
 
 namespace meshnn::kernels {
 

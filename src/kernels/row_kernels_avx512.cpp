@@ -1,14 +1,7 @@
 // The row kernels compiled with the AVX512 flags (CMakeLists.txt: files named *_avx512.cpp); run
 // only after the dispatcher checked the CPU.
-#include <immintrin.h>
-
+#include "avx512_intrinsics.hpp"
 #include "row_loops.hpp"
-
-// GCC 12 false positive inside avx512fintrin.h (_mm512_undefined_* used as a "don't care" source).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
 
 namespace meshnn::kernels {
 namespace {

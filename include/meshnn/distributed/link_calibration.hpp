@@ -39,14 +39,16 @@ struct PointToPointCalibration {
   std::string describe() const;   // the segments and the table of samples
 };
 
+// Ranges of the piecewise fit by default. Six: on a steady machine (session 27, Zen 4) four left
+// 15-17% between the model and the very sweep it was fitted to (shared memory switches protocol at
+// 384 B and 4 KiB, and messages near the L3's size stream at their own rate); six, 8.8-10%.
+inline constexpr int kDefaultLinkSegments = 6;
+
 struct PointToPointOptions {
   std::vector<double> bytes;  // sizes to measure; empty: 8 B to 64 MiB, 4 per doubling of 2
   int repeats = 0;            // round trips per batch (a pass takes the median of 3); 0: from the size
   int passes = 5;             // passes per sweep; a size's time is their mean without the extremes
-  // Ranges of the piecewise fit. Six: on a steady machine (session 27, Zen 4) four left 15-17%
-  // between the model and the very sweep it was fitted to (shared memory switches protocol at
-  // 256 B and 4 KiB, and messages near the L3's size stream at their own rate); six, 8.8-10%.
-  int max_segments = 6;
+  int max_segments = kDefaultLinkSegments;  // ranges of the piecewise fit
   bool check_sweep = true;    // measure a second sweep to check the fit against
   std::string transport = "default";
 };
@@ -58,6 +60,6 @@ PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int 
 // The piecewise fit with at most `max_segments` ranges of >= 2 samples each, breakpoints at sample
 // sizes, each range's alpha and beta minimising its worst relative error, the breakpoints chosen (dynamic programming)
 // for the least worst relative error. Pure (a unit test feeds it synthetic samples).
-PiecewiseLink fit_piecewise_link(const std::vector<LinkSample>& samples, int max_segments = 6);
+PiecewiseLink fit_piecewise_link(const std::vector<LinkSample>& samples, int max_segments = kDefaultLinkSegments);
 
 }  // namespace meshnn::distributed
