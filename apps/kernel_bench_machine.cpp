@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <new>
 #include <vector>
+
+#include "meshnn/core/memory.hpp"
 
 namespace meshnn::bench {
 namespace {
@@ -106,12 +110,25 @@ __attribute__((target("avx2"))) float sum_buffer(const float* buf, size_t n) {
   return out[0];
 }
 
+// A buffer of n floats, all 1, in the memory tensors get (allocate_buffer: huge pages where the
+// kernel offers them). The weights that the matmuls stream sit in such memory, and the roof must be
+// taken on the same pages: on an AMD Zen 4 host, summing from 4 KiB pages read 22-25 GB/s, from
+// huge pages 30-32 (docs/performance.md, session 28).
+using FloatBuffer = std::unique_ptr<float, void (*)(float*)>;
+FloatBuffer ones_buffer(size_t n) {
+  FloatBuffer buf(reinterpret_cast<float*>(allocate_buffer(n * sizeof(float))),
+                  [](float* p) { release_buffer(reinterpret_cast<std::byte*>(p)); });
+  if (!buf) throw std::bad_alloc();
+  std::fill_n(buf.get(), n, 1.0f);
+  return buf;
+}
+
 // One thread streaming a 1 GiB buffer (far beyond any cache).
 double read_bandwidth_gbps() {
   const size_t n = (size_t{1} << 30) / sizeof(float);
-  std::vector<float> buf(n, 1.0f);
+  const FloatBuffer buf = ones_buffer(n);
   volatile float sink = 0;
-  const double t = best_time([&] { sink = sum_buffer(buf.data(), n); }, 1.0);
+  const double t = best_time([&] { sink = sum_buffer(buf.get(), n); }, 1.0);
   (void)sink;
   return static_cast<double>(n * sizeof(float)) / t / 1e9;
 }
@@ -137,16 +154,17 @@ Machine measure_machine() {
 double shared_read_bandwidth_gbps(ThreadPool& pool) {
   const int threads = pool.num_threads();
   const size_t n = (size_t{512} << 20) / sizeof(float);
-  std::vector<std::vector<float>> buffers(static_cast<size_t>(threads));
+  std::vector<FloatBuffer> buffers;
+  for (int i = 0; i < threads; ++i) buffers.emplace_back(nullptr, nullptr);
   std::vector<float> sums(static_cast<size_t>(threads));
   // Each worker touches its own buffer first, so its pages sit near the core that reads them.
   pool.parallel_for(threads, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) buffers[static_cast<size_t>(i)].assign(n, 1.0f);
+    for (int64_t i = begin; i < end; ++i) buffers[static_cast<size_t>(i)] = ones_buffer(n);
   });
   const double t = best_time(
       [&] {
         pool.parallel_for(threads, [&](int64_t begin, int64_t end, int) {
-          for (int64_t i = begin; i < end; ++i) sums[static_cast<size_t>(i)] = sum_buffer(buffers[static_cast<size_t>(i)].data(), n);
+          for (int64_t i = begin; i < end; ++i) sums[static_cast<size_t>(i)] = sum_buffer(buffers[static_cast<size_t>(i)].get(), n);
         });
       },
       1.0);
