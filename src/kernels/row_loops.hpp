@@ -109,24 +109,44 @@ void attend_heads(const float* __restrict q, const float* __restrict keys_t, con
     }
   }
   // Online softmax per head: what was accumulated under the old maximum is rescaled to the new one.
+  // In vectors across the 32 positions, positions outside [first, last] masked by a select: the
+  // scalar loops this replaced took as long as all the multiply-adds (docs/performance.md,
+  // session 28). The sum folds in halves (16 apart, then 8, 4, 2, 1): the same order with any
+  // vector width.
   alignas(64) float p[kHeads][kPositions];
   float correction[kHeads];
-  for (int h = 0; h < kHeads; ++h) {
-    alignas(64) float s[kPositions], folded[kPositions];
-    for (int v = 0; v < kPositionVecs; ++v) store_vec<kLanes>(s + v * kLanes, scores[h][v]);
-    float tile_max = -std::numeric_limits<float>::infinity();
-    for (int j = first; j <= last; ++j) {
-      s[j] *= scale;
-      tile_max = std::max(tile_max, s[j]);
+  Vec attended[kPositionVecs];  // lanes of positions in [first, last]: 1, else 0
+  for (int v = 0; v < kPositionVecs; ++v)
+    for (int l = 0; l < kLanes; ++l) {
+      const int j = v * kLanes + l;
+      attended[v][l] = j >= first && j <= last ? 1.0f : 0.0f;
     }
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  for (int h = 0; h < kHeads; ++h) {
+    Vec s[kPositionVecs], highest = {};
+    for (int v = 0; v < kPositionVecs; ++v) {
+      s[v] = scores[h][v] * scale;
+      const Vec candidate = attended[v] != 0.0f ? s[v] : kMinusInf;
+      highest = v == 0 ? candidate : (candidate > highest ? candidate : highest);
+    }
+    float tile_max = kMinusInf;
+    for (int l = 0; l < kLanes; ++l) tile_max = std::max(tile_max, highest[l]);
     const float new_max = std::max(running_max[h], tile_max);
     correction[h] = std::exp(running_max[h] - new_max);
-    for (int j = 0; j < kPositions; ++j) {
-      const float e = exp_lane(s[j] - new_max);
-      p[h][j] = j >= first && j <= last ? e : 0.0f;
-      folded[j] = p[h][j];
+    for (int v = 0; v < kPositionVecs; ++v) {
+      alignas(64) float e[kLanes];
+      for (int l = 0; l < kLanes; ++l) e[l] = exp_lane(s[v][l] - new_max);
+      const Vec weights = attended[v] != 0.0f ? load_vec<kLanes>(e) : Vec{};
+      store_vec<kLanes>(p[h] + v * kLanes, weights);
     }
-    for (int width = kPositions / 2; width >= 1; width /= 2)
+    // The fold: whole vectors while the halves are at least a vector wide, then lane by lane.
+    alignas(64) float folded[kPositions];
+    std::copy_n(p[h], kPositions, folded);
+    int width = kPositions / 2;
+    for (; width >= kLanes; width /= 2)
+      for (int j = 0; j < width; j += kLanes)
+        store_vec<kLanes>(folded + j, load_vec<kLanes>(folded + j) + load_vec<kLanes>(folded + j + width));
+    for (; width >= 1; width /= 2)
       for (int j = 0; j < width; ++j) folded[j] += folded[j + width];
     running_sum[h] = running_sum[h] * correction[h] + folded[0];
     running_max[h] = new_max;
