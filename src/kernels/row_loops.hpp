@@ -208,5 +208,15 @@ void transpose_tile_loop(const T* tile, float* out) {
   }
 }
 
+// RowKernelSet::widen_tile_bf16: face by face, each face row a run of 16 (a vector or two).
+void widen_tile_loop(const uint16_t* tile, float* out, int64_t stride) {
+  for (int f = 0; f < 4; ++f)
+    for (int r = 0; r < 16; ++r) {
+      const uint16_t* from = tile + f * 256 + r * 16;
+      float* to = out + (f / 2 * 16 + r) * stride + f % 2 * 16;
+      for (int c = 0; c < 16; ++c) to[c] = stored_value(from[c]);
+    }
+}
+
 }  // namespace
 }  // namespace meshnn::kernels

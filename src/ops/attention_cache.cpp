@@ -14,7 +14,6 @@
 #include "meshnn/core/trace.hpp"
 #include "meshnn/kernels/row_kernels.hpp"
 #include "meshnn/ops/attention.hpp"
-#include "meshnn/tensor/bfloat16.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 #include "op_utils.hpp"
 #include "tile_rows.hpp"
@@ -54,19 +53,16 @@ void decode_tile_row(const kernels::RowKernelSet& rk, const Tensor& cache, int64
       }
       continue;
     }
-    if (!bf16) ops_detail::tile_to_faces(tile, cache.dtype(), faces);
+    if (bf16) {
+      rk.widen_tile_bf16(stored, out + tc * 32, dp);
+      continue;
+    }
+    ops_detail::tile_to_faces(tile, cache.dtype(), faces);
     // Face by face (16x16, row-major inside; faces 0-3 cover rows 0-15 then 16-31, columns 0-15
-    // then 16-31 of each): runs of 16 values the compiler vectorises.
+    // then 16-31 of each): runs of 16 values.
     for (int64_t f = 0; f < 4; ++f)
-      for (int64_t r = 0; r < 16; ++r) {
-        const int64_t from = f * 256 + r * 16;
-        float* to = out + (f / 2 * 16 + r) * dp + tc * 32 + f % 2 * 16;
-        if (bf16) {
-          for (int64_t c = 0; c < 16; ++c) to[c] = bfloat16_to_float(stored[from + c]);
-        } else {
-          std::copy_n(faces + from, 16, to);
-        }
-      }
+      for (int64_t r = 0; r < 16; ++r)
+        std::copy_n(faces + f * 256 + r * 16, 16, out + (f / 2 * 16 + r) * dp + tc * 32 + f % 2 * 16);
   }
 }
 

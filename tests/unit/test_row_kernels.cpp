@@ -166,6 +166,28 @@ TEST_P(RowKernels, TransposeTileMovesEveryElementToItsColumnRun) {
     }
 }
 
+TEST_P(RowKernels, WidenTileBf16PutsEveryElementInItsRowAndLeavesTheStrideGap) {
+  // Distinct values with 8 significant bits (exact in bfloat16), as above; rows 40 floats apart,
+  // the 8 between one row's end and the next row's start must stay untouched.
+  const auto value = [](int r, int c) {
+    return std::ldexp(1.0f + static_cast<float>(c % 4 * 32 + r) / 128, c / 4 - 3);
+  };
+  constexpr int kStride = 40;
+  std::vector<uint16_t> tile(1024);
+  for (int r = 0; r < 32; ++r)
+    for (int c = 0; c < 32; ++c) {
+      const float v = value(r, c);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      tile[((r / 16) * 2 + c / 16) * 256 + (r % 16) * 16 + c % 16] = static_cast<uint16_t>(bits >> 16);
+    }
+  std::vector<float> out(32 * kStride, -1.0f);
+  GetParam()->widen_tile_bf16(tile.data(), out.data(), kStride);
+  for (int r = 0; r < 32; ++r)
+    for (int c = 0; c < kStride; ++c)
+      ASSERT_EQ(out[r * kStride + c], c < 32 ? value(r, c) : -1.0f) << "row " << r << " column " << c;
+}
+
 INSTANTIATE_TEST_SUITE_P(Sets, RowKernels, ::testing::ValuesIn(sets_this_cpu_runs()),
                          [](const ::testing::TestParamInfo<const RowKernelSet*>& info) {
                            return std::string(to_string(info.param->isa));

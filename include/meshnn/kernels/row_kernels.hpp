@@ -38,6 +38,9 @@ struct RowKernelSet {
   // _bf16 form reads stored bfloat16 values (exactly: a float's top 16 bits).
   void (*transpose_tile)(const float* tile, float* out);
   void (*transpose_tile_bf16)(const uint16_t* tile, float* out);
+  // One bfloat16 tile in TILE order widened to floats in row order: element (r, c) to
+  // out[r * stride + c]. attend_tile's values are built from the KV cache's value tiles with it.
+  void (*widen_tile_bf16)(const uint16_t* tile, float* out, int64_t stride);
 };
 
 const RowKernelSet& row_kernel_set();  // for active_isa()
