@@ -7,8 +7,55 @@
 #include "builders.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/memory.hpp"
+#include "meshnn/tensor/bfloat16.hpp"
 
 namespace meshnn::ccl {
+
+bool all_reduce_bfloat16_pair(const CallContext& ctx, const uint16_t* in, uint16_t* out, int64_t count,
+                              const Reduction& red) {
+  using namespace detail;
+  Transport& t = ctx.transport;
+  const int n = t.size(), p = t.position();
+  if (n != 2 || count <= 0 || red.type != ElementType::F32) return false;
+  const Schedule sched = choose_schedule(Collective::ALL_REDUCE, n, red.compute_bytes(count), ctx.topology,
+                                         ctx.transport.kind(), ctx.options);
+  if (sched.algorithm != Algorithm::DIRECT) return false;
+  MESHNN_CHECK(ctx.num_links >= 1 && ctx.num_links <= kMaxLinks, "all_reduce: num_links must be 1..{}, got {}",
+               kMaxLinks, ctx.num_links);
+  MESHNN_FATAL_IF(in == out, "all_reduce_bfloat16_pair: input and output must not alias");
+  const std::string_view name = ctx.op_name.empty() ? std::string_view("all_reduce") : std::string_view(ctx.op_name);
+  const size_t bytes = static_cast<size_t>(count) * 2;
+  const TracedCollective traced(name, n, bytes, sched.algorithm, static_cast<double>(bytes));
+  const Reduction r = direct_reduction(red);
+  // The peer's values land in `out` and are replaced block by block by the results; each block is
+  // widened into float32 buffers small enough to stay in L1 while it is combined.
+  constexpr int64_t kBlock = 2048;
+  ScratchScope scratch;
+  float* widened = scratch.acquire_as<float>(3 * kBlock);
+  float* const contribution[2] = {p == 0 ? widened : widened + kBlock, p == 0 ? widened + kBlock : widened};
+  float* result = widened + 2 * kBlock;
+  exchange_direct(
+      ctx, name, watchdog_seconds_for(ctx.options), bytes, sched.chunk_bytes,
+      [in](int) { return reinterpret_cast<const std::byte*>(in); }, [out](int) { return reinterpret_cast<std::byte*>(out); },
+      [] {},
+      [&](size_t offset, size_t len) {
+        for (int64_t b = static_cast<int64_t>(offset / 2), end = static_cast<int64_t>((offset + len) / 2); b < end;) {
+          // A block never straddles the slice boundary: each slice has its own order of combine.
+          const int owner = b < slice_begin(count, n, 1) ? 0 : 1;
+          const int64_t e = std::min({end, b + kBlock, owner == 0 ? slice_begin(count, n, 1) : count});
+          const auto m = static_cast<size_t>(e - b);
+          bfloat16_to_float(std::span(in + b, m), std::span(contribution[p], m));
+          bfloat16_to_float(std::span<const uint16_t>(out + b, m), std::span(contribution[1 - p], m));
+          combine_in_ring_order(
+              r, n, owner, [&](int member) { return reinterpret_cast<const std::byte*>(contribution[member]); },
+              reinterpret_cast<std::byte*>(result), e - b);
+          float_to_bfloat16(std::span<const float>(result, m), std::span(out + b, m));
+          b = e;
+        }
+      });
+  return true;
+}
+
 void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red) {
   using namespace detail;
   Transport& t = ctx.transport;

@@ -274,6 +274,9 @@ void all_reduce_into(const MeshTensor& input, MeshTensor& output, ReduceOp op, s
       ccl::all_reduce_values(ctx, in.data<std::byte>(), out.data<std::byte>(), count, red);
       return;
     }
+    if (in.dtype() == DataType::BFLOAT16 &&
+        ccl::all_reduce_bfloat16_pair(ctx, in.data<uint16_t>(), out.data<uint16_t>(), count, red))
+      return;
     ccl::ScratchScope scratch;
     std::byte* values = scratch.acquire(static_cast<size_t>(count) * 4);
     std::byte* result = scratch.acquire(static_cast<size_t>(count) * 4);

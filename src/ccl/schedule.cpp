@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "builders.hpp"
 #include "meshnn/core/error.hpp"
@@ -45,11 +46,14 @@ constexpr size_t kDirectAllReduceBytes = 64 << 10;
 // must take those lines back. Up to 8 MiB that makes direct the faster; above, the ring wins
 // (docs/design-measurements.md §4).
 constexpr size_t kDirectAllReducePairBytes = 8 << 20;
-// Over a network every byte is copied through socket buffers, so no peer touches our cache lines
-// and that advantage is gone; what remains is the ring's reduction of each piece while the next
-// travels, against direct's whole-buffer reduction after the whole message. The ring wins from
-// 4 MiB (docs/performance.md, TCP section of 2026-11-26).
-constexpr size_t kDirectAllReducePairNetworkBytes = 2 << 20;
+// Over a network two members exchange directly at every size, in pieces of 8 MiB (each piece
+// reduced while the next travels). The ring's two phases wait on each other: its all_gather
+// sends what the reduce-scatter just produced, so a peer that runs slow for a while holds up
+// both ends. On loopback TCP (AMD Zen 4, 10 rounds of 1-64 MiB, MPI's all_reduce in the same
+// runs) direct/8M never fell below 0.99 of MPI's busbw; ring/512K, this table's choice above
+// 2 MiB until then, ranged 0.67-1.67 and fell below MPI at every size (docs/performance.md,
+// session 28).
+constexpr size_t kNetworkPairAllReduceChunkBytes = 8 << 20;
 // Pipelined messages: big enough to amortise per-message cost, small enough that a received
 // partial is still in L2 when it is reduced.
 constexpr size_t kDefaultChunkBytes = 1 << 20;
@@ -62,7 +66,7 @@ constexpr size_t kMaxMessageBytes = size_t{1} << 30;
 
 size_t direct_all_reduce_limit(int n, TransportKind transport) {
   if (n > 2) return kDirectAllReduceBytes;
-  return transport == TransportKind::NETWORK ? kDirectAllReducePairNetworkBytes : kDirectAllReducePairBytes;
+  return transport == TransportKind::NETWORK ? SIZE_MAX : kDirectAllReducePairBytes;
 }
 
 Algorithm auto_algorithm(Collective c, int n, size_t bytes, Topology topology, TransportKind transport) {
@@ -91,7 +95,11 @@ Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, T
   // Every block of an all_to_all has its own destination: relaying it around a ring only adds hops.
   if (c == Collective::ALL_TO_ALL) s.algorithm = Algorithm::DIRECT;
   const bool network = transport == TransportKind::NETWORK;
-  s.chunk_bytes = options.chunk_bytes ? options.chunk_bytes : network ? kNetworkChunkBytes : kDefaultChunkBytes;
+  const bool network_pair_all_reduce = network && n == 2 && c == Collective::ALL_REDUCE && s.algorithm == Algorithm::DIRECT;
+  s.chunk_bytes = options.chunk_bytes           ? options.chunk_bytes
+                  : network_pair_all_reduce ? kNetworkPairAllReduceChunkBytes
+                  : network                 ? kNetworkChunkBytes
+                                            : kDefaultChunkBytes;
   s.chunk_bytes = std::max<size_t>(64, s.chunk_bytes / 64 * 64);
   // Over shared memory, direct all_gather, all_reduce and all_to_all on two members send the whole
   // buffer as one message unless told otherwise: with one hop, chunks pipeline nothing and each

@@ -353,6 +353,30 @@ TEST(CclMpiAllReduce, CasesEveryDtypeLayoutAxisAndOp) {
                 worst[1], worst[2], worst[3]);
 }
 
+// A pair's bfloat16 all_reduce ships the bfloat16 inputs (all_reduce_bfloat16_pair); every other
+// schedule widens to float32 first. Both must give the same bits: the direct exchange, in several
+// chunks and blocks (the slice boundary inside a chunk), against the float32 ring.
+TEST(CclMpiAllReduce, Bfloat16OnTheWireGivesTheFloat32PathsBits) {
+  for (const Config& cfg : configs()) {
+    auto mesh = MeshDevice::open(cfg.shape);
+    const GroupInfo g = group_of(*mesh, cfg.axis);
+    for (const Shape& shape : {Shape{1, 1, 37, 211}, Shape{1, 1, 64, 96}})
+      for (Layout layout : {Layout::ROW_MAJOR, Layout::TILE})
+        for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::MEAN}) {
+          const MeshTensor in = contribution(mesh, shape, DataType::BFLOAT16, layout, g, op, 700, false);
+          CclOptions direct, ring;
+          direct.algorithm = Algorithm::DIRECT;
+          direct.chunk_bytes = 4032;  // 2016 values a chunk: blocks of 2048 cut short, several chunks
+          ring.algorithm = Algorithm::RING;
+          const MeshTensor a = all_reduce(in, op, cfg.axis, Topology::RING, 1, direct);
+          const MeshTensor b = all_reduce(in, op, cfg.axis, Topology::RING, 1, ring);
+          const bool ok = std::memcmp(a.local().data<std::byte>(), b.local().data<std::byte>(), a.local().size_bytes()) == 0;
+          EXPECT_TRUE(all_ranks_ok(ok)) << cfg.name() << " " << shape.to_string() << " " << to_string(layout) << " "
+                                        << to_string(op);
+        }
+  }
+}
+
 // ---------------- float32 sum against MPI's own collectives ----------------
 
 TEST(CclMpiAgainstMpi, Float32SumElementByElement) {

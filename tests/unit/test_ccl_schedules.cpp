@@ -683,27 +683,27 @@ TEST(CclSchedule, AutoChoice) {
   EXPECT_THROW(parse_algorithm("tree"), Error);
 }
 
-// Over a network: pieces of 512 KiB, also for two members' direct exchange (no one-message rule),
-// and two members leave the direct all_reduce for the ring above 2 MiB, not 8 MiB; every other
+// Over a network: pieces of 512 KiB (no one-message rule for two members), except two members'
+// all_reduce, which stays a direct exchange at every size, in pieces of 8 MiB; every other
 // algorithm choice is the same as over shared memory.
 TEST(CclSchedule, PerTransportChoice) {
   const CclOptions o;
   auto choice = [&](Collective c, int n, size_t bytes, TransportKind t) {
     return choose_schedule(c, n, bytes, Topology::RING, t, o);
   };
-  EXPECT_EQ(choice(Collective::ALL_REDUCE, 2, 8 << 10, kNet).algorithm, Algorithm::DIRECT);
-  const Schedule net_direct = choice(Collective::ALL_REDUCE, 2, 2 << 20, kNet);
-  EXPECT_EQ(net_direct.algorithm, Algorithm::DIRECT);
-  EXPECT_EQ(net_direct.chunk_bytes, size_t{512} << 10);
+  for (size_t bytes : {size_t{8} << 10, size_t{2} << 20, size_t{64} << 20, size_t{1} << 30}) {
+    const Schedule pair = choice(Collective::ALL_REDUCE, 2, bytes, kNet);
+    EXPECT_EQ(pair.algorithm, Algorithm::DIRECT) << bytes;
+    EXPECT_EQ(pair.chunk_bytes, size_t{8} << 20) << bytes;
+  }
   EXPECT_EQ(choice(Collective::ALL_REDUCE, 2, 2 << 20, kShm).chunk_bytes, size_t{2} << 20);  // one message
+  EXPECT_EQ(choice(Collective::ALL_REDUCE, 2, 64 << 20, kShm).algorithm, Algorithm::RING);
+  EXPECT_EQ(choice(Collective::ALL_REDUCE, 4, 8 << 20, kNet).chunk_bytes, size_t{512} << 10);
   EXPECT_EQ(choice(Collective::ALL_GATHER, 2, 8 << 20, kNet).chunk_bytes, size_t{512} << 10);
   EXPECT_EQ(choice(Collective::ALL_GATHER, 2, 8 << 20, kShm).chunk_bytes, size_t{8} << 20);
-  const Schedule net_ring = choice(Collective::ALL_REDUCE, 2, (2 << 20) + 64, kNet);
-  EXPECT_EQ(net_ring.algorithm, Algorithm::RING);
-  EXPECT_EQ(net_ring.chunk_bytes, size_t{512} << 10);
+  EXPECT_EQ(choice(Collective::REDUCE_SCATTER, 2, 8 << 20, kNet).chunk_bytes, size_t{512} << 10);
   EXPECT_EQ(choice(Collective::REDUCE_SCATTER, 4, 8 << 20, kNet).chunk_bytes, size_t{512} << 10);
   EXPECT_EQ(choice(Collective::REDUCE_SCATTER, 4, 8 << 20, kShm).chunk_bytes, size_t{1} << 20);
-  EXPECT_EQ(choice(Collective::ALL_REDUCE, 2, 8 << 20, kNet).algorithm, Algorithm::RING);
   EXPECT_EQ(choice(Collective::ALL_REDUCE, 2, (2 << 20) + 64, kShm).algorithm, Algorithm::DIRECT);
   EXPECT_EQ(choice(Collective::ALL_REDUCE, 2, 8 << 20, kShm).algorithm, Algorithm::DIRECT);
   // A forced algorithm or chunk wins over the transport.
@@ -717,7 +717,7 @@ TEST(CclSchedule, PerTransportChoice) {
                        Collective::ALL_TO_ALL, Collective::BROADCAST})
     for (int n : {2, 3, 4, 8})
       for (size_t bytes : {size_t{8}, size_t{8} << 10, size_t{1} << 20, size_t{4} << 20, size_t{64} << 20}) {
-        if (c == Collective::ALL_REDUCE && n == 2 && bytes > (2 << 20) && bytes <= (8 << 20)) continue;
+        if (c == Collective::ALL_REDUCE && n == 2 && bytes > (8 << 20)) continue;
         EXPECT_EQ(choice(c, n, bytes, kShm).algorithm, choice(c, n, bytes, kNet).algorithm)
             << to_string(c) << " n=" << n << " bytes=" << bytes;
       }

@@ -144,6 +144,14 @@ void reduce_scatter_values_each(const CallContext& ctx, const void* in, void* ou
 // in, out: `count` elements (must not alias); out = the reduction over the group, identical on every
 // member.
 void all_reduce_values(const CallContext& ctx, const void* in, void* out, int64_t count, const Reduction& red);
+// all_reduce of `count` bfloat16 values (in, out must not alias) on a pair of members whose
+// schedule for the float32 values would be the direct exchange: the bfloat16 inputs themselves
+// go on the wire, half the float32 bytes and exact (one hop: no partial is ever rounded). Each
+// member combines in float32 in the ring's order and rounds once into out, so the bits are those
+// of widening, all_reduce_values and rounding. Returns false, touching nothing, when the group is
+// not a pair or the schedule is not direct; the caller then takes the float32 path.
+bool all_reduce_bfloat16_pair(const CallContext& ctx, const uint16_t* in, uint16_t* out, int64_t count,
+                              const Reduction& red);
 
 // Element range of slice j when `count` elements are cut into n nearly equal slices (all_reduce's
 // internal reduce_scatter).
