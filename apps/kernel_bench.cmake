@@ -1,6 +1,7 @@
 # meshnn-kernel-bench's command line and its yardsticks (peak FMA rate, read bandwidth).
 target_sources(meshnn-kernel-bench PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/kernel_bench_options.cpp
-                                           ${CMAKE_CURRENT_SOURCE_DIR}/kernel_bench_machine.cpp)
+                                           ${CMAKE_CURRENT_SOURCE_DIR}/kernel_bench_machine.cpp
+                                           ${CMAKE_CURRENT_SOURCE_DIR}/kernel_bench_attention.cpp)
 
 # meshnn-kernel-bench measures OpenBLAS (single-threaded sgemm/sgemv) beside meshnn's kernels.
 find_package(PkgConfig REQUIRED)

@@ -2,6 +2,7 @@
 #include "kernel_bench_machine.hpp"
 
 #include <immintrin.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -133,7 +134,24 @@ double read_bandwidth_gbps() {
   return static_cast<double>(n * sizeof(float)) / t / 1e9;
 }
 
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
 }  // namespace
+
+std::unique_ptr<ThreadPool> pinned_pool(int threads) {
+  const std::vector<int> cpus = allowed_cpus();
+  return std::make_unique<ThreadPool>(threads, static_cast<int>(cpus.size()) >= threads
+                                                   ? std::vector<int>(cpus.begin(), cpus.begin() + threads)
+                                                   : std::vector<int>{});
+}
 
 Machine measure_machine() {
   Machine m;

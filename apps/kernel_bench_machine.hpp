@@ -2,6 +2,8 @@
 // core and of several streaming at once, measured on this machine in the same run as the matmuls.
 #pragma once
 
+#include <memory>
+
 #include "meshnn/core/thread_pool.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 
@@ -14,6 +16,10 @@ struct Machine {
   double peak_bf16 = 0;     // single-core GFLOP/s of vdpbf16ps, when cpu_bf16
   double bandwidth = 0;     // GB/s of one thread streaming 1 GiB
 };
+
+// A pool of `threads` workers pinned one per core, on the first cores this process may run on
+// (unpinned when there are fewer).
+std::unique_ptr<ThreadPool> pinned_pool(int threads);
 
 // Takes a few seconds: every figure is the best of several runs.
 Machine measure_machine();

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "meshnn/runtime/cli.hpp"
@@ -62,12 +64,36 @@ std::vector<int> parse_thread_counts(const std::string& text) {
   return {counts.begin(), counts.end()};
 }
 
+// --attention: UxP items (users x positions), comma-separated.
+std::vector<AttentionCase> parse_attention(const std::string& text) {
+  std::vector<AttentionCase> cases;
+  for (const auto& item : split(text, ',')) {
+    std::vector<int64_t> dims;
+    try {
+      dims = parse_int_list(item, 1, 1 << 16, 'x');
+    } catch (const UsageError&) {
+    }
+    if (dims.size() != 2)
+      throw UsageError(fmt::format("bad attention case '{}' (USERSxPOSITIONS, each in [1, 65536])", item));
+    cases.push_back({dims[0], dims[1]});
+  }
+  return cases;
+}
+
+// --heads Q/KV: query heads a multiple of the KV heads.
+std::pair<int64_t, int64_t> parse_heads(const std::string& text) {
+  const std::vector<int64_t> h = parse_int_list(text, 1, 1024, '/');
+  if (h.size() != 2 || h[0] % h[1] != 0)
+    throw UsageError(fmt::format("bad heads '{}' (Q/KV, Q a multiple of KV, e.g. 32/4)", text));
+  return {h[0], h[1]};
+}
+
 }  // namespace
 
 BenchOptions parse_options(int argc, char** argv) {
   BenchOptions o;
   std::string threads = "1", shapes, dtypes = "float32,bfloat16,bfloat8_b,bfloat4_b", act = "float32";
-  std::string blas_threads = "same";
+  std::string blas_threads = "same", attention, heads = "32/4", kv_dtype = "bfloat16";
   std::string shape_help = "shapes: names or MxKxN, comma-separated:";
   for (const auto& s : kShapes) shape_help += fmt::format(" {}={}x{}x{}", s.name, s.m, s.k, s.n);
   CLI::App cli("GFLOP/s and weight GB/s of meshnn's matmul beside OpenBLAS (and oneDNN with --act bfloat16).",
@@ -83,6 +109,14 @@ BenchOptions parse_options(int argc, char** argv) {
   cli.add_option("--json", o.json_path, "also write one JSON record per row")->type_name("FILE");
   cli.add_flag("--bandwidth", o.bandwidth_only,
                "only measure the read bandwidth of 1, 2, ... cores streaming at once (one per --threads count)");
+  cli.add_option("--attention", attention,
+                 "only time decode attention over a KV cache (attention_with_kv_cache, head dim 64): "
+                 "USERSxPOSITIONS cases, e.g. 1x150,32x1000")
+      ->type_name("LIST")
+      ->check(parsed_by(parse_attention));
+  cli.add_option("--heads", heads, "query/KV heads of the --attention rows")->type_name("Q/KV")->check(parsed_by(parse_heads));
+  cli.add_option("--kv-dtype", kv_dtype, "KV cache dtype of the --attention rows")
+      ->check(CLI::IsMember({"float32", "bfloat16", "bfloat8_b"}));
   parse_command_line(cli, argc, argv);
 
   // The checks above let through only what these conversions accept.
@@ -91,6 +125,9 @@ BenchOptions parse_options(int argc, char** argv) {
   o.dtypes = parse_dtypes(dtypes);
   o.act = parse_data_type(act);
   o.openblas_threads = blas_threads == "same" ? 0 : std::stoi(blas_threads);
+  if (!attention.empty()) o.attention = parse_attention(attention);
+  std::tie(o.q_heads, o.kv_heads) = parse_heads(heads);
+  o.kv_dtype = parse_data_type(kv_dtype);
   return o;
 }
 

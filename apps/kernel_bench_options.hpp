@@ -14,6 +14,11 @@ struct BenchShape {
   int64_t m, k, n;
 };
 
+// --attention: one decode step's attention over a KV cache, `users` rows each at `positions`.
+struct AttentionCase {
+  int64_t users, positions;
+};
+
 struct BenchOptions {
   std::vector<int> thread_counts;  // these four: defaults in parse_options
   std::vector<BenchShape> shapes;
@@ -24,6 +29,9 @@ struct BenchOptions {
   int openblas_threads = 0;  // 0: same as ours
   bool ceiling = false;
   bool bandwidth_only = false;
+  std::vector<AttentionCase> attention;  // non-empty: only these attention rows
+  int64_t q_heads = 32, kv_heads = 4;    // --heads Q/KV (of the --attention rows)
+  DataType kv_dtype = DataType::BFLOAT16;
 };
 
 // Throws UsageError (runtime/cli.hpp) for a bad command line.

@@ -33,7 +33,6 @@
 // kernel_bench_machine.cpp.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
@@ -47,6 +46,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernel_bench_attention.hpp"
 #include "kernel_bench_machine.hpp"
 #include "kernel_bench_onednn.hpp"
 #include "kernel_bench_options.hpp"
@@ -83,16 +83,6 @@ std::vector<float> random_values(int64_t n, uint32_t seed) {
 }
 
 // The OS cpus this process may run on, in order (the workers are pinned to the first ones).
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  return cpus;
-}
-
 // K x N weights cut into `parts` column slices on tile boundaries, as the threads of one matmul
 // split N: slice t holds tile columns [T*t/parts, T*(t+1)/parts) of the T = ceil(N/32).
 std::vector<Tensor> column_slices(const std::vector<float>& w, const BenchShape& s, DataType dtype, int parts) {
@@ -164,18 +154,11 @@ std::vector<double> best_times_alternating(const std::vector<std::function<void(
 }
 
 // `threads` workers pinned one per core to the first allowed cpus (unpinned when there are fewer).
-std::unique_ptr<ThreadPool> pinned_pool(int threads, const std::vector<int>& cpus) {
-  return std::make_unique<ThreadPool>(threads, static_cast<int>(cpus.size()) >= threads
-                                                   ? std::vector<int>(cpus.begin(), cpus.begin() + threads)
-                                                   : std::vector<int>{});
-}
-
 // --bandwidth: one row per thread count. Returns the rows' JSON records.
 std::vector<std::string> measure_bandwidths(const BenchOptions& o) {
   std::vector<std::string> records;
-  const std::vector<int> cpus = allowed_cpus();
   for (int threads : o.thread_counts) {
-    const double gbps = bench::shared_read_bandwidth_gbps(*pinned_pool(threads, cpus));
+    const double gbps = bench::shared_read_bandwidth_gbps(*bench::pinned_pool(threads));
     fmt::print("read bandwidth, {} core(s) streaming at once: {:.2f} GB/s\n", threads, gbps);
     records.push_back(
         nlohmann::ordered_json{{"op", "read_bandwidth"}, {"threads", threads}, {"read_GBps", io::round_to(gbps, 3)}}
@@ -219,8 +202,7 @@ struct Workers {
 
 Workers make_workers(const BenchOptions& o) {
   Workers w;
-  const std::vector<int> cpus = allowed_cpus();
-  for (int threads : o.thread_counts) w.pools.push_back(pinned_pool(threads, cpus));
+  for (int threads : o.thread_counts) w.pools.push_back(bench::pinned_pool(threads));
   for (int i = 0; i < *std::max_element(o.thread_counts.begin(), o.thread_counts.end()); ++i)
     w.inline_pools.push_back(std::make_unique<ThreadPool>(1));
   if (kHaveBlas) {
@@ -446,7 +428,9 @@ int bench_main(int argc, char** argv) {
   const BenchOptions o = bench::parse_options(argc, argv);
   // An empty array first: a path that cannot be written fails now rather than after the measuring.
   if (!o.json_path.empty()) io::write_text_file(o.json_path, io::json_array_lines({}));
-  const std::vector<std::string> records = o.bandwidth_only ? measure_bandwidths(o) : measure_matmuls(o);
+  const std::vector<std::string> records = o.bandwidth_only      ? measure_bandwidths(o)
+                                           : !o.attention.empty() ? bench::measure_attention(o)
+                                                                  : measure_matmuls(o);
   if (!o.json_path.empty()) io::write_text_file(o.json_path, io::json_array_lines(records));
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "meshnn/core/process_context.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
+#include "meshnn/tensor/block_float.hpp"
 #include "meshnn/tensor/storage_codec.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 #include "op_utils.hpp"
@@ -35,6 +36,18 @@ void write_rows(Tensor& t, int64_t matrix, int64_t row0, int64_t rows, const flo
   }
   const int64_t tr = round_up_to_tile(h) / 32, tc = round_up_to_tile(w) / 32;
   const size_t bytes = tile_bytes(t.dtype());
+  if (is_block_float(t.dtype())) {
+    // Block floats share an exponent per face row: a row is its own two blocks, re-packed alone.
+    float row_values[32];
+    for (int64_t r = row0; r < row0 + rows; ++r)
+      for (int64_t tj = 0; tj < tc; ++tj) {
+        std::byte* tile = t.data<std::byte>() + static_cast<size_t>((matrix * tr + r / 32) * tc + tj) * bytes;
+        const int64_t valid = std::min<int64_t>(32, w - tj * 32);
+        std::fill(std::copy_n(values + (r - row0) * w + tj * 32, valid, row_values), row_values + 32, 0.0f);
+        pack_block_float_tile_row(row_values, static_cast<int>(r % 32), tile, t.dtype());
+      }
+    return;
+  }
   float faces[1024];
   for (int64_t ti = row0 / 32; ti <= (row0 + rows - 1) / 32; ++ti)
     for (int64_t tj = 0; tj < tc; ++tj) {

@@ -1,6 +1,8 @@
 #include "meshnn/tensor/block_float.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstring>
 
 #include "meshnn/core/error.hpp"
@@ -15,12 +17,6 @@ constexpr int kBlocksPerTile = static_cast<int>(kTileVolume) / kBlockSize;
 void check_block_dtype(DataType dtype) {
   MESHNN_CHECK(is_block_float(dtype), "block float packing needs dtype bfloat8_b or bfloat4_b, got {}",
                to_string(dtype));
-}
-
-float bits_float(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, 4);
-  return value;
 }
 
 // Encodes one value against its block's shared exponent as sign << W | magnitude. Branch-free
@@ -43,66 +39,66 @@ uint8_t encode_value(uint32_t bits, uint32_t shared_exp, int w) {
   return static_cast<uint8_t>((bits & 0x7FFFFFFFu) == 0 || m == 0 ? 0 : code);
 }
 
-float decode_value(uint32_t code, uint32_t shared_exp, int w) {
-  uint32_t m = code & ((1u << w) - 1);
-  const uint32_t sign = (code >> w) & 1u;
-  // Our encoder never emits a signed zero code, but TT-NN decodes one (from foreign bytes) to -0.
-  if (m == 0) return bits_float(sign << 31);
-  const uint32_t top = 1u << (w - 1);
-  uint32_t k = 0;
-  while (!(m & top)) {
-    m <<= 1;
-    ++k;
+// Block `block` of a tile (face row block % 16 of face block / 16) from its 16 values.
+void pack_block(const float* values, int block, std::byte* tile, DataType dtype) {
+  const int w = block_float_mantissa_bits(dtype);
+  uint32_t bits[kBlockSize];
+  std::memcpy(bits, values, sizeof bits);
+  // Zero and denormals have exponent field 0 and inf/NaN 255, exactly what the format asks of them.
+  uint32_t shared_exp = 0;
+  for (int i = 0; i < kBlockSize; ++i) shared_exp = std::max(shared_exp, (bits[i] >> 23) & 0xFFu);
+  tile[block] = static_cast<std::byte>(shared_exp);
+
+  uint8_t block_codes[kBlockSize];
+  for (int i = 0; i < kBlockSize; ++i) block_codes[i] = encode_value(bits[i], shared_exp, w);
+  std::byte* codes = tile + kBlocksPerTile;
+  if (dtype == DataType::BFLOAT8_B) {
+    std::memcpy(codes + block * kBlockSize, block_codes, kBlockSize);
+  } else {
+    std::byte* out = codes + block * (kBlockSize / 2);
+    for (int i = 0; i < kBlockSize / 2; ++i) {
+      out[i] = static_cast<std::byte>(block_codes[2 * i] | (block_codes[2 * i + 1] << 4));
+    }
   }
-  m &= top - 1;
-  // Codes produced by encoding always leave shared_exp >= k (a denormal ends at exponent 0, e.g. a
-  // bfloat4_b magnitude 4 in an all-denormal block decodes to +-0); only foreign bytes can underflow,
-  // and those wrap modulo 2^32 exactly as TT-NN's unpacker does.
-  return bits_float((sign << 31) | ((shared_exp - k) << 23) | (m << (23 - (w - 1))));
 }
 
 void pack_tile(const float* faces, std::byte* tile, DataType dtype) {
-  const int w = block_float_mantissa_bits(dtype);
-  std::byte* codes = tile + kBlocksPerTile;
-  for (int block = 0; block < kBlocksPerTile; ++block) {
-    const float* values = faces + block * kBlockSize;
-    uint32_t bits[kBlockSize];
-    std::memcpy(bits, values, sizeof bits);
-    // Zero and denormals have exponent field 0 and inf/NaN 255, exactly what the format asks of them.
-    uint32_t shared_exp = 0;
-    for (int i = 0; i < kBlockSize; ++i) shared_exp = std::max(shared_exp, (bits[i] >> 23) & 0xFFu);
-    tile[block] = static_cast<std::byte>(shared_exp);
+  for (int block = 0; block < kBlocksPerTile; ++block) pack_block(faces + block * kBlockSize, block, tile, dtype);
+}
 
-    uint8_t block_codes[kBlockSize];
-    for (int i = 0; i < kBlockSize; ++i) block_codes[i] = encode_value(bits[i], shared_exp, w);
-    if (dtype == DataType::BFLOAT8_B) {
-      std::memcpy(codes + block * kBlockSize, block_codes, kBlockSize);
-    } else {
-      std::byte* out = codes + block * (kBlockSize / 2);
-      for (int i = 0; i < kBlockSize / 2; ++i) {
-        out[i] = static_cast<std::byte>(block_codes[2 * i] | (block_codes[2 * i + 1] << 4));
-      }
+// TT-NN's unpacker: the magnitude m shifted up k times until its top bit (of W) is set, that bit
+// dropped, the exponent field shared_exp - k (modulo 2^32, as TT-NN's unsigned arithmetic wraps for
+// foreign bytes; our encoder always leaves shared_exp >= k), and a zero magnitude gives +-0 (our
+// encoder never emits -0, TT-NN decodes it). Branch-free, so that the compiler vectorises a block:
+// m converted to float is m normalised, its exponent field 127 + (W - 1) - k and its mantissa the
+// bits below the top one, so moving that field by shared_exp - 127 - (W - 1) gives TT-NN's bits.
+// A loop of shifts per value made a bfloat8_b KV cache's attention 60x slower than a bfloat16 one
+// (docs/performance.md, session 28).
+template <int W>
+void unpack_codes(const uint8_t* __restrict exponents, const uint8_t* __restrict codes, float* __restrict faces) {
+  // The floats written as their bits (a bit_cast per value kept GCC from vectorising the loop).
+  using FloatBits = uint32_t __attribute__((may_alias));
+  FloatBits* __restrict out = reinterpret_cast<FloatBits*>(faces);
+  for (int block = 0; block < kBlocksPerTile; ++block) {
+    const uint32_t shift = (exponents[block] - 127u - (W - 1)) << 23;
+    const uint8_t* block_codes = codes + block * (W == 7 ? kBlockSize : kBlockSize / 2);  // bytes or nibbles
+    FloatBits* block_out = out + block * kBlockSize;
+    for (int i = 0; i < kBlockSize; ++i) {
+      const uint32_t code = W == 7 ? block_codes[i] : (block_codes[i / 2] >> (i % 2 * 4)) & 0xFu;
+      const uint32_t m = code & ((1u << W) - 1), sign = ((code >> W) & 1u) << 31;
+      const uint32_t normalised = std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(m)));
+      const uint32_t nonzero = 0u - static_cast<uint32_t>(m != 0);  // all ones unless m is 0
+      block_out[i] = ((normalised + shift) & nonzero) | sign;
     }
   }
 }
 
 void unpack_tile(const std::byte* tile, float* faces, DataType dtype) {
-  const int w = block_float_mantissa_bits(dtype);
-  const std::byte* codes = tile + kBlocksPerTile;
-  for (int block = 0; block < kBlocksPerTile; ++block) {
-    const uint32_t shared_exp = std::to_integer<uint32_t>(tile[block]);
-    float* out = faces + block * kBlockSize;
-    if (dtype == DataType::BFLOAT8_B) {
-      for (int i = 0; i < kBlockSize; ++i) {
-        out[i] = decode_value(std::to_integer<uint32_t>(codes[block * kBlockSize + i]), shared_exp, w);
-      }
-    } else {
-      for (int i = 0; i < kBlockSize / 2; ++i) {
-        const uint32_t byte = std::to_integer<uint32_t>(codes[block * (kBlockSize / 2) + i]);
-        out[2 * i] = decode_value(byte & 0xFu, shared_exp, w);
-        out[2 * i + 1] = decode_value(byte >> 4, shared_exp, w);
-      }
-    }
+  const auto* exponents = reinterpret_cast<const uint8_t*>(tile);
+  if (dtype == DataType::BFLOAT8_B) {
+    unpack_codes<7>(exponents, exponents + kBlocksPerTile, faces);
+  } else {
+    unpack_codes<3>(exponents, exponents + kBlocksPerTile, faces);
   }
 }
 
@@ -111,6 +107,14 @@ void unpack_tile(const std::byte* tile, float* faces, DataType dtype) {
 void pack_block_float_tile(const float* faces, std::byte* tile, DataType dtype) {
   check_block_dtype(dtype);
   pack_tile(faces, tile, dtype);
+}
+
+void pack_block_float_tile_row(const float* values, int row, std::byte* tile, DataType dtype) {
+  check_block_dtype(dtype);
+  MESHNN_CHECK(row >= 0 && row < 32, "pack_block_float_tile_row: row {} is outside a tile's 32", row);
+  // Row r lies in faces r / 16 * 2 (columns 0-15) and r / 16 * 2 + 1 (16-31), face row r % 16.
+  for (int half = 0; half < 2; ++half)
+    pack_block(values + half * kBlockSize, (row / 16 * 2 + half) * 16 + row % 16, tile, dtype);
 }
 
 void unpack_block_float_tile(const std::byte* tile, float* faces, DataType dtype) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -282,6 +283,71 @@ TEST(BlockFloat, SignedZeroCodeDecodesToNegativeZero) {
   const std::vector<float> back4 = unpack(tile4, DataType::BFLOAT4_B);
   EXPECT_EQ(to_bits(back4[0]), 0x80000000u);
   EXPECT_EQ(to_bits(back4[1]), 0u);
+}
+
+// Every code under every shared exponent, foreign bytes included, against TT-NN's unpacker written
+// out step by step: the magnitude shifted up until its top bit is set (k shifts), that bit dropped,
+// the exponent field shared_exp - k computed modulo 2^32 as an unsigned int.
+uint32_t unpacked_bits(uint32_t code, uint32_t shared_exp, int w) {
+  const uint32_t sign = (code >> w) & 1u;
+  uint32_t m = code & ((1u << w) - 1);
+  if (m == 0) return sign << 31;
+  uint32_t k = 0;
+  for (; (m & (1u << (w - 1))) == 0; ++k) m <<= 1;
+  m &= (1u << (w - 1)) - 1;
+  return (sign << 31) | ((shared_exp - k) << 23) | (m << (24 - w));
+}
+
+TEST(BlockFloat, UnpackGivesTtnnBitsForEveryCodeAndExponent) {
+  for (DataType dtype : {DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
+    const int w = dtype == DataType::BFLOAT8_B ? 7 : 3;
+    const int codes = 1 << (w + 1);
+    std::vector<std::byte> tile(tile_bytes(dtype));
+    for (uint32_t e = 0; e < 256; ++e) {
+      // Every face row has exponent e; the codes cycle through all values along the tile.
+      for (int block = 0; block < 64; ++block) tile[block] = std::byte(static_cast<uint8_t>(e));
+      for (int i = 0; i < static_cast<int>(kTileVolume); ++i) {
+        const auto code = static_cast<uint8_t>(i % codes);
+        if (dtype == DataType::BFLOAT8_B) {
+          tile[64 + i] = std::byte{code};
+        } else if (i % 2 == 0) {
+          tile[64 + i / 2] = std::byte{code};
+        } else {
+          tile[64 + i / 2] |= std::byte(static_cast<uint8_t>(code << 4));
+        }
+      }
+      const std::vector<float> values = unpack(tile, dtype);
+      for (int i = 0; i < static_cast<int>(kTileVolume); ++i)
+        ASSERT_EQ(to_bits(values[i]), unpacked_bits(static_cast<uint32_t>(i % codes), e, w))
+            << to_string(dtype) << " exponent " << e << " code " << i % codes;
+    }
+  }
+}
+
+// A row re-packed alone gives the bytes of packing the whole tile with that row's new values, for
+// rows in both halves of the tile; the other rows' bytes do not change.
+TEST(BlockFloat, PackingOneRowEqualsRepackingTheTile) {
+  for (DataType dtype : {DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
+    std::vector<float> faces(kTileVolume);
+    for (int i = 0; i < static_cast<int>(kTileVolume); ++i) faces[i] = std::sin(0.37f * i) * (1 + i % 7);
+    std::vector<std::byte> tile(tile_bytes(dtype));
+    pack_block_float_tile(faces.data(), tile.data(), dtype);
+    for (int row : {0, 5, 16, 31}) {
+      float values[32];
+      for (int c = 0; c < 32; ++c) {
+        values[c] = std::cos(1.3f * c + row) * 100.0f;
+        faces[tile_element_index(row, c)] = values[c];
+      }
+      std::vector<std::byte> expected(tile.size());
+      pack_block_float_tile(faces.data(), expected.data(), dtype);
+      pack_block_float_tile_row(values, row, tile.data(), dtype);
+      EXPECT_EQ(tile, expected) << to_string(dtype) << " row " << row;
+    }
+  }
+  std::vector<std::byte> tile(tile_bytes(DataType::BFLOAT8_B));
+  float values[32] = {};
+  EXPECT_THROW(pack_block_float_tile_row(values, 32, tile.data(), DataType::BFLOAT8_B), Error);
+  EXPECT_THROW(pack_block_float_tile_row(values, 0, tile.data(), DataType::BFLOAT16), Error);
 }
 
 TEST(BlockFloat, RejectsNonBlockDtypes) {

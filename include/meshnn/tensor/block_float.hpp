@@ -18,6 +18,11 @@ constexpr int block_float_mantissa_bits(DataType d) { return d == DataType::BFLO
 // Packs 1024 float32 values given in *face order* into one tile of `dtype` (BFLOAT8_B/BFLOAT4_B).
 void pack_block_float_tile(const float* faces, std::byte* tile, DataType dtype);
 
+// Re-packs row `row` (0..31) of one tile from its 32 values (columns 0..31): the row's two blocks
+// (its face rows) only; every other element keeps its bytes. A decode step writes one row of each
+// KV cache tile it touches.
+void pack_block_float_tile_row(const float* values, int row, std::byte* tile, DataType dtype);
+
 // Unpacks one tile into 1024 float32 values in face order.
 void unpack_block_float_tile(const std::byte* tile, float* faces, DataType dtype);
 
