@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/vector_clones.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 
 namespace meshnn {
@@ -93,7 +94,7 @@ void unpack_codes(const uint8_t* __restrict exponents, const uint8_t* __restrict
   }
 }
 
-void unpack_tile(const std::byte* tile, float* faces, DataType dtype) {
+MESHNN_VECTOR_CLONES void unpack_tile(const std::byte* tile, float* faces, DataType dtype) {
   const auto* exponents = reinterpret_cast<const uint8_t*>(tile);
   if (dtype == DataType::BFLOAT8_B) {
     unpack_codes<7>(exponents, exponents + kBlocksPerTile, faces);
