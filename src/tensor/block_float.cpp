@@ -23,26 +23,31 @@ void check_block_dtype(DataType dtype) {
 // Encodes one value against its block's shared exponent as sign << W | magnitude. Branch-free
 // (selects, no early returns): a model load encodes every weight, and the rounding decision of
 // random values is a branch mispredicted half the time.
-uint8_t encode_value(uint32_t bits, uint32_t shared_exp, int w) {
+[[gnu::always_inline]] inline uint32_t encode_value(uint32_t bits, uint32_t shared_exp, int w) {
   const uint32_t exp = (bits >> 23) & 0xFFu;
   const uint32_t shift = shared_exp - exp;
   // TT-NN keeps no sticky bit, so bits shifted out here never influence the rounding below.
   const uint32_t full = (1u << 23) | (bits & 0x7FFFFFu);
-  uint32_t m = shift >= 32 ? 0 : full >> (shift & 31u);
+  // Every condition as a 0/1 or a select of whole words: written so, GCC vectorises a block's loop.
+  uint32_t m = full >> std::min(shift, 31u);
+  m = shift >= 32 ? 0u : m;
   const int s = 24 - w;
   const uint32_t half = 1u << (s - 1);
   const uint32_t r = m & ((1u << s) - 1);
   m >>= s;
-  m += (r > half) | ((r == half) & (m & 1u));
+  m += (r > half ? 1u : 0u) | (r == half ? (m & 1u) : 0u);
   // Saturating rather than bumping the exponent keeps the block's exponent shared by all 16.
   m = std::min(m, (1u << w) - 1);
   const uint32_t code = ((bits >> 31) << w) | m;
-  return static_cast<uint8_t>((bits & 0x7FFFFFFFu) == 0 || m == 0 ? 0 : code);
+  const uint32_t zero = ((bits & 0x7FFFFFFFu) == 0 ? 1u : 0u) | (m == 0 ? 1u : 0u);
+  return zero != 0 ? 0u : code;
 }
 
-// Block `block` of a tile (face row block % 16 of face block / 16) from its 16 values.
-void pack_block(const float* values, int block, std::byte* tile, DataType dtype) {
-  const int w = block_float_mantissa_bits(dtype);
+// Block `block` of a tile (face row block % 16 of face block / 16) from its 16 values. Loops of
+// fixed length over arrays, W a constant: the compiler vectorises them (a model load packs every
+// weight).
+template <int W>
+[[gnu::always_inline]] inline void pack_block(const float* __restrict values, int block, std::byte* __restrict tile) {
   uint32_t bits[kBlockSize];
   std::memcpy(bits, values, sizeof bits);
   // Zero and denormals have exponent field 0 and inf/NaN 255, exactly what the format asks of them.
@@ -50,21 +55,31 @@ void pack_block(const float* values, int block, std::byte* tile, DataType dtype)
   for (int i = 0; i < kBlockSize; ++i) shared_exp = std::max(shared_exp, (bits[i] >> 23) & 0xFFu);
   tile[block] = static_cast<std::byte>(shared_exp);
 
-  uint8_t block_codes[kBlockSize];
-  for (int i = 0; i < kBlockSize; ++i) block_codes[i] = encode_value(bits[i], shared_exp, w);
-  std::byte* codes = tile + kBlocksPerTile;
-  if (dtype == DataType::BFLOAT8_B) {
-    std::memcpy(codes + block * kBlockSize, block_codes, kBlockSize);
+  uint32_t block_codes[kBlockSize];
+  for (int i = 0; i < kBlockSize; ++i) block_codes[i] = encode_value(bits[i], shared_exp, W);
+  auto* codes = reinterpret_cast<uint8_t*>(tile + kBlocksPerTile);
+  if constexpr (W == 7) {
+    for (int i = 0; i < kBlockSize; ++i) codes[block * kBlockSize + i] = static_cast<uint8_t>(block_codes[i]);
   } else {
-    std::byte* out = codes + block * (kBlockSize / 2);
-    for (int i = 0; i < kBlockSize / 2; ++i) {
-      out[i] = static_cast<std::byte>(block_codes[2 * i] | (block_codes[2 * i + 1] << 4));
-    }
+    for (int i = 0; i < kBlockSize / 2; ++i)
+      codes[block * (kBlockSize / 2) + i] = static_cast<uint8_t>(block_codes[2 * i] | (block_codes[2 * i + 1] << 4));
   }
 }
 
-void pack_tile(const float* faces, std::byte* tile, DataType dtype) {
-  for (int block = 0; block < kBlocksPerTile; ++block) pack_block(faces + block * kBlockSize, block, tile, dtype);
+void pack_block(const float* values, int block, std::byte* tile, DataType dtype) {
+  if (dtype == DataType::BFLOAT8_B) {
+    pack_block<7>(values, block, tile);
+  } else {
+    pack_block<3>(values, block, tile);
+  }
+}
+
+MESHNN_VECTOR_CLONES void pack_tile(const float* faces, std::byte* tile, DataType dtype) {
+  if (dtype == DataType::BFLOAT8_B) {
+    for (int block = 0; block < kBlocksPerTile; ++block) pack_block<7>(faces + block * kBlockSize, block, tile);
+  } else {
+    for (int block = 0; block < kBlocksPerTile; ++block) pack_block<3>(faces + block * kBlockSize, block, tile);
+  }
 }
 
 // TT-NN's unpacker: the magnitude m shifted up k times until its top bit (of W) is set, that bit
@@ -76,7 +91,7 @@ void pack_tile(const float* faces, std::byte* tile, DataType dtype) {
 // A loop of shifts per value made a bfloat8_b KV cache's attention 60x slower than a bfloat16 one
 // (docs/performance.md, session 28).
 template <int W>
-void unpack_codes(const uint8_t* __restrict exponents, const uint8_t* __restrict codes, float* __restrict faces) {
+[[gnu::always_inline]] inline void unpack_codes(const uint8_t* __restrict exponents, const uint8_t* __restrict codes, float* __restrict faces) {
   // The floats written as their bits (a bit_cast per value kept GCC from vectorising the loop).
   using FloatBits = uint32_t __attribute__((may_alias));
   FloatBits* __restrict out = reinterpret_cast<FloatBits*>(faces);
