@@ -108,12 +108,20 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
   }
   const int64_t group = hq / hkv;
   const int64_t base_items = static_cast<int64_t>(segments.size()) * hkv;
+  // Waking the workers costs about 10 us: one user's step at a short context (1.2 MFLOP, 12 us on
+  // one core) took 22 us on two (meshnn-kernel-bench --attention 1x150 --threads 1,2;
+  // docs/performance.md, session 28). Below kInlineMultiplyAdds the call stays on this thread.
+  constexpr int64_t kInlineMultiplyAdds = int64_t{1} << 20;
+  int64_t multiply_adds = 0;
+  for (const Segment& seg : segments)
+    multiply_adds += (seg.end - seg.begin) * hq * d * 2 * (seg.max_position - seg.min_first + 1);
+  const bool inline_call = multiply_adds < kInlineMultiplyAdds;
   // Each share decodes its KV tiles itself: split heads only as far as idle threads need.
-  const int64_t threads = ops_detail::worker_count();
+  const int64_t threads = inline_call ? 1 : ops_detail::worker_count();
   const int64_t head_shares = std::min<int64_t>(group, std::max<int64_t>(1, (threads + base_items - 1) / base_items));
   const int64_t dp = round_up_to_tile(d);
   const kernels::RowKernelSet& rk = kernels::row_kernel_set();
-  ops_detail::run_parallel(base_items * head_shares, [&](int64_t item_begin, int64_t item_end, int) {
+  const auto attend_items = [&](int64_t item_begin, int64_t item_end, int) {
     ScratchScope scratch;
     float* keys_t = scratch.acquire_as<float>(static_cast<size_t>(32 * dp));
     float* values = scratch.acquire_as<float>(static_cast<size_t>(32 * dp));
@@ -152,7 +160,11 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
           for (int64_t i = 0; i < d; ++i) o[i] = acc[qi * d + i] * inv;
         }
     }
-  });
+  };
+  if (inline_call)
+    attend_items(0, base_items * head_shares, 0);
+  else
+    ops_detail::run_parallel(base_items * head_shares, attend_items);
 }
 
 }  // namespace ops_detail
