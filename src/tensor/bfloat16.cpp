@@ -1,10 +1,11 @@
 #include "meshnn/tensor/bfloat16.hpp"
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/core/vector_clones.hpp"
 
 namespace meshnn {
 
-void float_to_bfloat16(std::span<const float> src, std::span<uint16_t> dst) {
+MESHNN_VECTOR_CLONES void float_to_bfloat16(std::span<const float> src, std::span<uint16_t> dst) {
   MESHNN_CHECK(src.size() == dst.size(), "float_to_bfloat16: source has {} elements, destination {}", src.size(),
                dst.size());
   const float* in = src.data();
@@ -20,7 +21,7 @@ void float_to_bfloat16(std::span<const float> src, std::span<uint16_t> dst) {
   }
 }
 
-void bfloat16_to_float(std::span<const uint16_t> src, std::span<float> dst) {
+MESHNN_VECTOR_CLONES void bfloat16_to_float(std::span<const uint16_t> src, std::span<float> dst) {
   MESHNN_CHECK(src.size() == dst.size(), "bfloat16_to_float: source has {} elements, destination {}", src.size(),
                dst.size());
   const uint16_t* in = src.data();
