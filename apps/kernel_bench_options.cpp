@@ -32,6 +32,17 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+// `text` as `count` integers in [1, max] joined by 'x' (e.g. 128x2048x5632); empty if it is not.
+std::vector<int64_t> dims_or_nothing(const std::string& text, size_t count, int64_t max) {
+  std::vector<int64_t> dims;
+  try {
+    dims = parse_int_list(text, 1, max, 'x');
+  } catch (const UsageError&) {
+  }
+  if (dims.size() != count) dims.clear();
+  return dims;
+}
+
 // --shapes: names of kShapes or MxKxN, comma-separated.
 std::vector<BenchShape> parse_shapes(const std::string& text) {
   std::vector<BenchShape> shapes;
@@ -41,12 +52,8 @@ std::vector<BenchShape> parse_shapes(const std::string& text) {
       shapes.push_back(*it);
       continue;
     }
-    std::vector<int64_t> dims;
-    try {
-      dims = parse_int_list(name, 1, 1 << 20, 'x');
-    } catch (const UsageError&) {
-    }
-    if (dims.size() != 3)
+    const std::vector<int64_t> dims = dims_or_nothing(name, 3, 1 << 20);
+    if (dims.empty())
       throw UsageError(fmt::format("unknown shape '{}' (a name or MxKxN, each in [1, 1048576])", name));
     shapes.push_back({name, dims[0], dims[1], dims[2]});
   }
@@ -68,12 +75,8 @@ std::vector<int> parse_thread_counts(const std::string& text) {
 std::vector<AttentionCase> parse_attention(const std::string& text) {
   std::vector<AttentionCase> cases;
   for (const auto& item : split(text, ',')) {
-    std::vector<int64_t> dims;
-    try {
-      dims = parse_int_list(item, 1, 1 << 16, 'x');
-    } catch (const UsageError&) {
-    }
-    if (dims.size() != 2)
+    const std::vector<int64_t> dims = dims_or_nothing(item, 2, 1 << 16);
+    if (dims.empty())
       throw UsageError(fmt::format("bad attention case '{}' (USERSxPOSITIONS, each in [1, 65536])", item));
     cases.push_back({dims[0], dims[1]});
   }
