@@ -36,8 +36,8 @@ bool all_reduce_bfloat16_pair(const CallContext& ctx, const uint16_t* in, uint16
   float* result = widened + 2 * kBlock;
   exchange_direct(
       ctx, name, watchdog_seconds_for(ctx.options), bytes, sched.chunk_bytes,
-      [in](int) { return reinterpret_cast<const std::byte*>(in); }, [out](int) { return reinterpret_cast<std::byte*>(out); },
-      [] {},
+      [in](int) { return reinterpret_cast<const std::byte*>(in); },
+      [out](int) { return reinterpret_cast<std::byte*>(out); }, [] {},
       [&](size_t offset, size_t len) {
         for (int64_t b = static_cast<int64_t>(offset / 2), end = static_cast<int64_t>((offset + len) / 2); b < end;) {
           // A block never straddles the slice boundary: each slice has its own order of combine.

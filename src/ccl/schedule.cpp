@@ -95,7 +95,8 @@ Schedule choose_schedule(Collective c, int n, size_t bytes, Topology topology, T
   // Every block of an all_to_all has its own destination: relaying it around a ring only adds hops.
   if (c == Collective::ALL_TO_ALL) s.algorithm = Algorithm::DIRECT;
   const bool network = transport == TransportKind::NETWORK;
-  const bool network_pair_all_reduce = network && n == 2 && c == Collective::ALL_REDUCE && s.algorithm == Algorithm::DIRECT;
+  const bool network_pair_all_reduce =
+      network && n == 2 && c == Collective::ALL_REDUCE && s.algorithm == Algorithm::DIRECT;
   s.chunk_bytes = options.chunk_bytes           ? options.chunk_bytes
                   : network_pair_all_reduce ? kNetworkPairAllReduceChunkBytes
                   : network                 ? kNetworkChunkBytes

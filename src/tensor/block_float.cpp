@@ -91,7 +91,8 @@ MESHNN_VECTOR_CLONES void pack_tile(const float* faces, std::byte* tile, DataTyp
 // A loop of shifts per value made a bfloat8_b KV cache's attention 30x slower than a bfloat16 one
 // (docs/performance.md, session 28).
 template <int W>
-[[gnu::always_inline]] inline void unpack_codes(const uint8_t* __restrict exponents, const uint8_t* __restrict codes, float* __restrict faces) {
+[[gnu::always_inline]] inline void unpack_codes(const uint8_t* __restrict exponents, const uint8_t* __restrict codes,
+                                                float* __restrict faces) {
   // The floats written as their bits (a bit_cast per value kept GCC from vectorising the loop).
   using FloatBits = uint32_t __attribute__((may_alias));
   FloatBits* __restrict out = reinterpret_cast<FloatBits*>(faces);
