@@ -113,8 +113,7 @@ __attribute__((target("avx2"))) float sum_buffer(const float* buf, size_t n) {
 
 // A buffer of n floats, all 1, in the memory tensors get (allocate_buffer: huge pages where the
 // kernel offers them). The weights that the matmuls stream sit in such memory, and the roof must be
-// taken on the same pages: on an AMD Zen 4 host, summing from 4 KiB pages read 22-25 GB/s, from
-// huge pages 30-32 (docs/performance.md, session 28).
+// taken on the same pages: 4 KiB pages read about a quarter slower (docs/performance.md, session 28).
 using FloatBuffer = std::unique_ptr<float, void (*)(float*)>;
 FloatBuffer ones_buffer(size_t n) {
   FloatBuffer buf(reinterpret_cast<float*>(allocate_buffer(n * sizeof(float))),

@@ -49,10 +49,9 @@ constexpr size_t kDirectAllReducePairBytes = 8 << 20;
 // Over a network two members exchange directly at every size, in pieces of 8 MiB (each piece
 // reduced while the next travels). The ring's two phases wait on each other: its all_gather
 // sends what the reduce-scatter just produced, so a peer that runs slow for a while holds up
-// both ends. On loopback TCP (AMD Zen 4, 10 rounds of 1-64 MiB, MPI's all_reduce in the same
-// runs) direct/8M never fell below 0.99 of MPI's busbw; ring/512K, this table's choice above
-// 2 MiB until then, ranged 0.67-1.67 and fell below MPI at every size (docs/performance.md,
-// session 28).
+// both ends. On loopback TCP, against MPI's all_reduce in the same runs, direct in 8 MiB pieces
+// stayed at or above MPI at every size from 1 to 64 MiB, the ring fell below it at every size
+// whenever the link ran slow (docs/performance.md, session 28).
 constexpr size_t kNetworkPairAllReduceChunkBytes = 8 << 20;
 // Pipelined messages: big enough to amortise per-message cost, small enough that a received
 // partial is still in L2 when it is reduced.

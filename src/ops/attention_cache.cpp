@@ -108,10 +108,10 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
   }
   const int64_t group = hq / hkv;
   const int64_t base_items = static_cast<int64_t>(segments.size()) * hkv;
-  // Waking the workers costs about 10 us: one user's step at a short context (16 query heads at
-  // position 150, 0.3 Mi multiply-adds, 12.5 us on one core) took 22.5 us on two
-  // (meshnn-kernel-bench --attention 1x150 --heads 16/2 --threads 1,2; docs/performance.md,
-  // session 28). Below kInlineMultiplyAdds the call stays on this thread.
+  // Waking the workers costs more than a short call saves by splitting: one user at a short context
+  // ran slower on two threads than on one (meshnn-kernel-bench --attention 1x150 --heads 16/2
+  // --threads 1,2; docs/performance.md, session 28). Below kInlineMultiplyAdds the call stays on
+  // this thread.
   constexpr int64_t kInlineMultiplyAdds = int64_t{1} << 20;
   int64_t multiply_adds = 0;
   for (const Segment& seg : segments)

@@ -88,8 +88,8 @@ MESHNN_VECTOR_CLONES void pack_tile(const float* faces, std::byte* tile, DataTyp
 // encoder never emits -0, TT-NN decodes it). Branch-free, so that the compiler vectorises a block:
 // m converted to float is m normalised, its exponent field 127 + (W - 1) - k and its mantissa the
 // bits below the top one, so moving that field by shared_exp - 127 - (W - 1) gives TT-NN's bits.
-// A loop of shifts per value made a bfloat8_b KV cache's attention 30x slower than a bfloat16 one
-// (docs/performance.md, session 28).
+// A loop of shifts per value had made a bfloat8_b KV cache's attention many times slower than a
+// bfloat16 one (docs/performance.md, session 28).
 template <int W>
 [[gnu::always_inline]] inline void unpack_codes(const uint8_t* __restrict exponents, const uint8_t* __restrict codes,
                                                 float* __restrict faces) {
