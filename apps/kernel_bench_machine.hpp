@@ -25,7 +25,13 @@ std::unique_ptr<ThreadPool> pinned_pool(int threads);
 Machine measure_machine();
 
 // `pool`'s workers, one per core, each streaming its own 512 MiB buffer, all at once: the read
-// bandwidth that many busy cores share (the roof of a decode step running on them).
-double shared_read_bandwidth_gbps(ThreadPool& pool);
+// bandwidth that many busy cores share (the roof of a decode step running on them), over about a
+// second of passes. The best pass is the roof; the median is what a job running in that second
+// met, which differs where a VM's neighbours take part of the memory bandwidth now and then.
+struct SharedBandwidth {
+  double best_gbps = 0;
+  double median_gbps = 0;
+};
+SharedBandwidth shared_read_bandwidth(ThreadPool& pool);
 
 }  // namespace meshnn::bench

@@ -5,12 +5,13 @@
 # ms/step and time to first token. Nothing is fitted to the validated runs: project.py sees only
 # the 1-rank profile and the calibration.
 #
-# Each rank is one device of one worker thread (MESHNN_NUM_THREADS=1). Every point runs --repeats
-# times and the fastest run (by decode ms/step) is kept: other work on a shared machine only slows
-# a run down. More ranks than cores time-share them, which project.py is told (--cores), and the
-# ranks streaming at once share the cores' read bandwidth (--node-bandwidth): measured before each
-# group of runs with meshnn-kernel-bench --bandwidth, the highest kept by the same reasoning. (On
-# the 2-core VMs this project runs on it moved between 35 and 63 GB/s from minute to minute.)
+# Each rank is one device of one worker thread (MESHNN_NUM_THREADS=1). The profile is the fastest
+# of --repeats runs; every point then runs --repeats times and each run is validated. More ranks
+# than cores time-share them, which project.py is told (--cores), and the ranks streaming at once
+# share the cores' read bandwidth: meshnn-kernel-bench --bandwidth measures it just before and just
+# after each run, and project.py prices that run at the mean of the two (the record's
+# node_read_GBps). On the 2-core VMs this project runs on it moved between 30 and 63 GB/s from
+# minute to minute, and a run's decode step follows it; one figure for all runs mispredicts some.
 #
 #   scripts/project_validate.sh [--repeats 3] [--prompt-len 64] [--new-tokens 16] [--work DIR]
 set -euo pipefail
@@ -31,6 +32,7 @@ for app in meshnn-llm meshnn-make-weights meshnn-calibrate meshnn-kernel-bench; 
   [ -x "$apps/$app" ] || { echo "missing $apps/$app: build it (cmake --build build --target $app)" >&2; exit 1; }
 done
 mkdir -p "$work"
+rm -f "$work"/{profile,tp1,tp2,tp4,2d4}.*
 export MESHNN_NUM_THREADS=1
 weights="$work/tinyllama-4layers.h5"
 [ -f "$weights" ] || "$apps/meshnn-make-weights" --model llama --preset tinyllama --layers 4 --output "$weights" >/dev/null
@@ -46,23 +48,47 @@ ms = lambda p: json.load(open(p))["decode_ms_per_step"]
 print(a if not b or ms(a) < ms(b) else b)' "$1" "$2"
 }
 
-# run NAME RANKS MESH MODE [traced]: $repeats runs; the fastest one's files (record, log, and when
-# traced its profile CSV and trace) as $work/NAME.{json,log,csv,trace}.
+# bandwidth FILE: the read bandwidth of all cores streaming at once (its median pass over about a
+# second: what a job running then met) into FILE as JSON; prints nothing.
+cores="$(meshnn_cores)"
+bandwidth() {
+  "$apps/meshnn-kernel-bench" --bandwidth --threads "$cores" --json "$1" > /dev/null
+}
+
+# run NAME RANKS MESH MODE [traced]: $repeats runs as $work/NAME.i.{json,log}. A traced run (the
+# profile) keeps only its fastest run's files, as $work/NAME.{json,log,csv,trace}; the others are
+# validated one by one, each record given the node's read bandwidth of its own minute
+# (node_read_GBps: the mean of the medians measured just before and just after it).
 run() {
   local name="$1" ranks="$2" mesh="$3" mode="$4" traced="${5:-}"
   local best="" i extra
   for i in $(seq "$repeats"); do
     extra=()
     [ -n "$traced" ] && extra=(--profile-csv "$work/$name.$i.csv" --trace "$work/$name.$i.trace")
+    [ -z "$traced" ] && bandwidth "$work/$name.$i.before.json"
     "$MESHNN_ROOT/scripts/mpirun.sh" -np "$ranks" "$apps/meshnn-llm" --mesh "$mesh" --mode "$mode" "${job[@]}" \
       --json "$work/$name.$i.json" "${extra[@]}" > "$work/$name.$i.log" 2>&1 || { cat "$work/$name.$i.log"; exit 1; }
+    if [ -z "$traced" ]; then
+      bandwidth "$work/$name.$i.after.json"
+      python3 -c 'import json, sys
+rec_path, before, after = sys.argv[1:4]
+median = lambda p: json.load(open(p))[0]["read_GBps_median"]
+r = json.load(open(rec_path))
+r["node_read_GBps_before"], r["node_read_GBps_after"] = median(before), median(after)
+r["node_read_GBps"] = (median(before) + median(after)) / 2
+json.dump(r, open(rec_path, "w"), indent=1)
+print("%s.%s: %.3f ms/step, TTFT %.1f ms; %d cores read %.1f GB/s before, %.1f after" % (sys.argv[4], sys.argv[5],
+      r["decode_ms_per_step"], 1e3 * r["mean_ttft_s"], int(sys.argv[6]), median(before), median(after)))' \
+        "$work/$name.$i.json" "$work/$name.$i.before.json" "$work/$name.$i.after.json" "$name" "$i" "$cores"
+    fi
     best=$(faster "$work/$name.$i.json" "$best")
   done
+  [ -n "$traced" ] || return 0
   local f
   for f in "${best%.json}".*; do cp "$f" "$work/$name.${f##*.}"; done
   python3 -c 'import json, sys
 r = json.load(open(sys.argv[1]))
-print("%s: %.3f ms/step, TTFT %.1f ms" % (sys.argv[2], r["decode_ms_per_step"], 1e3 * r["mean_ttft_s"]))' \
+print("%s: %.3f ms/step, TTFT %.1f ms (fastest)" % (sys.argv[2], r["decode_ms_per_step"], 1e3 * r["mean_ttft_s"]))' \
     "$work/$name.json" "$name"
 }
 
@@ -72,25 +98,13 @@ echo "== link calibration: 2 ranks"
 "$MESHNN_ROOT/scripts/mpirun.sh" -np 2 "$apps/meshnn-calibrate" --no-collectives --output "$work/link.json" \
   > "$work/link.log" 2>&1 || { cat "$work/link.log"; exit 1; }
 
-# bandwidth: the read bandwidth of all cores streaming at once; prints it and keeps the highest
-# seen in $node_gb_s.
-cores="$(meshnn_cores)" node_gb_s=0
-bandwidth() {
-  "$apps/meshnn-kernel-bench" --bandwidth --threads "$cores" --json "$work/bandwidth.json" > /dev/null
-  node_gb_s=$(python3 -c 'import json, sys
-r = json.load(open(sys.argv[1]))[0]["read_GBps"]
-print(max(r, float(sys.argv[2])))' "$work/bandwidth.json" "$node_gb_s")
-}
-
-echo "== measured runs (fastest of $repeats each; read bandwidth of $cores cores measured before each)"
-bandwidth; run tp1 1 1x1 tp
-bandwidth; run tp2 2 1x2 tp
-bandwidth; run tp4 4 1x4 tp
-bandwidth; run 2d4 4 2x2 2d
-echo "read bandwidth of $cores cores streaming at once: highest $node_gb_s GB/s"
+echo "== measured runs ($repeats of each; the read bandwidth of $cores cores measured around each)"
+run tp1 1 1x1 tp
+run tp2 2 1x2 tp
+run tp4 4 1x4 tp
+run 2d4 4 2x2 2d
 
 echo "== projection"
 python3 "$MESHNN_ROOT/scripts/project.py" --record "$work/profile.json" --profile "$work/profile.csv" \
   --trace "$work/profile.trace" --link "$work/link.json" --links calibrated --cores "$cores" \
-  --node-bandwidth "$node_gb_s" \
-  --compare "$work/tp1.json" "$work/tp2.json" "$work/tp4.json" "$work/2d4.json"
+  --compare "$work"/tp1.*[0-9].json "$work"/tp2.*[0-9].json "$work"/tp4.*[0-9].json "$work"/2d4.*[0-9].json

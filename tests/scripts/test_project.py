@@ -2,6 +2,7 @@
 """The arithmetic of scripts/project.py against hand-computed values: the collective costs, the
 schedule meshnn's auto choice picks, the weight bytes per device and a whole projection of a fixed
 synthetic measurement. No MPI, no files beyond a temporary record and profile."""
+import contextlib
 import csv
 import json
 import os
@@ -151,6 +152,33 @@ class Projection(unittest.TestCase):
         self.assertAlmostEqual(r4["decode_matmul_ms"], plain4["decode_matmul_ms"] * 25.6802816 / 15, places=6)
         r1 = project.project(self.m, self.m.shape, "tp", 1, 1, 64, 16, LINK, cores=2, node_gb_s=30.0)
         self.assertAlmostEqual(r1["decode_ms"], 11.0, places=6)
+
+    def test_compare_prices_each_run_at_its_own_bandwidth_and_sets_unsteady_runs_aside(self):
+        # A 2-rank run measured exactly as projected at 30 GB/s for the node: no error. The same
+        # run 40% slower but with the bandwidth moving 30 -> 60 GB/s across it: shown, not counted.
+        r2 = project.project(self.m, self.m.shape, "tp", 2, 1, 64, 16, LINK, cores=2, node_gb_s=30.0)
+        with open(self.record) as f:
+            rec = json.load(f)
+        rec.update({"ranks": 2, "mesh": "1x2", "decode_ms_per_step": r2["decode_ms"], "mean_ttft_s": r2["ttft_ms"] / 1e3,
+                    "node_read_GBps": 30.0, "node_read_GBps_before": 29.0, "node_read_GBps_after": 31.0})
+        steady = os.path.join(self.dir.name, "steady.json")
+        with open(steady, "w") as f:
+            json.dump(rec, f)
+        rec.update({"decode_ms_per_step": 1.4 * r2["decode_ms"], "node_read_GBps_before": 30.0,
+                    "node_read_GBps_after": 60.0})
+        moved = os.path.join(self.dir.name, "moved.json")
+        with open(moved, "w") as f:
+            json.dump(rec, f)
+        self.assertFalse(project.bandwidth_moved(json.load(open(steady))))
+        self.assertTrue(project.bandwidth_moved(rec))
+        args = project.argparse.Namespace(cores=2, node_bandwidth=60.0, device_rate_scale=1.0)
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+            self.assertAlmostEqual(project.compare(self.m, [steady], LINK, args), 0.0, places=9)
+            self.assertAlmostEqual(project.compare(self.m, [steady, moved], LINK, args), 0.0, places=9)
+            rec["node_read_GBps_after"] = 31.0  # now steady: its 40% counts
+            with open(moved, "w") as f:
+                json.dump(rec, f)
+            self.assertAlmostEqual(project.compare(self.m, [steady, moved], LINK, args), 1 - 1 / 1.4, places=6)
 
     def test_missing_file_is_a_clear_error(self):
         with self.assertRaises(SystemExit) as e:
