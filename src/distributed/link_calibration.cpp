@@ -206,24 +206,28 @@ PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int 
   std::unique_ptr<std::byte, void (*)(std::byte*)> buffer(allocate_buffer(largest), release_buffer);
   // Two sweeps over the sizes, rank 0's one-way times for every rank (so that all fit one model):
   // the one the model is fitted to and the check, which the fit does not see. Each size's time in
-  // a sweep is the trimmed mean of `passes` passes over all sizes; the passes of the two sweeps take
-  // turns, in alternating order of size. A transient (another process, a flush of the page cache)
-  // then lands in one pass of a size, not in its value, and a drift that lasts seconds meets both
-  // sweeps alike: the check measures what the model predicts of a message sent during the
-  // calibration, not which half of the run the machine was faster in.
+  // a sweep is the trimmed mean of `passes` passes over all sizes, in alternating order of size.
+  // The two sweeps' batches of a size are measured back to back, in turns of which goes first: a
+  // drift of the machine's speed (on a shared VM, 30% for seconds at a time) then meets both alike,
+  // and the check measures what the model predicts of a message sent at that moment. With whole
+  // passes taking turns instead, a slow stretch covering two passes of one sweep and one of the
+  // other (trimmed away) made every size of the check 30% faster than the fit.
   const int sweeps = options.check_sweep ? 2 : 1;
   std::vector<std::vector<std::vector<double>>> seconds(sweeps, std::vector<std::vector<double>>(sizes.size()));
-  for (int pass = 0; pass < sweeps * options.passes; ++pass)
+  for (int pass = 0; pass < options.passes; ++pass)
     for (size_t n = 0; n < sizes.size(); ++n) {
-      const size_t i = (pass / sweeps) % 2 == 0 ? n : sizes.size() - 1 - n;
+      const size_t i = pass % 2 == 0 ? n : sizes.size() - 1 - n;
       const double b = sizes[i];
-      const int tag = ccl::tag_base_for(mesh->next_operation_id(), transport);
       // About 20 ms of round trips per batch at 10 GB/s, between 10 and 1000.
       const int round_trips =
           options.repeats > 0 ? options.repeats : std::clamp(static_cast<int>(1e8 / (b + 1e4)), 10, 1000);
-      mesh->synchronize();
-      seconds[pass % sweeps][i].push_back(
-          pinging ? one_way_seconds(transport, tag, buffer.get(), static_cast<size_t>(b), round_trips) : 0);
+      for (int turn = 0; turn < sweeps; ++turn) {
+        const int sweep = (turn + pass + static_cast<int>(n)) % sweeps;
+        const int tag = ccl::tag_base_for(mesh->next_operation_id(), transport);
+        mesh->synchronize();
+        seconds[sweep][i].push_back(
+            pinging ? one_way_seconds(transport, tag, buffer.get(), static_cast<size_t>(b), round_trips) : 0);
+      }
     }
   auto samples_of_sweep = [&](const std::vector<std::vector<double>>& passes) {
     std::vector<double> means;

@@ -47,7 +47,10 @@ inline constexpr int kDefaultLinkSegments = 6;
 struct PointToPointOptions {
   std::vector<double> bytes;  // sizes to measure; empty: 8 B to 64 MiB, 4 per doubling of 2
   int repeats = 0;            // round trips per batch (a pass takes the median of 3); 0: from the size
-  int passes = 5;             // passes per sweep; a size's time is their mean without the extremes
+  // Passes per sweep; a size's time is their mean without the extremes. Nine, not five: loopback
+  // TCP and a shared VM move one size at two speeds from pass to pass, and five passes' means
+  // differed by up to 30% between the sweeps (docs/performance.md, session 29).
+  int passes = 9;
   int max_segments = kDefaultLinkSegments;  // ranges of the piecewise fit
   bool check_sweep = true;    // measure a second sweep to check the fit against
   std::string transport = "default";
