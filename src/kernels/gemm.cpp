@@ -212,6 +212,21 @@ void pack_bf16_tile_rows(const KernelSet& ks, const uint16_t* const* rows, int64
   }
 }
 
+// Whether the C rows of one micro-kernel call, ldc floats apart, crowd into so few L1 sets that
+// they evict each other and the A and B panels: with ldc a multiple of 1024 floats every row's
+// two lines fall into the same two sets, more lines than the sets have ways. L1d geometry of the
+// CPUs meshnn runs on: 64 sets of 64-byte lines, 8 ways or more.
+bool c_rows_crowd_l1(int64_t ldc, int rows) {
+  constexpr int64_t kSets = 64, kWays = 8;
+  int lines_in_set[kSets] = {};
+  for (int r = 0; r < rows; ++r)
+    for (int64_t line = 0; line < 2; ++line) {  // 32 floats: two lines
+      const int64_t set = (r * ldc * static_cast<int64_t>(sizeof(float)) / 64 + line) % kSets;
+      if (++lines_in_set[set] > kWays) return true;
+    }
+  return false;
+}
+
 template <class P>
 void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const typename P::Element* packed_a,
                   const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
@@ -222,7 +237,7 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
   const int64_t kp = (b_transposed ? b.tile_cols : b.tile_rows) * 32;
   // Per-thread buffers, reused across calls (each ThreadPool worker is a long-lived thread).
   thread_local std::vector<Element> a_block, b_panel;
-  thread_local std::vector<float> scratch;
+  thread_local std::vector<float> scratch, c_scratch;
   b_panel.resize(kKc * 32 / kPerElement + 16);
   scratch.resize(32 * 32);
   // 64-byte alignment: every 512-bit load of the B panel then touches one cache line, not two.
@@ -241,8 +256,16 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
       pack_rows<P>(ks, a + i0 * lda, lda, mc, kp, align64(a_block.data()));
       a_packed = align64(a_block.data());
     }
+    // Where the micro-kernels accumulate this row block's C: in place, or, when C's row stride
+    // would crowd L1 (c_rows_crowd_l1), in a block of rows (kNcTiles + 0.5) tiles apart that is
+    // copied out once its K blocks are done.
+    const bool c_in_scratch = c_rows_crowd_l1(ldc, max_mr);
+    const int64_t ldcs = kNcTiles * 32 + 16;
+    if (c_in_scratch) c_scratch.resize(static_cast<size_t>(mc * ldcs) + 16);
     for (int64_t j0 = nt_begin; j0 < nt_end; j0 += kNcTiles) {
       const int64_t j1 = std::min(nt_end, j0 + kNcTiles);
+      float* const c_block = c_in_scratch ? align64(c_scratch.data()) : c + i0 * ldc + j0 * 32;
+      const int64_t ldcb = c_in_scratch ? ldcs : ldc;
       // The C block (mc x kNcTiles*32 floats) stays in L2 while every K block adds into it.
       for (int64_t k0 = 0; k0 < kp; k0 += kKc) {
         const int64_t kc = std::min(kKc, kp - k0);
@@ -271,7 +294,10 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
             const std::byte* tile = next_first + first / lines_per_tile * tile_step;
             int64_t offset = first % lines_per_tile * 64;
             for (int64_t line = first; line < end; ++line) {
-              __builtin_prefetch(tile + offset, 0, 2);  // to L2: the A stream would evict it from L1
+              // To L2, not L1, where the A stream would evict it. Locality 1 (prefetcht2) rather
+              // than 2 (prefetcht1): measured faster on Zen 4 (docs/performance.md, session 29);
+              // Intel's cores take both into L2.
+              __builtin_prefetch(tile + offset, 0, 1);
               offset += 64;
               if (offset == lines_per_tile * 64) {
                 offset = 0;
@@ -279,18 +305,22 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
               }
             }
             // Fetch the next micro-panel's C rows (ldc apart) while this one computes.
+            float* const c_rows = c_block + (row - i0) * ldcb + (nt - j0) * 32;
             if (k0 > 0 && p + 1 < panels)
               for (int i = 0; i < mr; ++i) {
-                const float* next = c + (row + mr + i) * ldc + nt * 32;
+                const float* next = c_rows + (mr + i) * ldcb;
                 __builtin_prefetch(next);
                 __builtin_prefetch(next + 16);
               }
-            P::kernel(ks, mr, kc, ap, panel, c + row * ldc + nt * 32, ldc, k0 > 0);
+            P::kernel(ks, mr, kc, ap, panel, c_rows, ldcb, k0 > 0);
             ap += kc * mr / kPerElement;
             row += mr;
           }
         }
       }
+      if (c_in_scratch)
+        for (int64_t r = 0; r < mc; ++r)
+          std::memcpy(c + (i0 + r) * ldc + j0 * 32, c_block + r * ldcs, static_cast<size_t>((j1 - j0) * 32) * sizeof(float));
     }
   }
 }

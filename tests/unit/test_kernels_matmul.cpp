@@ -230,6 +230,13 @@ TEST_P(KernelsMatmulIsa, LargeMCrossesRowBlocks) {
   check_matmul({{530, 70}, {70, 40}}, DataType::FLOAT32, DataType::BFLOAT8_B, GetParam(), 7);
 }
 
+TEST_P(KernelsMatmulIsa, OutputRowsAPowerOfTwoApart) {
+  // N = 1024: C's rows are 4 KiB apart, so the blocked loops accumulate C in a block of their own
+  // and copy it out (gemm.cpp, c_rows_crowd_l1); K = 600 spans K blocks, N four column blocks.
+  for (DataType act : {DataType::FLOAT32, DataType::BFLOAT16})
+    check_matmul({{45, 600}, {600, 1024}}, act, DataType::BFLOAT8_B, GetParam(), 8);
+}
+
 TEST_P(KernelsMatmulIsa, PrefillBlockingAllLoopsWithThreads) {
   // M = 1000: three row blocks; K = 600: three K blocks; N = 300: two column blocks of 8 tiles;
   // with two threads sharing the packed A.
