@@ -10,8 +10,9 @@
 # than cores time-share them, which project.py is told (--cores), and the ranks streaming at once
 # share the cores' read bandwidth: meshnn-kernel-bench --bandwidth measures it just before and just
 # after each run, and project.py prices that run at the mean of the two (the record's
-# node_read_GBps). On the 2-core VMs this project runs on it moved between 30 and 63 GB/s from
-# minute to minute, and a run's decode step follows it; one figure for all runs mispredicts some.
+# node_read_GBps). On the 2-core VMs this project runs on it moves by up to a factor of two from
+# minute to minute, and a run's decode step follows it (docs/projection.md); one figure for all
+# runs mispredicts some.
 #
 #   scripts/project_validate.sh [--repeats 3] [--prompt-len 64] [--new-tokens 16] [--work DIR]
 set -euo pipefail

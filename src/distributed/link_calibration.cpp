@@ -208,10 +208,10 @@ PointToPointCalibration calibrate_point_to_point(const MeshDevicePtr& mesh, int 
   // the one the model is fitted to and the check, which the fit does not see. Each size's time in
   // a sweep is the trimmed mean of `passes` passes over all sizes, in alternating order of size.
   // The two sweeps' batches of a size are measured back to back, in turns of which goes first: a
-  // drift of the machine's speed (on a shared VM, 30% for seconds at a time) then meets both alike,
-  // and the check measures what the model predicts of a message sent at that moment. With whole
-  // passes taking turns instead, a slow stretch covering two passes of one sweep and one of the
-  // other (trimmed away) made every size of the check 30% faster than the fit.
+  // drift of the machine's speed (a shared VM's lasts seconds) then meets both alike, and the
+  // check measures what the model predicts of a message sent at that moment. With whole passes
+  // taking turns instead, a slow stretch covering two passes of one sweep and one of the other
+  // (trimmed away) made every size of the check faster than the fit (docs/performance.md).
   const int sweeps = options.check_sweep ? 2 : 1;
   std::vector<std::vector<std::vector<double>>> seconds(sweeps, std::vector<std::vector<double>>(sizes.size()));
   for (int pass = 0; pass < options.passes; ++pass)

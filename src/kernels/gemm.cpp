@@ -318,9 +318,10 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
           }
         }
       }
-      if (c_in_scratch)
-        for (int64_t r = 0; r < mc; ++r)
-          std::memcpy(c + (i0 + r) * ldc + j0 * 32, c_block + r * ldcs, static_cast<size_t>((j1 - j0) * 32) * sizeof(float));
+      if (c_in_scratch) {
+        const size_t row_bytes = static_cast<size_t>((j1 - j0) * 32) * sizeof(float);
+        for (int64_t r = 0; r < mc; ++r) std::memcpy(c + (i0 + r) * ldc + j0 * 32, c_block + r * ldcs, row_bytes);
+      }
     }
   }
 }

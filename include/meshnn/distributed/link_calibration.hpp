@@ -48,8 +48,8 @@ struct PointToPointOptions {
   std::vector<double> bytes;  // sizes to measure; empty: 8 B to 64 MiB, 4 per doubling of 2
   int repeats = 0;            // round trips per batch (a pass takes the median of 3); 0: from the size
   // Passes per sweep; a size's time is their mean without the extremes. Nine, not five: loopback
-  // TCP and a shared VM move one size at two speeds from pass to pass, and five passes' means
-  // differed by up to 30% between the sweeps (docs/performance.md, session 29).
+  // TCP and a shared VM move one size at two speeds from pass to pass, and the means of five
+  // passes left the two sweeps apart at single sizes (docs/performance.md, session 29).
   int passes = 9;
   int max_segments = kDefaultLinkSegments;  // ranges of the piecewise fit
   bool check_sweep = true;    // measure a second sweep to check the fit against
