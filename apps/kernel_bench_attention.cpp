@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -56,21 +55,11 @@ struct AttentionOperands {
 
 // Best time of one call over at least min_time seconds (at least 3 calls after a warm-up).
 double best_call_seconds(const BenchOptions& o, AttentionOperands& x, Tensor& out) {
-  using Clock = std::chrono::steady_clock;
   const auto call = [&] {
     attention_with_kv_cache_into(x.qkv, x.columns, x.k_cache, x.v_cache, x.rope, x.slots, x.positions, o.q_heads,
                                  DataType::BFLOAT16, out);
   };
-  call();
-  double best = 1e30, total = 0;
-  for (int runs = 0; runs < 3 || total < o.min_time; ++runs) {
-    const auto t0 = Clock::now();
-    call();
-    const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::min(best, t);
-    total += t;
-  }
-  return best;
+  return sorted_run_seconds(call, o.min_time, 3).front();
 }
 
 }  // namespace

@@ -23,18 +23,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // Best time of fn over at least min_time seconds (and at least 2 runs after one warm-up).
 template <class Fn>
 double best_time(Fn&& fn, double min_time) {
-  fn();
-  double best = 1e30, total = 0;
-  int runs = 0;
-  while (runs < 2 || total < min_time) {
-    const auto t0 = Clock::now();
-    fn();
-    const double t = seconds_since(t0);
-    best = std::min(best, t);
-    total += t;
-    ++runs;
-  }
-  return best;
+  return sorted_run_seconds(fn, min_time).front();
 }
 
 // Peak FMA throughput of one core: 12 independent accumulator chains (enough to cover latency x
@@ -183,16 +172,7 @@ SharedBandwidth shared_read_bandwidth(ThreadPool& pool) {
       for (int64_t i = begin; i < end; ++i) sums[static_cast<size_t>(i)] = sum_buffer(buffers[static_cast<size_t>(i)].get(), n);
     });
   };
-  pass();  // warm-up
-  std::vector<double> seconds;
-  double total = 0;
-  while (seconds.size() < 3 || total < 1.0) {
-    const auto t0 = Clock::now();
-    pass();
-    seconds.push_back(seconds_since(t0));
-    total += seconds.back();
-  }
-  std::sort(seconds.begin(), seconds.end());
+  const std::vector<double> seconds = sorted_run_seconds(pass, 1.0, 3);
   const double bytes = static_cast<double>(n * sizeof(float)) * threads;
   return {bytes / seconds.front() / 1e9, bytes / seconds[seconds.size() / 2] / 1e9};
 }

@@ -2,12 +2,33 @@
 // core and of several streaming at once, measured on this machine in the same run as the matmuls.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
+#include <vector>
 
 #include "meshnn/core/thread_pool.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 
 namespace meshnn::bench {
+
+// The seconds of each run of fn, sorted, after one warm-up call: at least min_runs runs and at
+// least min_time seconds in all. front() is the best run, the middle one the median.
+template <class Fn>
+std::vector<double> sorted_run_seconds(Fn&& fn, double min_time, int min_runs = 2) {
+  using Clock = std::chrono::steady_clock;
+  fn();
+  std::vector<double> seconds;
+  double total = 0;
+  while (static_cast<int>(seconds.size()) < min_runs || total < min_time) {
+    const auto t0 = Clock::now();
+    fn();
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    total += seconds.back();
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds;
+}
 
 struct Machine {
   kernels::Isa isa = kernels::Isa::PORTABLE;  // the set our kernels use
