@@ -14,7 +14,9 @@ namespace meshnn::bench {
 // `positions` (so attending to positions + 1 cached positions), --heads query/KV heads of 64 dims,
 // a --kv-dtype cache. Printed: microseconds per call, GFLOP/s of the scores and the weighted sum
 // (4 x users x q_heads x attended positions x 64) against the float32 FMA peak of that many cores,
-// and the KV cache bytes read per second. Returns the rows' JSON records.
+// and the KV cache bytes read per second, all from the best of many calls on warm caches; then
+// the median call after the caches were emptied ("cold"), which is what a decode step meets.
+// Returns the rows' JSON records.
 std::vector<std::string> measure_attention(const BenchOptions& o);
 
 }  // namespace meshnn::bench
