@@ -88,8 +88,9 @@ inline void store_vec(float* p, FloatVec<kLanes> v) {
 // kHeads query heads (of one KV head's group) against one tile row: each key and value vector is
 // loaded once for all of them. Per call the work is small (a 64-dim head: 32 x 64 multiply-adds
 // each way), so latency decides: the scores run as kHeads x (32 / kLanes) independent chains (8
-// in attend_tile_loop's groups of kLanes / 4 heads), the value sums as kHeads x 4 (16 with
-// AVX-512, 8 with AVX2, 4 with SSE2). Every sum has a fixed order.
+// in attend_tile_loop's groups of kLanes / 4 heads, 16 in AVX-512's groups of 8), the value sums
+// as kHeads x 4, at most 16 (16 with AVX-512, 8 with AVX2, 4 with SSE2). Every sum has a fixed
+// order.
 template <int kLanes, int kHeads>
 void attend_heads(const float* __restrict q, const float* __restrict keys_t, const float* __restrict values, int64_t d,
                   int64_t values_stride, int first, int last, float scale, float* __restrict acc,
@@ -152,9 +153,9 @@ void attend_heads(const float* __restrict q, const float* __restrict keys_t, con
     running_max[h] = new_max;
   }
   // acc = acc * correction + the positions' values weighted by p, a block of four vectors of dims
-  // at a time held in registers for every head. Only rows [first, last] are read (rows outside
-  // may hold anything, even NaN).
-  constexpr int kBlockVecs = 4, kBlock = kBlockVecs * kLanes;
+  // (two for 8 heads: 16 sums in registers either way) at a time for every head. Only rows
+  // [first, last] are read (rows outside may hold anything, even NaN).
+  constexpr int kBlockVecs = kHeads * 4 <= 16 ? 4 : 16 / kHeads, kBlock = kBlockVecs * kLanes;
   int64_t i0 = 0;
   for (; i0 + kBlock <= d; i0 += kBlock) {
     Vec sum[kHeads][kBlockVecs] = {};
@@ -178,13 +179,19 @@ void attend_heads(const float* __restrict q, const float* __restrict keys_t, con
     }
 }
 
-// Heads in groups of kLanes / 4 (eight score chains), the rest one by one.
+// Heads in groups of kLanes / 4 (eight score chains), the rest one by one. With AVX-512's 32
+// registers, groups of 8 first (16 chains: each key and value vector loaded once for twice the
+// heads, 3-5% faster at 1 and 32 users; docs/performance.md, session 30). Each head's sums are the
+// same in any group.
 template <int kLanes>
 void attend_tile_loop(const float* q, int64_t heads, const float* keys_t, const float* values, int64_t d,
                       int64_t values_stride, int first, int last, float scale, float* acc, float* running_max,
                       float* running_sum) {
-  constexpr int kGroup = kLanes / 4;
+  constexpr int kGroup = kLanes / 4, kWideGroup = kLanes == 16 ? 8 : kGroup;
   int64_t h = 0;
+  for (; h + kWideGroup <= heads; h += kWideGroup)
+    attend_heads<kLanes, kWideGroup>(q + h * d, keys_t, values, d, values_stride, first, last, scale, acc + h * d,
+                                     running_max + h, running_sum + h);
   for (; h + kGroup <= heads; h += kGroup)
     attend_heads<kLanes, kGroup>(q + h * d, keys_t, values, d, values_stride, first, last, scale, acc + h * d,
                                  running_max + h, running_sum + h);

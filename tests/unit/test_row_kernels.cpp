@@ -129,15 +129,16 @@ const std::vector<AttendCase> kCases = {
 };
 
 TEST_P(RowKernels, AttendTileFoldsToSoftmaxAttention) {
-  // 1, 3, 5 and 8 heads: whole groups of kLanes / 4 heads and the rest one by one.
+  // 1, 3, 5, 8 and 13 heads: whole groups (AVX-512's of 8, then of kLanes / 4) and the rest one
+  // by one.
   for (const AttendCase& c : kCases)
-    for (int64_t heads : {1, 3, 5, 8}) check_attention(*GetParam(), c, heads, 0.0f);
+    for (int64_t heads : {1, 3, 5, 8, 13}) check_attention(*GetParam(), c, heads, 0.0f);
 }
 
 TEST_P(RowKernels, PositionsOutsideTheRangeAreNeverRead) {
   // A cache row past the query's position may hold anything, NaN included (a slot's previous user).
   for (const AttendCase& c : kCases)
-    for (int64_t heads : {1, 5}) check_attention(*GetParam(), c, heads, std::numeric_limits<float>::quiet_NaN());
+    for (int64_t heads : {1, 5, 8}) check_attention(*GetParam(), c, heads, std::numeric_limits<float>::quiet_NaN());
 }
 
 TEST_P(RowKernels, TransposeTileMovesEveryElementToItsColumnRun) {
