@@ -5,8 +5,9 @@ Limits, measured first:
   - read bandwidth with 1 core and with 2 cores streaming at once (meshnn-kernel-bench --bandwidth);
   - the matmul kernels' one-row speed on the model's shapes (meshnn-kernel-bench, bfloat16
     activations, each weight format): on 1 core, and with both cores busy at once, each on half of
-    every matmul (--ceiling), as 2 tensor-parallel ranks run. Weights small enough for the caches
-    are timed from them, as the issue's kernel limit asks.
+    every matmul (--ceiling), as 2 tensor-parallel ranks run. The issue's kernel limit is the
+    kernels' speed with the weights in cache, so a matmul whose weights would not fit in a quarter of
+    the last-level cache is timed on a column slice that does, and its rate applied to the whole.
 Then meshnn-llm runs (generated model of --preset, prompts of --prompt-len); limits and runs are
 repeated --rounds times (default 3), each round against its own limits:
   - decode, one user: 1 rank on 1 core and 2 ranks in tp on 2 cores, per weight format. Against
@@ -54,6 +55,31 @@ def shard_shapes(preset, layers, ranks):
             (hidden, 2 * tile(chunk_i), layers),                           # fused gate|up
             (chunk_i, hidden, layers),                                     # down_proj rows
             (hidden, chunk_v, 1)]                                          # lm_head columns
+
+
+# Bytes per weight of each format (a 32x32 tile's bytes / 1024).
+WEIGHT_BYTES = {"float32": 4.0, "bfloat16": 2.0, "bfloat8_b": 1088 / 1024, "bfloat4_b": 576 / 1024}
+
+
+def cache_budget_bytes():
+    """A quarter of the last-level cache (sysfs), so that a timed slice stays in it between calls."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    largest = 0
+    for index in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        try:
+            with open(os.path.join(base, index, "size")) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+        largest = max(largest, int(text.rstrip("KM")) * scale)
+    return largest // 4 if largest else 4 << 20
+
+
+def in_cache_shape(k, n, dtype, budget):
+    """(K, N') with N' the widest whole-tile column slice of N whose weights fit in the budget."""
+    columns = int(budget // (k * WEIGHT_BYTES[dtype])) // 32 * 32
+    return k, max(32, min(n, columns))
 
 
 def run(cmd, env=None, quiet=False):
@@ -124,14 +150,20 @@ def measure_limits(args, kb, dtypes, suffix):
     # bench's --ceiling times (independent 1-thread matmuls on every core, each on half of N).
     kernel_time = {}
     shapes = shard_shapes(args.preset, args.layers, 1)
-    k_json = os.path.join(args.results, f"kernels{suffix}.json")
-    run([kb, "--threads", "1,2", "--ceiling", "--act", "bfloat16", "--dtypes", ",".join(dtypes),
-         "--openblas-threads", "1", "--min-time", "0.3", "--shapes", ",".join(f"1x{k}x{n}" for k, n, _ in shapes),
-         "--json", k_json])
-    rates = {(r["K"], r["N"], r["weight_dtype"], r["threads"]): r for r in load(k_json)}
+    budget = cache_budget_bytes()
     for d in dtypes:
-        kernel_time[(1, d)] = sum(c * 2 * k * n / (rates[(k, n, d, 1)]["gflops"] * 1e9) for k, n, c in shapes)
-        kernel_time[(2, d)] = sum(c * 2 * k * n / (rates[(k, n, d, 2)]["ceiling_gflops"] * 1e9) for k, n, c in shapes)
+        timed = {in_cache_shape(k, n, d, budget) for k, n, _ in shapes}
+        k_json = os.path.join(args.results, f"kernels_{d}{suffix}.json")
+        run([kb, "--threads", "1,2", "--ceiling", "--act", "bfloat16", "--dtypes", d, "--openblas-threads", "1",
+             "--min-time", "0.3", "--shapes", ",".join(f"1x{k}x{n}" for k, n in sorted(timed)), "--json", k_json])
+        rates = {(r["K"], r["N"], r["threads"]): r for r in load(k_json)}
+
+        def seconds(key, threads):  # the rank's matmuls at the rate of their in-cache slices
+            return sum(c * 2 * k * n / (rates[in_cache_shape(k, n, d, budget) + (threads,)][key] * 1e9)
+                       for k, n, c in shapes)
+
+        kernel_time[(1, d)] = seconds("gflops", 1)
+        kernel_time[(2, d)] = seconds("ceiling_gflops", 2)
     return bandwidth, kernel_time
 
 

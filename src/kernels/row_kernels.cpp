@@ -7,7 +7,7 @@ namespace meshnn::kernels {
 
 const RowKernelSet& portable_row_kernels() {
   static const RowKernelSet set{Isa::PORTABLE, silu_mul_loop, attend_tile_loop<4>, transpose_tile_loop<float>,
-                                transpose_tile_loop<uint16_t>, widen_tile_loop};
+                                transpose_tile_loop<uint16_t>, attend_tile_bf16_loop<4>};
   return set;
 }
 

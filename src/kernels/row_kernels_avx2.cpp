@@ -53,7 +53,7 @@ void transpose_tile_avx2(const T* tile, float* out) {
 
 const RowKernelSet& avx2_row_kernels() {
   static const RowKernelSet set{Isa::AVX2, silu_mul_loop, attend_tile_loop<8>, transpose_tile_avx2<float>,
-                                transpose_tile_avx2<uint16_t>, widen_tile_loop};
+                                transpose_tile_avx2<uint16_t>, attend_tile_bf16_loop<8>};
   return set;
 }
 

@@ -57,7 +57,7 @@ void transpose_tile_avx512(const T* tile, float* out) {
 
 const RowKernelSet& avx512_row_kernels() {
   static const RowKernelSet set{Isa::AVX512, silu_mul_loop, attend_tile_loop<16>, transpose_tile_avx512<float>,
-                                transpose_tile_avx512<uint16_t>, widen_tile_loop};
+                                transpose_tile_avx512<uint16_t>, attend_tile_bf16_loop<16>};
   return set;
 }
 

@@ -85,16 +85,66 @@ inline void store_vec(float* p, FloatVec<kLanes> v) {
   std::memcpy(p, &v, sizeof v);
 }
 
+inline float stored_value(float v) { return v; }
+inline float stored_value(uint16_t bfloat16) { return std::bit_cast<float>(static_cast<uint32_t>(bfloat16) << 16); }
+
+// The 32 value rows of one tile row as attend_heads reads them: kLanes values of dims [i, i + kLanes)
+// of position j (i a multiple of kLanes), or one value.
+// Float rows [32][stride] (attend_tile: the cache decoded first).
+struct FloatValueRows {
+  const float* rows;
+  int64_t stride;
+  template <int kLanes>
+  FloatVec<kLanes> load(int j, int64_t i) const {
+    return load_vec<kLanes>(rows + j * stride + i);
+  }
+  float at(int j, int64_t i) const { return rows[j * stride + i]; }
+};
+// The cache's own bfloat16 tiles (attend_tile_bf16), widened in registers: one 32 x 32 tile per 32
+// dims, in TILE order (faces 0-3: positions 0-15 then 16-31, dims 0-15 then 16-31 of each), so a
+// run of kLanes <= 16 dims of one position is a piece of one face row.
+template <int kLanes>
+struct U16VecOf;
+template <>
+struct U16VecOf<4> {
+  typedef uint16_t type __attribute__((vector_size(8)));
+  typedef uint32_t wide __attribute__((vector_size(16)));
+};
+template <>
+struct U16VecOf<8> {
+  typedef uint16_t type __attribute__((vector_size(16)));
+  typedef uint32_t wide __attribute__((vector_size(32)));
+};
+template <>
+struct U16VecOf<16> {
+  typedef uint16_t type __attribute__((vector_size(32)));
+  typedef uint32_t wide __attribute__((vector_size(64)));
+};
+struct Bf16ValueTiles {
+  const uint16_t* tiles;
+  static int64_t offset(int j, int64_t i) {
+    return i / 32 * 1024 + ((j / 16) * 2 + i % 32 / 16) * 256 + j % 16 * 16 + i % 16;
+  }
+  template <int kLanes>
+  FloatVec<kLanes> load(int j, int64_t i) const {
+    typename U16VecOf<kLanes>::type bits;
+    std::memcpy(&bits, tiles + offset(j, i), sizeof bits);
+    // A float's top 16 bits: widen, shift, reinterpret (a vector cast keeps the bits).
+    return (FloatVec<kLanes>)(__builtin_convertvector(bits, typename U16VecOf<kLanes>::wide) << 16);
+  }
+  float at(int j, int64_t i) const { return stored_value(tiles[offset(j, i)]); }
+};
+
 // kHeads query heads (of one KV head's group) against one tile row: each key and value vector is
 // loaded once for all of them. Per call the work is small (a 64-dim head: 32 x 64 multiply-adds
 // each way), so latency decides: the scores run as kHeads x (32 / kLanes) independent chains (8
 // in attend_tile_loop's groups of kLanes / 4 heads, 16 in AVX-512's groups of 8), the value sums
 // as kHeads x 4, at most 16 (16 with AVX-512, 8 with AVX2, 4 with SSE2). Every sum has a fixed
 // order.
-template <int kLanes, int kHeads>
-void attend_heads(const float* __restrict q, const float* __restrict keys_t, const float* __restrict values, int64_t d,
-                  int64_t values_stride, int first, int last, float scale, float* __restrict acc,
-                  float* __restrict running_max, float* __restrict running_sum) {
+template <int kLanes, int kHeads, class Values>
+void attend_heads(const float* __restrict q, const float* __restrict keys_t, Values values, int64_t d, int first,
+                  int last, float scale, float* __restrict acc, float* __restrict running_max,
+                  float* __restrict running_sum) {
   using Vec = FloatVec<kLanes>;
   static_assert(sizeof(Vec) == 4 * kLanes);
   constexpr int kPositions = 32, kPositionVecs = kPositions / kLanes;
@@ -161,7 +211,7 @@ void attend_heads(const float* __restrict q, const float* __restrict keys_t, con
     Vec sum[kHeads][kBlockVecs] = {};
     for (int j = first; j <= last; ++j) {
       Vec v[kBlockVecs];
-      for (int b = 0; b < kBlockVecs; ++b) v[b] = load_vec<kLanes>(values + j * values_stride + i0 + kLanes * b);
+      for (int b = 0; b < kBlockVecs; ++b) v[b] = values.template load<kLanes>(j, i0 + kLanes * b);
       for (int h = 0; h < kHeads; ++h)
         for (int b = 0; b < kBlockVecs; ++b) sum[h][b] += p[h][j] * v[b];
     }
@@ -171,11 +221,14 @@ void attend_heads(const float* __restrict q, const float* __restrict keys_t, con
         store_vec<kLanes>(a, load_vec<kLanes>(a) * correction[h] + sum[h][b]);
       }
   }
-  for (; i0 < d; ++i0)  // a head_dim that is not a multiple of the block
+  // A head_dim that is not a multiple of the block: one dim at a time, in explicit fused
+  // multiply-adds. Left to the compiler, a*b+c was contracted for one value source and not for the
+  // other, and the two sources must give the same bits.
+  for (; i0 < d; ++i0)
     for (int h = 0; h < kHeads; ++h) {
       float sum = 0.0f;
-      for (int j = first; j <= last; ++j) sum += p[h][j] * values[j * values_stride + i0];
-      acc[h * d + i0] = acc[h * d + i0] * correction[h] + sum;
+      for (int j = first; j <= last; ++j) sum = std::fma(p[h][j], values.at(j, i0), sum);
+      acc[h * d + i0] = std::fma(acc[h * d + i0], correction[h], sum);
     }
 }
 
@@ -183,25 +236,36 @@ void attend_heads(const float* __restrict q, const float* __restrict keys_t, con
 // registers, groups of 8 first (16 chains: each key and value vector loaded once for twice the
 // heads, 3-5% faster at 1 and 32 users; docs/performance.md, session 30). Each head's sums are the
 // same in any group.
+template <int kLanes, class Values>
+void attend_groups(const float* q, int64_t heads, const float* keys_t, Values values, int64_t d, int first, int last,
+                   float scale, float* acc, float* running_max, float* running_sum) {
+  constexpr int kGroup = kLanes / 4, kWideGroup = kLanes == 16 ? 8 : kGroup;
+  int64_t h = 0;
+  for (; h + kWideGroup <= heads; h += kWideGroup)
+    attend_heads<kLanes, kWideGroup>(q + h * d, keys_t, values, d, first, last, scale, acc + h * d, running_max + h,
+                                     running_sum + h);
+  for (; h + kGroup <= heads; h += kGroup)
+    attend_heads<kLanes, kGroup>(q + h * d, keys_t, values, d, first, last, scale, acc + h * d, running_max + h,
+                                 running_sum + h);
+  for (; h < heads; ++h)
+    attend_heads<kLanes, 1>(q + h * d, keys_t, values, d, first, last, scale, acc + h * d, running_max + h,
+                            running_sum + h);
+}
+
+// RowKernelSet::attend_tile and attend_tile_bf16.
 template <int kLanes>
 void attend_tile_loop(const float* q, int64_t heads, const float* keys_t, const float* values, int64_t d,
                       int64_t values_stride, int first, int last, float scale, float* acc, float* running_max,
                       float* running_sum) {
-  constexpr int kGroup = kLanes / 4, kWideGroup = kLanes == 16 ? 8 : kGroup;
-  int64_t h = 0;
-  for (; h + kWideGroup <= heads; h += kWideGroup)
-    attend_heads<kLanes, kWideGroup>(q + h * d, keys_t, values, d, values_stride, first, last, scale, acc + h * d,
-                                     running_max + h, running_sum + h);
-  for (; h + kGroup <= heads; h += kGroup)
-    attend_heads<kLanes, kGroup>(q + h * d, keys_t, values, d, values_stride, first, last, scale, acc + h * d,
-                                 running_max + h, running_sum + h);
-  for (; h < heads; ++h)
-    attend_heads<kLanes, 1>(q + h * d, keys_t, values, d, values_stride, first, last, scale, acc + h * d,
-                            running_max + h, running_sum + h);
+  attend_groups<kLanes>(q, heads, keys_t, FloatValueRows{values, values_stride}, d, first, last, scale, acc,
+                        running_max, running_sum);
 }
-
-inline float stored_value(float v) { return v; }
-inline float stored_value(uint16_t bfloat16) { return std::bit_cast<float>(static_cast<uint32_t>(bfloat16) << 16); }
+template <int kLanes>
+void attend_tile_bf16_loop(const float* q, int64_t heads, const float* keys_t, const uint16_t* value_tiles, int64_t d,
+                           int first, int last, float scale, float* acc, float* running_max, float* running_sum) {
+  attend_groups<kLanes>(q, heads, keys_t, Bf16ValueTiles{value_tiles}, d, first, last, scale, acc, running_max,
+                        running_sum);
+}
 
 // RowKernelSet::transpose_tile(_bf16), one value at a time: each face's column c is a run of 16
 // consecutive outputs. The AVX2 and AVX-512 sets transpose in registers instead.
@@ -213,16 +277,6 @@ void transpose_tile_loop(const T* tile, float* out) {
     for (int c = 0; c < 16; ++c)
       for (int r = 0; r < 16; ++r) dst[c * 32 + r] = stored_value(face[r * 16 + c]);
   }
-}
-
-// RowKernelSet::widen_tile_bf16: face by face, each face row a run of 16 (a vector or two).
-void widen_tile_loop(const uint16_t* tile, float* out, int64_t stride) {
-  for (int f = 0; f < 4; ++f)
-    for (int r = 0; r < 16; ++r) {
-      const uint16_t* from = tile + f * 256 + r * 16;
-      float* to = out + (f / 2 * 16 + r) * stride + f % 2 * 16;
-      for (int c = 0; c < 16; ++c) to[c] = stored_value(from[c]);
-    }
 }
 
 }  // namespace

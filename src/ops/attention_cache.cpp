@@ -30,31 +30,33 @@ void rotate_half(float* x, const float* cos, const float* sin, int64_t d) {
   }
 }
 
+// The first of the tiles of tile-row `tile_row` of one [S_max, D] matrix of a cache.
+const std::byte* tile_row_start(const Tensor& cache, int64_t matrix, int64_t tile_row, int64_t tile_cols) {
+  const int64_t tile_rows = round_up_to_tile(cache.shape()[2]) / 32;
+  return cache.data<std::byte>() +
+         static_cast<size_t>((matrix * tile_rows + tile_row) * tile_cols) * tile_bytes(cache.dtype());
+}
+
 // The 32 cache rows of tile-row `tile_row` of one [S_max, D] matrix, decoded to floats: as rows
 // [32][dp] (dp = D rounded up to 32), or transposed [dp][32] (`transposed`: the keys, whose scores
 // the row kernels compute for all 32 positions at once). A bfloat16 cache (the default) is read
-// straight from its tiles, without a tile of floats in between.
+// straight from its tiles, without a tile of floats in between; its values are not decoded here
+// at all (RowKernelSet::attend_tile_bf16 reads them).
 void decode_tile_row(const kernels::RowKernelSet& rk, const Tensor& cache, int64_t matrix, int64_t tile_row,
                      int64_t dp, bool transposed, float* out) {
-  const int64_t tile_rows = round_up_to_tile(cache.shape()[2]) / 32, tile_cols = dp / 32;
+  const int64_t tile_cols = dp / 32;
   const size_t bytes = tile_bytes(cache.dtype());
   const bool bf16 = cache.dtype() == DataType::BFLOAT16;
   float faces[kTileVolume];
   for (int64_t tc = 0; tc < tile_cols; ++tc) {
-    const std::byte* tile =
-        cache.data<std::byte>() + static_cast<size_t>((matrix * tile_rows + tile_row) * tile_cols + tc) * bytes;
-    const uint16_t* stored = reinterpret_cast<const uint16_t*>(tile);
+    const std::byte* tile = tile_row_start(cache, matrix, tile_row, tile_cols) + static_cast<size_t>(tc) * bytes;
     if (transposed) {
       if (bf16) {
-        rk.transpose_tile_bf16(stored, out + tc * 32 * 32);
+        rk.transpose_tile_bf16(reinterpret_cast<const uint16_t*>(tile), out + tc * 32 * 32);
       } else {
         ops_detail::tile_to_faces(tile, cache.dtype(), faces);
         rk.transpose_tile(faces, out + tc * 32 * 32);
       }
-      continue;
-    }
-    if (bf16) {
-      rk.widen_tile_bf16(stored, out + tc * 32, dp);
       continue;
     }
     ops_detail::tile_to_faces(tile, cache.dtype(), faces);
@@ -122,10 +124,11 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
   const int64_t head_shares = std::min<int64_t>(group, std::max<int64_t>(1, (threads + base_items - 1) / base_items));
   const int64_t dp = round_up_to_tile(d);
   const kernels::RowKernelSet& rk = kernels::row_kernel_set();
+  const bool bf16_values = v_cache.dtype() == DataType::BFLOAT16;
   const auto attend_items = [&](int64_t item_begin, int64_t item_end, int) {
     ScratchScope scratch;
     float* keys_t = scratch.acquire_as<float>(static_cast<size_t>(32 * dp));
-    float* values = scratch.acquire_as<float>(static_cast<size_t>(32 * dp));
+    float* values = bf16_values ? nullptr : scratch.acquire_as<float>(static_cast<size_t>(32 * dp));
     for (int64_t item = item_begin; item < item_end; ++item) {
       const Segment& seg = segments[static_cast<size_t>(item / (hkv * head_shares))];
       const int64_t kvh = item / head_shares % hkv, share = item % head_shares;
@@ -142,15 +145,21 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
       const int64_t matrix = slots[seg.begin] * hkv + kvh;
       for (int64_t tile_row = seg.min_first / 32; tile_row <= seg.max_position / 32; ++tile_row) {
         decode_tile_row(rk, k_cache, matrix, tile_row, dp, /*transposed=*/true, keys_t);
-        decode_tile_row(rk, v_cache, matrix, tile_row, dp, /*transposed=*/false, values);
+        const uint16_t* value_tiles =
+            bf16_values ? reinterpret_cast<const uint16_t*>(tile_row_start(v_cache, matrix, tile_row, dp / 32)) : nullptr;
+        if (!bf16_values) decode_tile_row(rk, v_cache, matrix, tile_row, dp, /*transposed=*/false, values);
         for (int64_t r = seg.begin; r < seg.end; ++r) {
           const int64_t first = std::max<int64_t>(0, first_position(r) - tile_row * 32);
           const int64_t last = std::min<int64_t>(31, positions[r] - tile_row * 32);
           if (last < first) continue;
           const int64_t qi = (r - seg.begin) * (h_end - h_begin);  // the row's first head
-          rk.attend_tile(query_rows + r * stride + h_begin * d, h_end - h_begin, keys_t, values, d, dp,
-                         static_cast<int>(first), static_cast<int>(last), sc, acc + qi * d, running_max + qi,
-                         running_sum + qi);
+          const float* q = query_rows + r * stride + h_begin * d;
+          if (bf16_values)
+            rk.attend_tile_bf16(q, h_end - h_begin, keys_t, value_tiles, d, static_cast<int>(first),
+                                static_cast<int>(last), sc, acc + qi * d, running_max + qi, running_sum + qi);
+          else
+            rk.attend_tile(q, h_end - h_begin, keys_t, values, d, dp, static_cast<int>(first), static_cast<int>(last),
+                           sc, acc + qi * d, running_max + qi, running_sum + qi);
         }
       }
       for (int64_t r = seg.begin; r < seg.end; ++r)

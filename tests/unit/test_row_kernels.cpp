@@ -167,26 +167,52 @@ TEST_P(RowKernels, TransposeTileMovesEveryElementToItsColumnRun) {
     }
 }
 
-TEST_P(RowKernels, WidenTileBf16PutsEveryElementInItsRowAndLeavesTheStrideGap) {
-  // Distinct values with 8 significant bits (exact in bfloat16), as above; rows 40 floats apart,
-  // the 8 between one row's end and the next row's start must stay untouched.
-  const auto value = [](int r, int c) {
-    return std::ldexp(1.0f + static_cast<float>(c % 4 * 32 + r) / 128, c / 4 - 3);
-  };
-  constexpr int kStride = 40;
-  std::vector<uint16_t> tile(1024);
-  for (int r = 0; r < 32; ++r)
-    for (int c = 0; c < 32; ++c) {
-      const float v = value(r, c);
-      uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      tile[((r / 16) * 2 + c / 16) * 256 + (r % 16) * 16 + c % 16] = static_cast<uint16_t>(bits >> 16);
+uint16_t bfloat16_bits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+TEST_P(RowKernels, AttendTileBf16GivesAttendTilesBitsOnTheSameValues) {
+  // The values of a bfloat16 cache read from its tiles (element (r, c) of tile c / 32 in face
+  // (r / 16) * 2 + c % 32 / 16 at (r % 16) * 16 + c % 16) against the same values widened to float
+  // rows first: every head's output and softmax state bit for bit. Rows outside [first, last] hold
+  // NaN in both, and must not be read.
+  const RowKernelSet& rk = *GetParam();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const AttendCase& c : kCases)
+    for (int64_t heads : {1, 5, 8, 13}) {
+      const int64_t d = c.d, dp = (d + 31) / 32 * 32, tiles = static_cast<int64_t>(c.ranges.size());
+      const std::vector<float> q = testing::normal_values(heads * d, 21);
+      const std::vector<float> keys_t = testing::normal_values(dp * 32, 22);
+      std::vector<float> rows = testing::normal_values(tiles * 32 * dp, 23);  // [tiles*32][dp]
+      std::vector<uint16_t> value_tiles(static_cast<size_t>(tiles * dp * 32));
+      for (int64_t t = 0; t < tiles; ++t)
+        for (int j = 0; j < 32; ++j)
+          for (int64_t i = 0; i < dp; ++i) {
+            float& v = rows[(t * 32 + j) * dp + i];
+            if (j < c.ranges[t].first || j > c.ranges[t].second) v = nan;
+            const uint16_t bits = bfloat16_bits(v);
+            const uint32_t widened = uint32_t{bits} << 16;
+            std::memcpy(&v, &widened, 4);  // the float row holds the cached bfloat16 value exactly
+            value_tiles[static_cast<size_t>((t * dp / 32 + i / 32) * 1024 + ((j / 16) * 2 + i % 32 / 16) * 256 +
+                                            j % 16 * 16 + i % 16)] = bits;
+          }
+      std::vector<float> acc(heads * d, 0.0f), acc_bf16(heads * d, 0.0f);
+      std::vector<float> max(heads, -std::numeric_limits<float>::infinity()), max_bf16 = max;
+      std::vector<float> sum(heads, 0.0f), sum_bf16 = sum;
+      for (int64_t t = 0; t < tiles; ++t) {
+        const auto [first, last] = c.ranges[t];
+        rk.attend_tile(q.data(), heads, keys_t.data(), rows.data() + t * 32 * dp, d, dp, first, last, 0.125f,
+                       acc.data(), max.data(), sum.data());
+        rk.attend_tile_bf16(q.data(), heads, keys_t.data(), value_tiles.data() + t * dp * 32, d, first, last, 0.125f,
+                            acc_bf16.data(), max_bf16.data(), sum_bf16.data());
+      }
+      ASSERT_EQ(std::memcmp(acc.data(), acc_bf16.data(), acc.size() * 4), 0) << "d " << d << ", " << heads << " heads";
+      ASSERT_EQ(std::memcmp(max.data(), max_bf16.data(), max.size() * 4), 0);
+      ASSERT_EQ(std::memcmp(sum.data(), sum_bf16.data(), sum.size() * 4), 0);
+      for (float v : acc) ASSERT_FALSE(std::isnan(v)) << "a row outside the range was read";
     }
-  std::vector<float> out(32 * kStride, -1.0f);
-  GetParam()->widen_tile_bf16(tile.data(), out.data(), kStride);
-  for (int r = 0; r < 32; ++r)
-    for (int c = 0; c < kStride; ++c)
-      ASSERT_EQ(out[r * kStride + c], c < 32 ? value(r, c) : -1.0f) << "row " << r << " column " << c;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sets, RowKernels, ::testing::ValuesIn(sets_this_cpu_runs()),

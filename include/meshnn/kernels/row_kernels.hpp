@@ -38,9 +38,12 @@ struct RowKernelSet {
   // _bf16 form reads stored bfloat16 values (exactly: a float's top 16 bits).
   void (*transpose_tile)(const float* tile, float* out);
   void (*transpose_tile_bf16)(const uint16_t* tile, float* out);
-  // One bfloat16 tile in TILE order widened to floats in row order: element (r, c) to
-  // out[r * stride + c]. attend_tile's values are built from the KV cache's value tiles with it.
-  void (*widen_tile_bf16)(const uint16_t* tile, float* out, int64_t stride);
+  // attend_tile with the values read straight from a bfloat16 cache: value_tiles is the tile row's
+  // ceil(d / 32) tiles in TILE order, one after the other (tile c: dims 32c .. 32c + 31), each value
+  // widened in registers as it is used. The same bits as attend_tile on those tiles widened to
+  // float rows; a pass over the tiles and a buffer less (docs/performance.md, session 30).
+  void (*attend_tile_bf16)(const float* q, int64_t heads, const float* keys_t, const uint16_t* value_tiles, int64_t d,
+                           int first, int last, float scale, float* acc, float* running_max, float* running_sum);
 };
 
 const RowKernelSet& row_kernel_set();  // for active_isa()
