@@ -234,8 +234,7 @@ void attend_heads(const float* __restrict q, const float* __restrict keys_t, Val
 
 // Heads in groups of kLanes / 4 (eight score chains), the rest one by one. With AVX-512's 32
 // registers, groups of 8 first (16 chains: each key and value vector loaded once for twice the
-// heads, 3-5% faster at 1 and 32 users; docs/performance.md, session 30). Each head's sums are the
-// same in any group.
+// heads; docs/performance.md, session 30). Each head's sums are the same in any group.
 template <int kLanes, class Values>
 void attend_groups(const float* q, int64_t heads, const float* keys_t, Values values, int64_t d, int first, int last,
                    float scale, float* acc, float* running_max, float* running_sum) {
