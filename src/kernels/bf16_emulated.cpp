@@ -50,16 +50,24 @@ void decode_tile_bf16_pairs(const std::byte* tile, DataType dtype, uint32_t* dst
                                    static_cast<uint16_t>(to_bits(rows[(2 * kk + 1) * 32 + j]) >> 16));
 }
 
-// avx512-bf16's small-M kernel on bfloat8_b (bfp8_rows_avx512bf16.hpp, bfp8_tile_dp) lane by lane:
-// the same bfloat16 words, the same chains and the same order of sums. bfloat8_b weights only.
+// avx512-bf16's small-M kernel on bfloat8_b and bfloat4_b (bfp_rows_avx512bf16.hpp, bfp_tile_dp)
+// lane by lane: the same bfloat16 words, the same chains and the same order of sums.
 void small_m_bf16(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
                   int64_t ldc) {
   const int chains = m <= 2 ? 2 : 1;
-  const size_t bytes = tile_bytes(DataType::BFLOAT8_B);
-  // One code of face f's row r as the words the kernel builds: with m, and with m cleared.
-  auto word = [](const uint8_t* t8, int f, int r, int j) {
-    const uint8_t code = t8[64 + (f * 16 + r) * 16 + j];
-    return static_cast<uint16_t>((code & 0x80u) << 8 | uint32_t{t8[f * 16 + r]} << 7 | (code & 0x7Fu));
+  const bool bfp8 = b.dtype == DataType::BFLOAT8_B;
+  const size_t bytes = tile_bytes(b.dtype);
+  // One code of face f's row r as the words the kernel builds: the sign in bit 15, the block's
+  // exponent in bits 14..7, the magnitude in bits 6..0 (bfloat8_b) or 6..4 (bfloat4_b, whose row
+  // holds column j in the low nibble of byte j / 2 when j is even, the high one when odd).
+  auto word = [bfp8](const uint8_t* t8, int f, int r, int j) {
+    const uint32_t exponent = uint32_t{t8[f * 16 + r]} << 7;
+    if (bfp8) {
+      const uint8_t code = t8[64 + (f * 16 + r) * 16 + j];
+      return static_cast<uint16_t>((code & 0x80u) << 8 | exponent | (code & 0x7Fu));
+    }
+    const uint32_t code = (t8[64 + (f * 16 + r) * 8 + j / 2] >> (j % 2 * 4)) & 0xFu;
+    return static_cast<uint16_t>((code & 0x8u) << 12 | exponent | (code & 0x7u) << 4);
   };
   for (int i = 0; i < m; ++i)
     for (int64_t j = nt_begin * 32; j < nt_end * 32; ++j) c[i * ldc + j] = 0.0f;
@@ -121,6 +129,7 @@ const KernelSet& emulated_bf16_kernel_set() {
     s.bf16_path = "bf16-emulated";
     s.decode_tile_bf16_pairs = decode_tile_bf16_pairs;
     s.small_m_bf16 = small_m_bf16;
+    s.small_m_bf16_bfloat4 = true;
     s.small_m_bf16_path = "bf16-emulated";
     return s;
   }();

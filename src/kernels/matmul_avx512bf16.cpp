@@ -8,10 +8,10 @@
 #include <cstdint>
 
 #include "avx512_decode.hpp"
-#include "bfp8_rows_avx512bf16.hpp"
+#include "bfp_rows_avx512bf16.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 
-// (avx512_intrinsics.hpp, through bfp8_rows_avx512bf16.hpp, turns off GCC 12's false
+// (avx512_intrinsics.hpp, through bfp_rows_avx512bf16.hpp, turns off GCC 12's false
 // "uninitialized" warnings from the AVX-512 intrinsics for this file too.)
 
 namespace meshnn::kernels {
@@ -126,7 +126,9 @@ const KernelSet& avx512_bf16_kernel_set() {
     s.bf16_max_mr = 14;
     s.bf16_path = "avx512-bf16";
     s.decode_tile_bf16_pairs = decode_tile_bf16_pairs;
-    s.small_m_bf16 = __builtin_cpu_supports("avx512vbmi") ? small_m_bf16_vbmi : small_m_bf16<false>;
+    const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+    s.small_m_bf16 = vbmi ? small_m_bf16_vbmi : small_m_bf16<false>;
+    s.small_m_bf16_bfloat4 = vbmi;
     s.small_m_bf16_path = "avx512-bf16";
     return s;
   }();
@@ -137,6 +139,7 @@ const KernelSet& avx512_bf16_kernel_set_without_vbmi() {
   static const KernelSet set = [] {
     KernelSet s = avx512_bf16_kernel_set();
     s.small_m_bf16 = small_m_bf16<false>;
+    s.small_m_bf16_bfloat4 = false;
     return s;
   }();
   return set;

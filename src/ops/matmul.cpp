@@ -128,7 +128,7 @@ struct MatmulPlan {
   float* a_packed = nullptr;  // [groups][rows_per_group * kp] micro-panels, or nullptr (small M)
   // The bf16 path (kernels::bf16_path_applies): A packed as pairs of bfloat16 instead.
   bool bf16 = false;
-  bool small_m_bf16 = false;    // decode rows on bfloat8_b weights, products in bfloat16
+  bool small_m_bf16 = false;    // decode rows on block-float weights, products in bfloat16
   uint32_t* a_pairs = nullptr;  // [groups][rows_per_group * kp / 2]
   const float* bias = nullptr;  // n values or nullptr
   Activation activation = Activation::NONE;

@@ -175,7 +175,7 @@ struct Bf16Path {
   const char* name;
   Bf16Emulation emulation;
   Isa isa;                   // a hardware path's instruction set (the cap while it runs)
-  const char* small_m_name;  // the path's decode rows (at most 4) on bfloat8_b
+  const char* small_m_name;  // the path's decode rows (at most 4) on bfloat8_b (and bfloat4_b)
 };
 
 const Bf16Path kVdpEmulated{"bf16-emulated", Bf16Emulation::VDPBF16PS, Isa::PORTABLE, "bf16-emulated"};
@@ -299,11 +299,12 @@ const std::vector<Case>& decode_cases() {
   return all;
 }
 
-TEST_P(Bf16MatmulPath, DecodeRowsOnBfloat8MatchFloat64) {
+TEST_P(Bf16MatmulPath, DecodeRowsOnBlockFloatMatchFloat64) {
   uint32_t seed = 800;
+  for (DataType weight : {DataType::BFLOAT8_B, DataType::BFLOAT4_B})
   for (const Case& cs : decode_cases()) {
     const Shape as(cs.a), bs(cs.b);
-    SCOPED_TRACE(::testing::Message() << as.to_string() << " x " << bs.to_string());
+    SCOPED_TRACE(::testing::Message() << as.to_string() << " x " << bs.to_string() << " " << to_string(weight));
     const Tensor a = Tensor::from_float(normal_values(as.volume(), seed), as, DataType::BFLOAT16, Layout::TILE);
     // Rows of B at scales 2^-6 .. 2^6, so blocks of very different exponents meet in one sum.
     std::vector<float> b0 = normal_values(bs.volume(), seed + 1, 0.5f);
@@ -311,9 +312,14 @@ TEST_P(Bf16MatmulPath, DecodeRowsOnBfloat8MatchFloat64) {
       for (int64_t n = 0; n < bs[1]; ++n)
         b0[k * bs[1] + n] = std::ldexp(b0[k * bs[1] + n], static_cast<int>(k % 13) - 6);
     ++seed;
-    const Tensor b = Tensor::from_float(b0, bs, DataType::BFLOAT8_B, Layout::TILE);
+    const Tensor b = Tensor::from_float(b0, bs, weight, Layout::TILE);
     const int64_t rows = as.volume() / as[-1];
-    ASSERT_STREQ(kernel_path(GetParam(), DataType::BFLOAT8_B, rows), GetParam().small_m_name);
+    // bfloat4_b's decode rows need VBMI: a CPU with AVX512-BF16 and without it (Cooper Lake)
+    // takes the float32 kernel for them.
+    if (weight == DataType::BFLOAT4_B && GetParam().emulation == Bf16Emulation::NONE &&
+        !kernels::avx512_bf16_kernel_set().small_m_bf16_bfloat4)
+      continue;
+    ASSERT_STREQ(kernel_path(GetParam(), weight, rows), GetParam().small_m_name);
     const std::vector<float> got = product(GetParam(), a, b);
     const std::vector<float> av = a.to_float(), bq = b.to_float();
     const Product given = float64_matmul(av, as, bq, bs);
@@ -378,15 +384,18 @@ void expect_hardware_bits(const Bf16Path& hardware, const Bf16Path& emulation) {
       EXPECT_EQ(product(hardware, a, b), product(emulation, a, b))
           << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string() << " " << to_string(weight);
     }
-  // The decode rows' kernel on bfloat8_b.
-  for (const Case& cs : decode_cases()) {
-    const Tensor a =
-        Tensor::from_float(normal_values(Shape(cs.a).volume(), seed), Shape(cs.a), DataType::BFLOAT16, Layout::TILE);
-    const Tensor b = Tensor::from_float(normal_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b),
-                                        DataType::BFLOAT8_B, Layout::TILE);
-    ++seed;
-    EXPECT_EQ(product(hardware, a, b), product(emulation, a, b)) << Shape(cs.a).to_string() << " x "
-                                                                   << Shape(cs.b).to_string();
+  // The decode rows' kernel on bfloat8_b, and on bfloat4_b where the CPU has VBMI.
+  for (DataType weight : {DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
+    if (weight == DataType::BFLOAT4_B && !kernels::avx512_bf16_kernel_set().small_m_bf16_bfloat4) continue;
+    for (const Case& cs : decode_cases()) {
+      const Tensor a = Tensor::from_float(normal_values(Shape(cs.a).volume(), seed), Shape(cs.a), DataType::BFLOAT16,
+                                          Layout::TILE);
+      const Tensor b =
+          Tensor::from_float(normal_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b), weight, Layout::TILE);
+      ++seed;
+      EXPECT_EQ(product(hardware, a, b), product(emulation, a, b))
+          << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string() << " " << to_string(weight);
+    }
   }
 }
 
@@ -434,8 +443,10 @@ TEST(Bf16Matmul, PathChoice) {
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 4, false, amx_emulated), "bf16-emulated");
   EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT8_B, 128, false, amx_emulated), "portable");
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 128, false, emulated), "bf16-emulated");
-  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 4, false, emulated), "portable");
-  // Decode rows on bfloat8_b have a bf16 kernel of their own; not when transposed or from float32.
+  // Decode rows on bfloat8_b and bfloat4_b have a bf16 kernel of their own; not when transposed or
+  // from float32.
+  EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 4, false, emulated), "bf16-emulated");
+  EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT4_B, 4, false, emulated), "portable");
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 4, false, emulated), "bf16-emulated");
   EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 1, true, emulated), "portable");
   EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT8_B, 1, false, emulated), "portable");
@@ -451,7 +462,8 @@ TEST(Bf16Matmul, PathChoice) {
     IsaCap bf16_cap(Isa::AVX512_BF16);
     EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 32), "avx512-bf16");
     EXPECT_STREQ(matmul_kernel_path(DataType::FLOAT32, DataType::BFLOAT4_B, 32), "avx512");
-    EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 1), "avx512");
+    EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 1),
+                 kernels::avx512_bf16_kernel_set().small_m_bf16_bfloat4 ? "avx512-bf16" : "avx512");
     EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT8_B, 1), "avx512-bf16");
     IsaCap cap(Isa::AVX512);  // MESHNN_KERNELS=avx512 keeps float32 products
     EXPECT_STREQ(matmul_kernel_path(DataType::BFLOAT16, DataType::BFLOAT4_B, 32), "avx512");

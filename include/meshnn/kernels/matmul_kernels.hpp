@@ -81,11 +81,13 @@ struct KernelSet {
   void (*bf16_begin)() = nullptr;
   void (*bf16_end)() = nullptr;
   const char* bf16_path = nullptr;  // the path's name in reports: "avx512-bf16", "bf16-emulated"
-  // The small-M path for A's values in bfloat16 (held as float) and bfloat8_b weights, nullptr
-  // where this set has none: small_m's contract, the products in bfloat16 (vdpbf16ps). The
-  // products are exact as in small_m; the sums round differently.
+  // The small-M path for A's values in bfloat16 (held as float) and bfloat8_b weights (bfloat4_b
+  // too where small_m_bf16_bfloat4), nullptr where this set has none: small_m's contract, the
+  // products in bfloat16 (vdpbf16ps). The products are exact as in small_m; the sums round
+  // differently.
   void (*small_m_bf16)(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
                        float* c, int64_t ldc) = nullptr;
+  bool small_m_bf16_bfloat4 = false;
   const char* small_m_bf16_path = nullptr;  // its name in reports
 };
 
@@ -179,8 +181,8 @@ void gemm_pack_a_piece_bf16(const KernelSet& ks, int64_t m, const float* a, int6
 // from k on (the tiles' padding) are packed as zeros.
 void gemm_pack_a_piece_bf16_tiles(const KernelSet& ks, int64_t m, const uint16_t* const* rows, int64_t k, int64_t kp,
                                   int64_t piece, uint32_t* packed);
-// Whether ks.small_m_bf16 takes these operands: bfloat16 activations, bfloat8_b weights not
-// transposed, at most ks.small_m_max rows.
+// Whether ks.small_m_bf16 takes these operands: bfloat16 activations, bfloat8_b weights (or
+// bfloat4_b where ks.small_m_bf16_bfloat4) not transposed, at most ks.small_m_max rows.
 bool small_m_bf16_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed);
 // Whether a matmul of these operands can take the bf16 path of `ks` (products exact in bfloat16,
 // rows enough to amortise the packing: the small-M kernels stream float32 faster).

@@ -1,8 +1,8 @@
-// avx512-bf16's small-M kernel on bfloat8_b weights with AVX512-VBMI's byte permute
-// (bfp8_rows_avx512bf16.hpp). Compiled with -mavx512vbmi besides the AVX512-BF16 flags
+// avx512-bf16's small-M kernel on bfloat8_b and bfloat4_b weights with AVX512-VBMI's byte permute
+// (bfp_rows_avx512bf16.hpp). Compiled with -mavx512vbmi besides the AVX512-BF16 flags
 // (CMakeLists.txt: files named *_avx512vbmi.cpp); avx512_bf16_kernel_set() takes it only where the
 // CPU has VBMI (AMD Zen 4 and later, Intel Ice Lake and later; not Cooper Lake).
-#include "bfp8_rows_avx512bf16.hpp"
+#include "bfp_rows_avx512bf16.hpp"
 
 namespace meshnn::kernels {
 

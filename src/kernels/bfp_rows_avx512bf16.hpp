@@ -1,7 +1,8 @@
-// Internal to src/kernels: avx512-bf16's small-M kernel on bfloat8_b weights (decode rows), written
-// once for the two files that compile it: matmul_avx512bf16.cpp (AVX512-BF16) and
-// bfp8_rows_avx512vbmi.cpp (the same with AVX512-VBMI's byte permute, taken where the CPU has
-// it). Both give the same bits. In an anonymous namespace for the reason isa_local.hpp gives.
+// Internal to src/kernels: avx512-bf16's small-M kernel on block-float weights (decode rows:
+// bfloat8_b, and bfloat4_b where the CPU has VBMI), written once for the two files that compile it:
+// matmul_avx512bf16.cpp (AVX512-BF16) and bfp_rows_avx512vbmi.cpp (the same with AVX512-VBMI's byte
+// permute, taken where the CPU has it). Both give the same bits on bfloat8_b. In an anonymous
+// namespace for the reason isa_local.hpp gives.
 #pragma once
 
 #include <cstddef>
@@ -43,13 +44,32 @@ inline __m512i code_pairs(__m256i codes) {
   }
 }
 
-// Small M (decode) on bfloat8_b weights, one tile: C[M][32] += A[M][this tile's 32 values of K] *
-// tile, with vdpbf16ps. A code (sign, 7-bit magnitude m) of a block with shared exponent E is
-// m * 2^(E-133); one bit select makes it the bfloat16 number +-(1 + m/128) * 2^(E-127) (the code's
-// sign, E as the exponent, m as the mantissa) and a mask makes +-2^(E-127); their difference is
-// the value / 2. So the block scale rides in the weights, A's pairs need no per-tile scaling,
-// and per 32 weights the work is: a load, the codes made into pairs of words along K (what
-// vdpbf16ps takes; code_pairs), a broadcast of the two rows' exponents, the select, the mask, two
+// Byte indices for vpermb on bfloat4_b: two face rows of 8 bytes (row r's, then row r + 1's; byte
+// i holds column 2i in its low nibble, 2i + 1 in its high one), pair n = (row r's byte n / 2, row
+// r + 1's byte n / 2), each byte in both bytes of its word.
+alignas(64) constexpr uint8_t kNibblePairBytes[64] = {
+    0, 0, 8, 8, 0, 0, 8, 8, 1, 1, 9,  9,  1, 1, 9,  9,  2, 2, 10, 10, 2, 2, 10, 10, 3, 3, 11, 11, 3, 3, 11, 11,
+    4, 4, 12, 12, 4, 4, 12, 12, 5, 5, 13, 13, 5, 5, 13, 13, 6, 6, 14, 14, 6, 6, 14, 14, 7, 7, 15, 15, 7, 7, 15, 15};
+
+// Two face rows of bfloat4_b codes (16 bytes) -> 16 pairs of words along K whose bit 15 is the
+// code's sign and bits 6..4 its magnitude (bits 3..0 and 14..7 are overwritten by the caller).
+// With a code's byte in both bytes of its word, an odd column's nibble already sits there (bits
+// 7..4 and 15..12); an even column's word shifted left by 4 puts its nibble there too. VBMI only.
+inline __m512i nibble_pairs(__m128i codes) {
+  const __m512i even_columns_by_4 = _mm512_set1_epi64(0x0000000000040004LL);
+  return _mm512_sllv_epi16(_mm512_permutexvar_epi8(_mm512_load_si512(kNibblePairBytes), _mm512_castsi128_si512(codes)),
+                           even_columns_by_4);
+}
+
+// Small M (decode) on block-float weights, one tile: C[M][32] += A[M][this tile's 32 values of K] *
+// tile, with vdpbf16ps. A bfloat8_b code (sign, 7-bit magnitude m) of a block with shared exponent
+// E is m * 2^(E-133); one bit select makes it the bfloat16 number +-(1 + m/128) * 2^(E-127) (the
+// code's sign, E as the exponent, m as the mantissa) and a mask makes +-2^(E-127); their
+// difference is the value / 2. A bfloat4_b code (sign, 3-bit m) is m * 2^(E-129): with m as the
+// mantissa's top three bits the same two numbers differ by m/8 * 2^(E-127), again the value / 2.
+// So the block scale rides in the weights, A's pairs need no per-tile scaling, and per 32 weights
+// the work is: a load, the codes made into pairs of words along K (what vdpbf16ps takes;
+// code_pairs, nibble_pairs), a broadcast of the two rows' exponents, the select, the mask, two
 // vdpbf16ps.
 // The float32 kernel decodes 16 weights in about as many steps. Blocks with E = 0 (or below
 // 2^-126) flush to zero as in every vdpbf16ps path, and an infinite activation gives NaN
@@ -57,8 +77,9 @@ inline __m512i code_pairs(__m256i codes) {
 // Sums: per row of A and column half, kChains pairs of accumulators (q's parity); the tile's sum is
 // the chains' (with m) - (without m), added in chain order, doubled, then added to C.
 // bf16_emulated.cpp repeats this order exactly.
-template <int M, bool kVbmi>
-inline void bfp8_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float* c, int64_t ldc) {
+template <DataType D, int M, bool kVbmi>
+inline void bfp_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float* c, int64_t ldc) {
+  static_assert(D == DataType::BFLOAT8_B || (D == DataType::BFLOAT4_B && kVbmi));
   constexpr int kChains = M <= 2 ? 2 : 1;
   // A's 32 values of this tile as 16 bfloat16 pairs per row (exact: they are bfloat16 values).
   // Made again for every tile; making them once per group of tile rows was tried and not kept
@@ -76,7 +97,9 @@ inline void bfp8_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float*
   // Read them back from memory: a broadcast from memory is a load, while one from a register (what
   // GCC makes of values it still holds) takes the shuffle unit that the decode already keeps busy.
   asm volatile("" ::: "memory");
-  const __m512i exponent_field = _mm512_set1_epi16(0x7F80);
+  // Bits taken from the exponent broadcast: 14..7 (E), and for bfloat4_b 3..0 too (zeros there:
+  // the other nibble of the code's byte).
+  const __m512i exponent_field = _mm512_set1_epi16(D == DataType::BFLOAT8_B ? 0x7F80 : 0x7F8F);
   const __m512i sign_and_exponent = _mm512_set1_epi16(static_cast<short>(0xFF80));
   __m512 with_m[M][2][kChains], without_m[M][2][kChains];
   for (int i = 0; i < M; ++i)
@@ -88,9 +111,13 @@ inline void bfp8_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float*
   for (int f = 0; f < 4; ++f) {
 #pragma GCC unroll 8
     for (int q = 0; q < 8; ++q) {
-      // Face rows 2q and 2q + 1 (32 codes) -> pairs of words: the sign in bit 15, m in bits 6..0.
-      const __m512i words =
-          code_pairs<kVbmi>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t8 + 64 + (f * 16 + 2 * q) * 16)));
+      // Face rows 2q and 2q + 1 (32 codes) -> pairs of words: the sign in bit 15, m in bits 6..0
+      // (bfloat8_b) or 6..4 (bfloat4_b).
+      __m512i words;
+      if constexpr (D == DataType::BFLOAT8_B)
+        words = code_pairs<kVbmi>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t8 + 64 + (f * 16 + 2 * q) * 16)));
+      else
+        words = nibble_pairs(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t8 + 64 + (f * 16 + 2 * q) * 8)));
       const __m512i e = _mm512_set1_epi32(static_cast<int>(exponents[f * 8 + q]));
       // bits 14..7 <- E (imm 0xB8: exponent_field ? e : words). words is the operand overwritten:
       // it dies here, while the constant would need a copy for every row pair.
@@ -115,32 +142,40 @@ inline void bfp8_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float*
     }
 }
 
-template <int M, bool kVbmi>
-void small_m_bfp8(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
-                  int64_t ldc) {
+template <DataType D, int M, bool kVbmi>
+void small_m_bfp(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
+                 int64_t ldc) {
   for (int i = 0; i < M; ++i)
     for (int64_t j = nt_begin * 32; j < nt_end * 32; j += 16) _mm512_storeu_ps(c + i * ldc + j, _mm512_setzero_ps());
-  stream_tiles<DataType::BFLOAT8_B, kPrefetchBytesBf16>(
-      b, nt_begin, nt_end, [&](const std::byte* tile, int64_t kt, int64_t nt) {
-        bfp8_tile_dp<M, kVbmi>(reinterpret_cast<const uint8_t*>(tile), a + kt * 32, lda, c + nt * 32, ldc);
-      });
+  stream_tiles<D, kPrefetchBytesBf16>(b, nt_begin, nt_end, [&](const std::byte* tile, int64_t kt, int64_t nt) {
+    bfp_tile_dp<D, M, kVbmi>(reinterpret_cast<const uint8_t*>(tile), a + kt * 32, lda, c + nt * 32, ldc);
+  });
 }
 
-// bfloat8_b weights only (kernels::small_m_bf16_applies).
+template <DataType D, bool kVbmi>
+void small_m_bfp_rows(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
+                      float* c, int64_t ldc) {
+  switch (m) {
+    case 1: return small_m_bfp<D, 1, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
+    case 2: return small_m_bfp<D, 2, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
+    case 3: return small_m_bfp<D, 3, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
+    default: return small_m_bfp<D, 4, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
+  }
+}
+
+// bfloat8_b weights, and bfloat4_b with VBMI (kernels::small_m_bf16_applies).
 template <bool kVbmi>
 void small_m_bf16(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
                   int64_t ldc) {
-  switch (m) {
-    case 1: return small_m_bfp8<1, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
-    case 2: return small_m_bfp8<2, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
-    case 3: return small_m_bfp8<3, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
-    default: return small_m_bfp8<4, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
-  }
+  if constexpr (kVbmi)
+    if (b.dtype == DataType::BFLOAT4_B)
+      return small_m_bfp_rows<DataType::BFLOAT4_B, true>(m, a, lda, b, nt_begin, nt_end, c, ldc);
+  small_m_bfp_rows<DataType::BFLOAT8_B, kVbmi>(m, a, lda, b, nt_begin, nt_end, c, ldc);
 }
 
 }  // namespace
 
-// The kVbmi = true instance, compiled in bfp8_rows_avx512vbmi.cpp.
+// The kVbmi = true instance, compiled in bfp_rows_avx512vbmi.cpp.
 void small_m_bf16_vbmi(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
                        float* c, int64_t ldc);
 
