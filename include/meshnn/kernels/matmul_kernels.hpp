@@ -133,7 +133,8 @@ const KernelSet& avx2_kernel_set();
 const KernelSet& avx512_kernel_set();
 const KernelSet& avx512_bf16_kernel_set();  // avx512's float32 kernels plus vdpbf16ps
 // The same with the decode rows' bfloat8_b kernel that avx512_bf16_kernel_set takes where the CPU
-// lacks AVX512-VBMI (a word permute instead of a byte permute; the same bits, which tests check).
+// lacks AVX512-VBMI (a word permute instead of a byte permute; the same bits, which tests check),
+// and none for bfloat4_b (its decode rows keep float32 products there).
 const KernelSet& avx512_bf16_kernel_set_without_vbmi();
 // The portable set plus the bf16 path through dpbf16_lane: the same packing, blocking and
 // accumulation order as avx512-bf16, so both give the same bits (tests compare them).
