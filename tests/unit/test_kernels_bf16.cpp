@@ -301,43 +301,44 @@ const std::vector<Case>& decode_cases() {
 
 TEST_P(Bf16MatmulPath, DecodeRowsOnBlockFloatMatchFloat64) {
   uint32_t seed = 800;
-  for (DataType weight : {DataType::BFLOAT8_B, DataType::BFLOAT4_B})
-  for (const Case& cs : decode_cases()) {
-    const Shape as(cs.a), bs(cs.b);
-    SCOPED_TRACE(::testing::Message() << as.to_string() << " x " << bs.to_string() << " " << to_string(weight));
-    const Tensor a = Tensor::from_float(normal_values(as.volume(), seed), as, DataType::BFLOAT16, Layout::TILE);
-    // Rows of B at scales 2^-6 .. 2^6, so blocks of very different exponents meet in one sum.
-    std::vector<float> b0 = normal_values(bs.volume(), seed + 1, 0.5f);
-    for (int64_t k = 0; k < bs[0]; ++k)
-      for (int64_t n = 0; n < bs[1]; ++n)
-        b0[k * bs[1] + n] = std::ldexp(b0[k * bs[1] + n], static_cast<int>(k % 13) - 6);
-    ++seed;
-    const Tensor b = Tensor::from_float(b0, bs, weight, Layout::TILE);
-    const int64_t rows = as.volume() / as[-1];
-    // bfloat4_b's decode rows need VBMI: a CPU with AVX512-BF16 and without it (Cooper Lake)
-    // takes the float32 kernel for them.
-    if (weight == DataType::BFLOAT4_B && GetParam().emulation == Bf16Emulation::NONE &&
-        !kernels::avx512_bf16_kernel_set().small_m_bf16_bfloat4)
-      continue;
-    ASSERT_STREQ(kernel_path(GetParam(), weight, rows), GetParam().small_m_name);
-    const std::vector<float> got = product(GetParam(), a, b);
-    const std::vector<float> av = a.to_float(), bq = b.to_float();
-    const Product given = float64_matmul(av, as, bq, bs);
-    const int64_t K = as[-1], N = bs[-1];
-    const double gamma = static_cast<double>(K) * std::ldexp(1.0, -24), flushed = 2 * K * std::ldexp(1.0, -126);
-    ASSERT_EQ(got.size(), given.c.size());
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t n = 0; n < N; ++n) {
-        double bound = 0;  // sum_k |a_k| s_k, s_k the largest |b| of the 16-column block holding n
-        for (int64_t k = 0; k < K; ++k) {
-          double s = 0;
-          for (int64_t j = n / 16 * 16; j < std::min(N, n / 16 * 16 + 16); ++j)
-            s = std::max(s, std::fabs(double{bq[k * N + j]}));
-          bound += std::fabs(double{av[r * K + k]}) * s;
+  for (DataType weight : {DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
+    for (const Case& cs : decode_cases()) {
+      const Shape as(cs.a), bs(cs.b);
+      SCOPED_TRACE(::testing::Message() << as.to_string() << " x " << bs.to_string() << " " << to_string(weight));
+      const Tensor a = Tensor::from_float(normal_values(as.volume(), seed), as, DataType::BFLOAT16, Layout::TILE);
+      // Rows of B at scales 2^-6 .. 2^6, so blocks of very different exponents meet in one sum.
+      std::vector<float> b0 = normal_values(bs.volume(), seed + 1, 0.5f);
+      for (int64_t k = 0; k < bs[0]; ++k)
+        for (int64_t n = 0; n < bs[1]; ++n)
+          b0[k * bs[1] + n] = std::ldexp(b0[k * bs[1] + n], static_cast<int>(k % 13) - 6);
+      ++seed;
+      const Tensor b = Tensor::from_float(b0, bs, weight, Layout::TILE);
+      const int64_t rows = as.volume() / as[-1];
+      // bfloat4_b's decode rows need VBMI: a CPU with AVX512-BF16 and without it (Cooper Lake)
+      // takes the float32 kernel for them.
+      if (weight == DataType::BFLOAT4_B && GetParam().emulation == Bf16Emulation::NONE &&
+          !kernels::avx512_bf16_kernel_set().small_m_bf16_bfloat4)
+        continue;
+      ASSERT_STREQ(kernel_path(GetParam(), weight, rows), GetParam().small_m_name);
+      const std::vector<float> got = product(GetParam(), a, b);
+      const std::vector<float> av = a.to_float(), bq = b.to_float();
+      const Product given = float64_matmul(av, as, bq, bs);
+      const int64_t K = as[-1], N = bs[-1];
+      const double gamma = static_cast<double>(K) * std::ldexp(1.0, -24), flushed = 2 * K * std::ldexp(1.0, -126);
+      ASSERT_EQ(got.size(), given.c.size());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t n = 0; n < N; ++n) {
+          double bound = 0;  // sum_k |a_k| s_k, s_k the largest |b| of the 16-column block holding n
+          for (int64_t k = 0; k < K; ++k) {
+            double s = 0;
+            for (int64_t j = n / 16 * 16; j < std::min(N, n / 16 * 16 + 16); ++j)
+              s = std::max(s, std::fabs(double{bq[k * N + j]}));
+            bound += std::fabs(double{av[r * K + k]}) * s;
+          }
+          const size_t i = static_cast<size_t>(r * N + n);
+          EXPECT_LE(std::fabs(got[i] - given.c[i]), 6 * gamma * bound + flushed) << "row " << r << " column " << n;
         }
-        const size_t i = static_cast<size_t>(r * N + n);
-        EXPECT_LE(std::fabs(got[i] - given.c[i]), 6 * gamma * bound + flushed) << "row " << r << " column " << n;
-      }
+    }
   }
 }
 
@@ -374,28 +375,20 @@ INSTANTIATE_TEST_SUITE_P(Paths, Bf16MatmulPath, ::testing::ValuesIn(bf16_paths()
 // Same packing, blocking and order of sums: any difference is a difference in the instruction.
 void expect_hardware_bits(const Bf16Path& hardware, const Bf16Path& emulation) {
   uint32_t seed = 900;
+  const auto expect_same = [&](const Case& cs, DataType weight) {
+    const Tensor a =
+        Tensor::from_float(normal_values(Shape(cs.a).volume(), seed), Shape(cs.a), DataType::BFLOAT16, Layout::TILE);
+    const Tensor b = Tensor::from_float(normal_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b), weight, Layout::TILE);
+    ++seed;
+    EXPECT_EQ(product(hardware, a, b), product(emulation, a, b))
+        << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string() << " " << to_string(weight);
+  };
   for (DataType weight : {DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B})
-    for (const Case& cs : cases()) {
-      const Tensor a = Tensor::from_float(normal_values(Shape(cs.a).volume(), seed), Shape(cs.a), DataType::BFLOAT16,
-                                          Layout::TILE);
-      const Tensor b =
-          Tensor::from_float(normal_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b), weight, Layout::TILE);
-      ++seed;
-      EXPECT_EQ(product(hardware, a, b), product(emulation, a, b))
-          << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string() << " " << to_string(weight);
-    }
+    for (const Case& cs : cases()) expect_same(cs, weight);
   // The decode rows' kernel on bfloat8_b, and on bfloat4_b where the CPU has VBMI.
   for (DataType weight : {DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
     if (weight == DataType::BFLOAT4_B && !kernels::avx512_bf16_kernel_set().small_m_bf16_bfloat4) continue;
-    for (const Case& cs : decode_cases()) {
-      const Tensor a = Tensor::from_float(normal_values(Shape(cs.a).volume(), seed), Shape(cs.a), DataType::BFLOAT16,
-                                          Layout::TILE);
-      const Tensor b =
-          Tensor::from_float(normal_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b), weight, Layout::TILE);
-      ++seed;
-      EXPECT_EQ(product(hardware, a, b), product(emulation, a, b))
-          << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string() << " " << to_string(weight);
-    }
+    for (const Case& cs : decode_cases()) expect_same(cs, weight);
   }
 }
 
