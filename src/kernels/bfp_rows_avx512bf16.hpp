@@ -115,7 +115,8 @@ inline void bfp_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float* 
       // (bfloat8_b) or 6..4 (bfloat4_b).
       __m512i words;
       if constexpr (D == DataType::BFLOAT8_B)
-        words = code_pairs<kVbmi>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t8 + 64 + (f * 16 + 2 * q) * 16)));
+        words =
+            code_pairs<kVbmi>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t8 + 64 + (f * 16 + 2 * q) * 16)));
       else
         words = nibble_pairs(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t8 + 64 + (f * 16 + 2 * q) * 8)));
       const __m512i e = _mm512_set1_epi32(static_cast<int>(exponents[f * 8 + q]));

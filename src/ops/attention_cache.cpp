@@ -146,7 +146,8 @@ void attend_over_cache(const float* query_rows, int64_t stride, const Tensor& k_
       for (int64_t tile_row = seg.min_first / 32; tile_row <= seg.max_position / 32; ++tile_row) {
         decode_tile_row(rk, k_cache, matrix, tile_row, dp, /*transposed=*/true, keys_t);
         const uint16_t* value_tiles =
-            bf16_values ? reinterpret_cast<const uint16_t*>(tile_row_start(v_cache, matrix, tile_row, dp / 32)) : nullptr;
+            bf16_values ? reinterpret_cast<const uint16_t*>(tile_row_start(v_cache, matrix, tile_row, dp / 32))
+                        : nullptr;
         if (!bf16_values) decode_tile_row(rk, v_cache, matrix, tile_row, dp, /*transposed=*/false, values);
         for (int64_t r = seg.begin; r < seg.end; ++r) {
           const int64_t first = std::max<int64_t>(0, first_position(r) - tile_row * 32);

@@ -378,7 +378,8 @@ void expect_hardware_bits(const Bf16Path& hardware, const Bf16Path& emulation) {
   const auto expect_same = [&](const Case& cs, DataType weight) {
     const Tensor a =
         Tensor::from_float(normal_values(Shape(cs.a).volume(), seed), Shape(cs.a), DataType::BFLOAT16, Layout::TILE);
-    const Tensor b = Tensor::from_float(normal_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b), weight, Layout::TILE);
+    const Tensor b =
+        Tensor::from_float(normal_values(Shape(cs.b).volume(), seed + 1), Shape(cs.b), weight, Layout::TILE);
     ++seed;
     EXPECT_EQ(product(hardware, a, b), product(emulation, a, b))
         << Shape(cs.a).to_string() << " x " << Shape(cs.b).to_string() << " " << to_string(weight);
