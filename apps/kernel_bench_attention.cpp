@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -54,13 +53,15 @@ struct AttentionOperands {
   }
 };
 
+// One decode step's attention call on the case's operands.
+void attend(const BenchOptions& o, AttentionOperands& x, Tensor& out) {
+  attention_with_kv_cache_into(x.qkv, x.columns, x.k_cache, x.v_cache, x.rope, x.slots, x.positions, o.q_heads,
+                               DataType::BFLOAT16, out);
+}
+
 // Best time of one call over at least min_time seconds (at least 3 calls after a warm-up).
 double best_call_seconds(const BenchOptions& o, AttentionOperands& x, Tensor& out) {
-  const auto call = [&] {
-    attention_with_kv_cache_into(x.qkv, x.columns, x.k_cache, x.v_cache, x.rope, x.slots, x.positions, o.q_heads,
-                                 DataType::BFLOAT16, out);
-  };
-  return sorted_run_seconds(call, o.min_time, 3).front();
+  return sorted_run_seconds([&] { attend(o, x, out); }, o.min_time, 3).front();
 }
 
 volatile uint64_t eviction_sink = 0;
@@ -71,17 +72,12 @@ volatile uint64_t eviction_sink = 0;
 double cold_call_seconds(const BenchOptions& o, AttentionOperands& x, Tensor& out) {
   constexpr size_t kEvictBytes = size_t{256} << 20;  // larger than any L3 seen on these machines
   static std::vector<uint64_t> evict(kEvictBytes / sizeof(uint64_t), 1);
-  uint64_t sink = 0;
-  std::vector<double> seconds;
-  for (int run = 0; run < 15; ++run) {
+  const auto empty_caches = [] {
+    uint64_t sink = 0;
     for (size_t i = 0; i < evict.size(); i += 8) sink += evict[i];  // one read per 64-byte line
-    const auto t0 = std::chrono::steady_clock::now();
-    attention_with_kv_cache_into(x.qkv, x.columns, x.k_cache, x.v_cache, x.rope, x.slots, x.positions, o.q_heads,
-                                 DataType::BFLOAT16, out);
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  eviction_sink = sink;  // keeps the eviction reads
-  std::sort(seconds.begin(), seconds.end());
+    eviction_sink = sink;                                            // keeps the reads
+  };
+  const std::vector<double> seconds = sorted_run_seconds([&] { attend(o, x, out); }, 0.0, 15, empty_caches);
   return seconds[seconds.size() / 2];
 }
 

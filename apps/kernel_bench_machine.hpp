@@ -13,14 +13,16 @@
 namespace meshnn::bench {
 
 // The seconds of each run of fn, sorted, after one warm-up call: at least min_runs runs and at
-// least min_time seconds in all. front() is the best run, the middle one the median.
-template <class Fn>
-std::vector<double> sorted_run_seconds(Fn&& fn, double min_time, int min_runs = 2) {
+// least min_time seconds in all. front() is the best run, the middle one the median. before(), if
+// given, runs untimed ahead of every timed run (e.g. to empty the caches).
+template <class Fn, class Before = void (*)()>
+std::vector<double> sorted_run_seconds(Fn&& fn, double min_time, int min_runs = 2, Before&& before = [] {}) {
   using Clock = std::chrono::steady_clock;
   fn();
   std::vector<double> seconds;
   double total = 0;
   while (static_cast<int>(seconds.size()) < min_runs || total < min_time) {
+    before();
     const auto t0 = Clock::now();
     fn();
     seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());

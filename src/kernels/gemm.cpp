@@ -242,6 +242,11 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
   scratch.resize(32 * 32);
   // 64-byte alignment: every 512-bit load of the B panel then touches one cache line, not two.
   Element* panel = align64(b_panel.data());
+  // Where the micro-kernels accumulate a row block's C: in place, or, when C's row stride would
+  // crowd L1 (c_rows_crowd_l1), in a block of rows (kNcTiles + 0.5) tiles apart that is copied out
+  // once its K blocks are done.
+  const bool c_in_scratch = c_rows_crowd_l1(ldc, max_mr);
+  const int64_t ldcs = kNcTiles * 32 + 16;
 
   const int64_t blocks = gemm_row_blocks(m);
   for (int64_t block = 0; block < blocks; ++block) {
@@ -256,11 +261,6 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
       pack_rows<P>(ks, a + i0 * lda, lda, mc, kp, align64(a_block.data()));
       a_packed = align64(a_block.data());
     }
-    // Where the micro-kernels accumulate this row block's C: in place, or, when C's row stride
-    // would crowd L1 (c_rows_crowd_l1), in a block of rows (kNcTiles + 0.5) tiles apart that is
-    // copied out once its K blocks are done.
-    const bool c_in_scratch = c_rows_crowd_l1(ldc, max_mr);
-    const int64_t ldcs = kNcTiles * 32 + 16;
     if (c_in_scratch) c_scratch.resize(static_cast<size_t>(mc * ldcs) + 16);
     for (int64_t j0 = nt_begin; j0 < nt_end; j0 += kNcTiles) {
       const int64_t j1 = std::min(nt_end, j0 + kNcTiles);
