@@ -6,7 +6,8 @@
 //         for each tile column of B:              decode kc x 32 of B into an L1-resident panel
 //           for each mr rows: micro-kernel        C[mr][32] += A_panel * B_panel
 // B is decoded once per MC block of rows, so for M <= MC exactly once. The bf16 path runs the same
-// loops on pairs of bfloat16 along K (Bf16Products below).
+// loops on pairs of bfloat16 along K (Bf16Products below), and where the kernel set can, the first
+// micro-kernel call of each panel decodes the panel as it goes.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -88,6 +89,9 @@ struct Float32Products {
                            int64_t kc, float* panel, float* scratch) {
     decode_b_panel(ks, b, transposed, nt, k0, kc, panel, scratch);
   }
+  static bool first_call_decodes(const KernelSet&, const TileMatrix&, bool) { return false; }
+  static void kernel_decoding(const KernelSet&, int, int64_t, const float*, const std::byte*, ptrdiff_t, DataType,
+                              float*, float*, int64_t, bool) {}
   static void kernel(const KernelSet& ks, int mr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                      bool accumulate) {
     ks.micro_kernel(mr, kc, a, b, c, ldc, accumulate);
@@ -139,6 +143,16 @@ struct Bf16Products {
   static void kernel(const KernelSet& ks, int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c,
                      int64_t ldc, bool accumulate) {
     ks.bf16_micro_kernel(mr, kc, a, b, c, ldc, accumulate);
+  }
+  // Whether each panel's first micro-kernel call decodes the panel itself, from the tiles
+  // (KernelSet::bf16_micro_kernel_from_tiles), instead of decode_panel before the calls.
+  static bool first_call_decodes(const KernelSet& ks, const TileMatrix&, bool transposed) {
+    return ks.bf16_micro_kernel_from_tiles != nullptr && !transposed;
+  }
+  static void kernel_decoding(const KernelSet& ks, int mr, int64_t kc, const uint32_t* a, const std::byte* first_tile,
+                              ptrdiff_t tile_step, DataType dtype, uint32_t* b, float* c, int64_t ldc,
+                              bool accumulate) {
+    ks.bf16_micro_kernel_from_tiles(mr, kc, a, first_tile, tile_step, dtype, b, c, ldc, accumulate);
   }
 };
 
@@ -247,6 +261,9 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
   // once its K blocks are done.
   const bool c_in_scratch = c_rows_crowd_l1(ldc, max_mr);
   const int64_t ldcs = kNcTiles * 32 + 16;
+  const bool first_call_decodes = P::first_call_decodes(ks, b, b_transposed);
+  // Tile (kt + 1, nt) lies one tile row after tile (kt, nt) (one tile when stored transposed).
+  const ptrdiff_t tile_step = (b_transposed ? 1 : b.tile_cols) * static_cast<ptrdiff_t>(tile_bytes(b.dtype));
 
   const int64_t blocks = gemm_row_blocks(m);
   for (int64_t block = 0; block < blocks; ++block) {
@@ -270,7 +287,7 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
       for (int64_t k0 = 0; k0 < kp; k0 += kKc) {
         const int64_t kc = std::min(kKc, kp - k0);
         for (int64_t nt = j0; nt < j1; ++nt) {
-          P::decode_panel(ks, b, b_transposed, nt, k0, kc, panel, scratch.data());
+          if (!first_call_decodes) P::decode_panel(ks, b, b_transposed, nt, k0, kc, panel, scratch.data());
           // The next panel's tiles (next tile column, or the first one of the next K block) come
           // from DRAM; fetch them a slice per micro-kernel call so the decode does not wait.
           const bool last_column = nt + 1 == j1;
@@ -278,14 +295,8 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
           const int64_t next_tiles = next_k0 < kp ? std::min(kKc, kp - next_k0) / 32 : 0;
           const int64_t lines_per_tile = static_cast<int64_t>(tile_bytes(b.dtype)) / 64;
           const int64_t next_lines = next_tiles * lines_per_tile;
-          // The next panel's tiles are equally spaced: one tile row apart (one tile when stored
-          // transposed).
           const std::byte* next_first = nullptr;
-          ptrdiff_t tile_step = 0;
-          if (next_tiles > 0) {
-            next_first = b_transposed ? b.tile(next_nt, next_k0 / 32) : b.tile(next_k0 / 32, next_nt);
-            tile_step = (b_transposed ? 1 : b.tile_cols) * static_cast<ptrdiff_t>(tile_bytes(b.dtype));
-          }
+          if (next_tiles > 0) next_first = b_transposed ? b.tile(next_nt, next_k0 / 32) : b.tile(next_k0 / 32, next_nt);
           const Element* ap = a_packed + k0 * mc / kPerElement;
           int64_t row = i0;
           for (int64_t p = 0; p < panels; ++p) {
@@ -312,7 +323,10 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
                 __builtin_prefetch(next);
                 __builtin_prefetch(next + 16);
               }
-            P::kernel(ks, mr, kc, ap, panel, c_rows, ldcb, k0 > 0);
+            if (p == 0 && first_call_decodes)
+              P::kernel_decoding(ks, mr, kc, ap, b.tile(k0 / 32, nt), tile_step, b.dtype, panel, c_rows, ldcb, k0 > 0);
+            else
+              P::kernel(ks, mr, kc, ap, panel, c_rows, ldcb, k0 > 0);
             ap += kc * mr / kPerElement;
             row += mr;
           }

@@ -20,33 +20,48 @@ namespace {
 
 // C[MR][32] (+)= A_pairs[kc/2][MR] . B_pairs[kc/2][32]: 2*MR accumulators + 2 B vectors; MR = 14
 // uses 30 of the 32 zmm registers and each broadcast pair feeds two vdpbf16ps.
+// Every loop over MR is fully unrolled: otherwise GCC keeps a memory copy of the accumulator
+// arrays and stores to it on every k.
+template <int MR>
+inline void zero_rows(__m512 (&acc0)[MR], __m512 (&acc1)[MR]) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+}
+
+// One pair row of B (two vectors: columns 0-15, 16-31) into every row's accumulators.
+template <int MR>
+inline void add_pair_row(__m512 (&acc0)[MR], __m512 (&acc1)[MR], const uint32_t* a_pairs, __m512bh b0, __m512bh b1) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a_pairs[i]));
+    acc0[i] = _mm512_dpbf16_ps(acc0[i], ai, b0);
+    acc1[i] = _mm512_dpbf16_ps(acc1[i], ai, b1);
+  }
+}
+
+template <int MR>
+inline void store_rows(const __m512 (&acc0)[MR], const __m512 (&acc1)[MR], float* c, int64_t ldc, bool accumulate) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    __m512 c0 = acc0[i], c1 = acc1[i];
+    if (accumulate) {
+      c0 = _mm512_add_ps(c0, _mm512_loadu_ps(c + i * ldc));
+      c1 = _mm512_add_ps(c1, _mm512_loadu_ps(c + i * ldc + 16));
+    }
+    _mm512_storeu_ps(c + i * ldc, c0);
+    _mm512_storeu_ps(c + i * ldc + 16, c1);
+  }
+}
+
 template <int MR>
 void kernel_mr_x32(int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
   __m512 acc0[MR], acc1[MR];
-  // Every loop over MR is fully unrolled: otherwise GCC keeps a memory copy of the accumulator
-  // arrays and stores to it on every k.
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  zero_rows<MR>(acc0, acc1);
 #pragma GCC unroll 2
-  for (int64_t kk = 0; kk < kc / 2; ++kk) {
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + kk * 32);
-    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + kk * 32 + 16);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[kk * MR + i]));
-      acc0[i] = _mm512_dpbf16_ps(acc0[i], ai, b0);
-      acc1[i] = _mm512_dpbf16_ps(acc1[i], ai, b1);
-    }
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) {
-    if (accumulate) {
-      acc0[i] = _mm512_add_ps(acc0[i], _mm512_loadu_ps(c + i * ldc));
-      acc1[i] = _mm512_add_ps(acc1[i], _mm512_loadu_ps(c + i * ldc + 16));
-    }
-    _mm512_storeu_ps(c + i * ldc, acc0[i]);
-    _mm512_storeu_ps(c + i * ldc + 16, acc1[i]);
-  }
+  for (int64_t kk = 0; kk < kc / 2; ++kk)
+    add_pair_row<MR>(acc0, acc1, a + kk * MR, (__m512bh)_mm512_loadu_si512(b + kk * 32),
+                     (__m512bh)_mm512_loadu_si512(b + kk * 32 + 16));
+  store_rows<MR>(acc0, acc1, c, ldc, accumulate);
 }
 
 // Two rows of 16 floats (k even, k + 1) that hold bfloat16 values -> 16 pairs: the top halves of
@@ -64,26 +79,52 @@ inline __m512 block_float_row(const uint8_t* tile, int block, const float* scale
   return _mm512_mul_ps(magnitudes, _mm512_set1_ps(scales[tile[block]]));
 }
 
-// Straight from the stored tile to pairs, no float tile in between: face f's rows 2q and 2q + 1
-// are K rows (f / 2) * 16 + 2q, + 1 of columns (f % 2) * 16 .. + 15, i.e. pair row (f / 2) * 8 + q.
+// Pair row r (0-15: K rows 2r, 2r + 1 of the tile) of a stored tile, columns h * 16 .. + 15, straight
+// from its stored format: face rows 2q and 2q + 1 (q = r % 8) of face 2 * (r / 8) + h.
+template <DataType D>
+inline __m512i tile_pairs(const std::byte* tile, int r, int h, const float* scales) {
+  const int block = (2 * (r / 8) + h) * 16 + 2 * (r % 8);
+  if constexpr (D == DataType::BFLOAT16) {
+    // The two face rows are 64 consecutive bytes: one load, and one word permute interleaves them.
+    const uint16_t* rows = reinterpret_cast<const uint16_t*>(tile) + block * 16;
+    return _mm512_permutexvar_epi16(pair_interleave(), _mm512_loadu_si512(rows));
+  } else {
+    const uint8_t* t8 = reinterpret_cast<const uint8_t*>(tile);
+    return pair_rows(block_float_row<D>(t8, block, scales), block_float_row<D>(t8, block + 1, scales));
+  }
+}
+
+// A tile into 16 rows of 32 pairs (KernelSet::decode_tile_bf16_pairs).
 template <DataType D>
 void decode_pairs_t(const std::byte* tile, uint32_t* dst) {
-  const uint8_t* t8 = reinterpret_cast<const uint8_t*>(tile);
   const float* scales = block_float_scale_table(D);
-  for (int f = 0; f < 4; ++f)
-    for (int q = 0; q < 8; ++q) {
-      const int block = f * 16 + 2 * q;
-      __m512i pairs;
-      if constexpr (D == DataType::BFLOAT16) {
-        // Rows 2q and 2q + 1 are 64 consecutive bytes: one load, and one word permute interleaves
-        // them into (row 2q, row 2q + 1) pairs.
-        const uint16_t* rows = reinterpret_cast<const uint16_t*>(tile) + block * 16;
-        pairs = _mm512_permutexvar_epi16(pair_interleave(), _mm512_loadu_si512(rows));
-      } else {
-        pairs = pair_rows(block_float_row<D>(t8, block, scales), block_float_row<D>(t8, block + 1, scales));
-      }
-      _mm512_storeu_si512(dst + ((f / 2) * 8 + q) * 32 + (f % 2) * 16, pairs);
+  for (int r = 0; r < 16; ++r)
+    for (int h = 0; h < 2; ++h) _mm512_storeu_si512(dst + r * 32 + h * 16, tile_pairs<D>(tile, r, h, scales));
+}
+
+// kernel_mr_x32 for the first micro-panel of a B panel (KernelSet::bf16_micro_kernel_from_tiles):
+// B's pairs come from the kc/32 stored tiles (tile t at first_tile + t * tile_step) and are
+// written to b for the panel's later calls; the same products in the same order, so the same bits.
+// Decoding the panel before its calls instead left the products idle while the decode's loads and
+// stores waited on L2 (docs/performance.md, session 31).
+template <DataType D, int MR>
+void kernel_mr_x32_from_tiles(int64_t kc, const uint32_t* a, const std::byte* first_tile, ptrdiff_t tile_step,
+                              uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  __m512 acc0[MR], acc1[MR];
+  zero_rows<MR>(acc0, acc1);
+  const float* scales = block_float_scale_table(D);
+  for (int64_t t = 0; t < kc / 32; ++t) {
+    const std::byte* tile = first_tile + t * tile_step;
+#pragma GCC unroll 2
+    for (int r = 0; r < 16; ++r) {
+      const int64_t kk = t * 16 + r;
+      const __m512i b0 = tile_pairs<D>(tile, r, 0, scales), b1 = tile_pairs<D>(tile, r, 1, scales);
+      _mm512_storeu_si512(b + kk * 32, b0);
+      _mm512_storeu_si512(b + kk * 32 + 16, b1);
+      add_pair_row<MR>(acc0, acc1, a + kk * MR, (__m512bh)b0, (__m512bh)b1);
     }
+  }
+  store_rows<MR>(acc0, acc1, c, ldc, accumulate);
 }
 
 void decode_tile_bf16_pairs(const std::byte* tile, DataType dtype, uint32_t* dst) {
@@ -116,6 +157,40 @@ void micro_kernel(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, floa
   }
 }
 
+
+template <DataType D>
+void from_tiles_rows(int mr, int64_t kc, const uint32_t* a, const std::byte* first_tile, ptrdiff_t tile_step,
+                     uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  switch (mr) {
+    case 1: return kernel_mr_x32_from_tiles<D, 1>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 2: return kernel_mr_x32_from_tiles<D, 2>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 3: return kernel_mr_x32_from_tiles<D, 3>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 4: return kernel_mr_x32_from_tiles<D, 4>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 5: return kernel_mr_x32_from_tiles<D, 5>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 6: return kernel_mr_x32_from_tiles<D, 6>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 7: return kernel_mr_x32_from_tiles<D, 7>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 8: return kernel_mr_x32_from_tiles<D, 8>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 9: return kernel_mr_x32_from_tiles<D, 9>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 10: return kernel_mr_x32_from_tiles<D, 10>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 11: return kernel_mr_x32_from_tiles<D, 11>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 12: return kernel_mr_x32_from_tiles<D, 12>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 13: return kernel_mr_x32_from_tiles<D, 13>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    default: return kernel_mr_x32_from_tiles<D, 14>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+  }
+}
+
+void micro_kernel_from_tiles(int mr, int64_t kc, const uint32_t* a, const std::byte* first_tile, ptrdiff_t tile_step,
+                             DataType dtype, uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  switch (dtype) {
+    case DataType::BFLOAT16:
+      return from_tiles_rows<DataType::BFLOAT16>(mr, kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case DataType::BFLOAT8_B:
+      return from_tiles_rows<DataType::BFLOAT8_B>(mr, kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    default:
+      return from_tiles_rows<DataType::BFLOAT4_B>(mr, kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+  }
+}
+
 }  // namespace
 
 const KernelSet& avx512_bf16_kernel_set() {
@@ -123,6 +198,7 @@ const KernelSet& avx512_bf16_kernel_set() {
     KernelSet s = avx512_kernel_set();
     s.isa = Isa::AVX512_BF16;
     s.bf16_micro_kernel = micro_kernel;
+    s.bf16_micro_kernel_from_tiles = micro_kernel_from_tiles;
     s.bf16_max_mr = 14;
     s.bf16_path = "avx512-bf16";
     s.decode_tile_bf16_pairs = decode_tile_bf16_pairs;

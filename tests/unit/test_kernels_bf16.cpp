@@ -425,6 +425,46 @@ TEST(Bf16Matmul, DecodeRowsWithAndWithoutVbmiGiveTheSameBits) {
   }
 }
 
+TEST(Bf16Matmul, FirstCallOfAPanelDecodesItAsTheSeparateDecodeWould) {
+  // The blocked path's first micro-kernel call of each B panel reads B from its stored tiles and
+  // leaves the decoded panel behind for the others (KernelSet::bf16_micro_kernel_from_tiles). It
+  // must give the C of a separate decode and the plain micro-kernel, bit for bit, and the same
+  // panel: for every weight format, one and several tiles of K, every row count of the kernel,
+  // with and without adding into C.
+  if (!hardware_has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const kernels::KernelSet& ks = kernels::avx512_bf16_kernel_set();
+  ASSERT_NE(ks.bf16_micro_kernel_from_tiles, nullptr);
+  const int64_t K = 512, N = 96, ldc = 40;  // 16 tile rows, 3 tile columns; panels from column 1
+  for (DataType dtype : {DataType::BFLOAT16, DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
+    std::vector<float> w = normal_values(K * N, 81, 0.5f);
+    for (int64_t i = 0; i < K * N; ++i) w[i] = std::ldexp(w[i], static_cast<int>(i % 23) - 11);
+    const Tensor b = Tensor::from_float(w, Shape{K, N}, dtype, Layout::TILE);
+    const kernels::TileMatrix tiles{b.bytes().data(), dtype, K / 32, N / 32};
+    const ptrdiff_t tile_step = tiles.tile_cols * static_cast<ptrdiff_t>(tile_bytes(dtype));
+    for (int64_t kc : {int64_t{32}, K})
+      for (int mr : {1, 2, 7, 13, 14}) {
+        std::vector<uint32_t> a_pairs(static_cast<size_t>(kc / 2 * mr));
+        std::mt19937 rng(static_cast<uint32_t>(kc * 100 + mr));
+        for (uint32_t& p : a_pairs) {  // pairs of finite bfloat16 values, both signs
+          const float x = std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, -10);
+          const float y = std::ldexp(static_cast<float>(rng() % 2001) - 1000.0f, -9);
+          p = kernels::bf16_pair(bf16(x), bf16(y));
+        }
+        std::vector<uint32_t> separate(static_cast<size_t>(kc / 2 * 32)), fused(separate.size(), 0xFFFFFFFFu);
+        for (int64_t kt = 0; kt < kc / 32; ++kt)
+          ks.decode_tile_bf16_pairs(tiles.tile(kt, 1), dtype, separate.data() + kt * 16 * 32);
+        for (bool accumulate : {false, true}) {
+          std::vector<float> c_separate(static_cast<size_t>(mr * ldc), 0.25f), c_fused(c_separate);
+          ks.bf16_micro_kernel(mr, kc, a_pairs.data(), separate.data(), c_separate.data(), ldc, accumulate);
+          ks.bf16_micro_kernel_from_tiles(mr, kc, a_pairs.data(), tiles.tile(0, 1), tile_step, dtype, fused.data(),
+                                          c_fused.data(), ldc, accumulate);
+          EXPECT_EQ(c_fused, c_separate) << to_string(dtype) << " kc=" << kc << " mr=" << mr;
+          EXPECT_EQ(fused, separate) << to_string(dtype) << " kc=" << kc << " mr=" << mr;
+        }
+      }
+  }
+}
+
 TEST(Bf16Matmul, AmxHardwareAndEmulationGiveTheSameBits) {
   if (!hardware_has_amx()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-BF16; the emulation's rules are tested above";
   expect_hardware_bits(kAmxBf16, kAmxEmulated);

@@ -69,6 +69,13 @@ struct KernelSet {
   void (*bf16_micro_kernel)(int mr, int64_t kc, const uint32_t* a_pairs, const uint32_t* b_pairs, float* c, int64_t ldc,
                             bool accumulate) = nullptr;
   int bf16_max_mr = 0;
+  // bf16_micro_kernel for the first micro-panel of a B panel, or nullptr: the same C, with B read
+  // from the kc/32 stored tiles of `dtype` (those decode_tile_bf16_pairs takes; tile t at
+  // first_tile + t * tile_step) and written to b_pairs as decode_tile_bf16_pairs would, for the
+  // panel's later calls.
+  void (*bf16_micro_kernel_from_tiles)(int mr, int64_t kc, const uint32_t* a_pairs, const std::byte* first_tile,
+                                       ptrdiff_t tile_step, DataType dtype, uint32_t* b_pairs, float* c, int64_t ldc,
+                                       bool accumulate) = nullptr;
   // Decodes one tile (bfloat16, bfloat8_b or bfloat4_b: exact in bfloat16) into 16 rows of 32
   // bf16_pairs, row kk holding tile rows 2kk and 2kk + 1 (dst row stride 32).
   void (*decode_tile_bf16_pairs)(const std::byte* tile, DataType dtype, uint32_t* dst) = nullptr;
