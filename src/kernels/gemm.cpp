@@ -90,8 +90,8 @@ struct Float32Products {
     decode_b_panel(ks, b, transposed, nt, k0, kc, panel, scratch);
   }
   static bool first_call_decodes(const KernelSet&, const TileMatrix&, bool) { return false; }
-  static void kernel_decoding(const KernelSet&, int, int64_t, const float*, const std::byte*, ptrdiff_t, DataType,
-                              float*, float*, int64_t, bool) {}
+  static void kernel_decoding(const KernelSet&, int, int64_t, const float*, const StoredPanel&, float*, float*, int64_t,
+                              bool) {}
   static void kernel(const KernelSet& ks, int mr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                      bool accumulate) {
     ks.micro_kernel(mr, kc, a, b, c, ldc, accumulate);
@@ -149,10 +149,9 @@ struct Bf16Products {
   static bool first_call_decodes(const KernelSet& ks, const TileMatrix&, bool transposed) {
     return ks.bf16_micro_kernel_from_tiles != nullptr && !transposed;
   }
-  static void kernel_decoding(const KernelSet& ks, int mr, int64_t kc, const uint32_t* a, const std::byte* first_tile,
-                              ptrdiff_t tile_step, DataType dtype, uint32_t* b, float* c, int64_t ldc,
-                              bool accumulate) {
-    ks.bf16_micro_kernel_from_tiles(mr, kc, a, first_tile, tile_step, dtype, b, c, ldc, accumulate);
+  static void kernel_decoding(const KernelSet& ks, int mr, int64_t kc, const uint32_t* a, const StoredPanel& stored,
+                              uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+    ks.bf16_micro_kernel_from_tiles(mr, kc, a, stored, b, c, ldc, accumulate);
   }
 };
 
@@ -289,14 +288,16 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
         for (int64_t nt = j0; nt < j1; ++nt) {
           if (!first_call_decodes) P::decode_panel(ks, b, b_transposed, nt, k0, kc, panel, scratch.data());
           // The next panel's tiles (next tile column, or the first one of the next K block) come
-          // from DRAM; fetch them a slice per micro-kernel call so the decode does not wait.
+          // from DRAM; fetch them into L2 before they are decoded: a slice per micro-kernel call,
+          // or, where the first call decodes, in that call as it goes (StoredPanel).
           const bool last_column = nt + 1 == j1;
           const int64_t next_nt = last_column ? j0 : nt + 1, next_k0 = last_column ? k0 + kKc : k0;
           const int64_t next_tiles = next_k0 < kp ? std::min(kKc, kp - next_k0) / 32 : 0;
           const int64_t lines_per_tile = static_cast<int64_t>(tile_bytes(b.dtype)) / 64;
-          const int64_t next_lines = next_tiles * lines_per_tile;
+          const int64_t next_lines = first_call_decodes ? 0 : next_tiles * lines_per_tile;
           const std::byte* next_first = nullptr;
           if (next_tiles > 0) next_first = b_transposed ? b.tile(next_nt, next_k0 / 32) : b.tile(next_k0 / 32, next_nt);
+          const StoredPanel stored{b.tile(k0 / 32, nt), tile_step, b.dtype, next_first, next_tiles};
           const Element* ap = a_packed + k0 * mc / kPerElement;
           int64_t row = i0;
           for (int64_t p = 0; p < panels; ++p) {
@@ -324,7 +325,7 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
                 __builtin_prefetch(next + 16);
               }
             if (p == 0 && first_call_decodes)
-              P::kernel_decoding(ks, mr, kc, ap, b.tile(k0 / 32, nt), tile_step, b.dtype, panel, c_rows, ldcb, k0 > 0);
+              P::kernel_decoding(ks, mr, kc, ap, stored, panel, c_rows, ldcb, k0 > 0);
             else
               P::kernel(ks, mr, kc, ap, panel, c_rows, ldcb, k0 > 0);
             ap += kc * mr / kPerElement;

@@ -103,20 +103,30 @@ void decode_pairs_t(const std::byte* tile, uint32_t* dst) {
 }
 
 // kernel_mr_x32 for the first micro-panel of a B panel (KernelSet::bf16_micro_kernel_from_tiles):
-// B's pairs come from the kc/32 stored tiles (tile t at first_tile + t * tile_step) and are
-// written to b for the panel's later calls; the same products in the same order, so the same bits.
-// Decoding the panel before its calls instead left the products idle while the decode's loads and
-// stores waited on L2 (docs/performance.md, session 31).
+// B's pairs come from the stored tiles and are written to b for the panel's later calls; the same
+// products in the same order, so the same bits. Decoding the panel before its calls instead left
+// the products idle while the decode's loads and stores waited (docs/performance.md, session 31).
+// Fetches, spread over the pair rows: the lines of this panel's next tile into L1, and those of
+// the next panel's tile t into L2 (prefetcht2: on Zen 4 faster than prefetcht1, session 29). The
+// whole next panel fetched at once between micro-kernel calls stalled on full miss buffers.
 template <DataType D, int MR>
-void kernel_mr_x32_from_tiles(int64_t kc, const uint32_t* a, const std::byte* first_tile, ptrdiff_t tile_step,
-                              uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+void kernel_mr_x32_from_tiles(int64_t kc, const uint32_t* a, const StoredPanel& panel, uint32_t* b, float* c,
+                              int64_t ldc, bool accumulate) {
+  constexpr int kLines = static_cast<int>(tile_bytes(D) / 64);
   __m512 acc0[MR], acc1[MR];
   zero_rows<MR>(acc0, acc1);
   const float* scales = block_float_scale_table(D);
-  for (int64_t t = 0; t < kc / 32; ++t) {
-    const std::byte* tile = first_tile + t * tile_step;
+  const int64_t tiles = kc / 32;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const std::byte* tile = panel.first + t * panel.step;
+    const std::byte* own_next = t + 1 < tiles ? tile + panel.step : nullptr;
+    const std::byte* next_panel = t < panel.next_tiles ? panel.next_first + t * panel.step : nullptr;
 #pragma GCC unroll 2
     for (int r = 0; r < 16; ++r) {
+      for (int l = r * kLines / 16; l < (r + 1) * kLines / 16; ++l) {
+        if (own_next != nullptr) _mm_prefetch(reinterpret_cast<const char*>(own_next + l * 64), _MM_HINT_T0);
+        if (next_panel != nullptr) _mm_prefetch(reinterpret_cast<const char*>(next_panel + l * 64), _MM_HINT_T2);
+      }
       const int64_t kk = t * 16 + r;
       const __m512i b0 = tile_pairs<D>(tile, r, 0, scales), b1 = tile_pairs<D>(tile, r, 1, scales);
       _mm512_storeu_si512(b + kk * 32, b0);
@@ -124,6 +134,10 @@ void kernel_mr_x32_from_tiles(int64_t kc, const uint32_t* a, const std::byte* fi
       add_pair_row<MR>(acc0, acc1, a + kk * MR, (__m512bh)b0, (__m512bh)b1);
     }
   }
+  // A next panel longer than this one (this one the last, shorter K block): the rest of its tiles.
+  for (int64_t t = tiles; t < panel.next_tiles; ++t)
+    for (int l = 0; l < kLines; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(panel.next_first + t * panel.step + l * 64), _MM_HINT_T2);
   store_rows<MR>(acc0, acc1, c, ldc, accumulate);
 }
 
@@ -157,37 +171,36 @@ void micro_kernel(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, floa
   }
 }
 
-
 template <DataType D>
-void from_tiles_rows(int mr, int64_t kc, const uint32_t* a, const std::byte* first_tile, ptrdiff_t tile_step,
-                     uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+void from_tiles_rows(int mr, int64_t kc, const uint32_t* a, const StoredPanel& panel, uint32_t* b, float* c,
+                     int64_t ldc, bool accumulate) {
   switch (mr) {
-    case 1: return kernel_mr_x32_from_tiles<D, 1>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 2: return kernel_mr_x32_from_tiles<D, 2>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 3: return kernel_mr_x32_from_tiles<D, 3>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 4: return kernel_mr_x32_from_tiles<D, 4>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 5: return kernel_mr_x32_from_tiles<D, 5>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 6: return kernel_mr_x32_from_tiles<D, 6>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 7: return kernel_mr_x32_from_tiles<D, 7>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 8: return kernel_mr_x32_from_tiles<D, 8>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 9: return kernel_mr_x32_from_tiles<D, 9>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 10: return kernel_mr_x32_from_tiles<D, 10>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 11: return kernel_mr_x32_from_tiles<D, 11>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 12: return kernel_mr_x32_from_tiles<D, 12>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    case 13: return kernel_mr_x32_from_tiles<D, 13>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
-    default: return kernel_mr_x32_from_tiles<D, 14>(kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+    case 1: return kernel_mr_x32_from_tiles<D, 1>(kc, a, panel, b, c, ldc, accumulate);
+    case 2: return kernel_mr_x32_from_tiles<D, 2>(kc, a, panel, b, c, ldc, accumulate);
+    case 3: return kernel_mr_x32_from_tiles<D, 3>(kc, a, panel, b, c, ldc, accumulate);
+    case 4: return kernel_mr_x32_from_tiles<D, 4>(kc, a, panel, b, c, ldc, accumulate);
+    case 5: return kernel_mr_x32_from_tiles<D, 5>(kc, a, panel, b, c, ldc, accumulate);
+    case 6: return kernel_mr_x32_from_tiles<D, 6>(kc, a, panel, b, c, ldc, accumulate);
+    case 7: return kernel_mr_x32_from_tiles<D, 7>(kc, a, panel, b, c, ldc, accumulate);
+    case 8: return kernel_mr_x32_from_tiles<D, 8>(kc, a, panel, b, c, ldc, accumulate);
+    case 9: return kernel_mr_x32_from_tiles<D, 9>(kc, a, panel, b, c, ldc, accumulate);
+    case 10: return kernel_mr_x32_from_tiles<D, 10>(kc, a, panel, b, c, ldc, accumulate);
+    case 11: return kernel_mr_x32_from_tiles<D, 11>(kc, a, panel, b, c, ldc, accumulate);
+    case 12: return kernel_mr_x32_from_tiles<D, 12>(kc, a, panel, b, c, ldc, accumulate);
+    case 13: return kernel_mr_x32_from_tiles<D, 13>(kc, a, panel, b, c, ldc, accumulate);
+    default: return kernel_mr_x32_from_tiles<D, 14>(kc, a, panel, b, c, ldc, accumulate);
   }
 }
 
-void micro_kernel_from_tiles(int mr, int64_t kc, const uint32_t* a, const std::byte* first_tile, ptrdiff_t tile_step,
-                             DataType dtype, uint32_t* b, float* c, int64_t ldc, bool accumulate) {
-  switch (dtype) {
+void micro_kernel_from_tiles(int mr, int64_t kc, const uint32_t* a, const StoredPanel& panel, uint32_t* b, float* c,
+                             int64_t ldc, bool accumulate) {
+  switch (panel.dtype) {
     case DataType::BFLOAT16:
-      return from_tiles_rows<DataType::BFLOAT16>(mr, kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+      return from_tiles_rows<DataType::BFLOAT16>(mr, kc, a, panel, b, c, ldc, accumulate);
     case DataType::BFLOAT8_B:
-      return from_tiles_rows<DataType::BFLOAT8_B>(mr, kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+      return from_tiles_rows<DataType::BFLOAT8_B>(mr, kc, a, panel, b, c, ldc, accumulate);
     default:
-      return from_tiles_rows<DataType::BFLOAT4_B>(mr, kc, a, first_tile, tile_step, b, c, ldc, accumulate);
+      return from_tiles_rows<DataType::BFLOAT4_B>(mr, kc, a, panel, b, c, ldc, accumulate);
   }
 }
 

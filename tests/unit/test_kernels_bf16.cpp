@@ -456,8 +456,10 @@ TEST(Bf16Matmul, FirstCallOfAPanelDecodesItAsTheSeparateDecodeWould) {
         for (bool accumulate : {false, true}) {
           std::vector<float> c_separate(static_cast<size_t>(mr * ldc), 0.25f), c_fused(c_separate);
           ks.bf16_micro_kernel(mr, kc, a_pairs.data(), separate.data(), c_separate.data(), ldc, accumulate);
-          ks.bf16_micro_kernel_from_tiles(mr, kc, a_pairs.data(), tiles.tile(0, 1), tile_step, dtype, fused.data(),
-                                          c_fused.data(), ldc, accumulate);
+          // The next panel: the tile column to the right.
+          const kernels::StoredPanel panel{tiles.tile(0, 1), tile_step, dtype, tiles.tile(0, 2), kc / 32};
+          ks.bf16_micro_kernel_from_tiles(mr, kc, a_pairs.data(), panel, fused.data(), c_fused.data(), ldc,
+                                          accumulate);
           EXPECT_EQ(c_fused, c_separate) << to_string(dtype) << " kc=" << kc << " mr=" << mr;
           EXPECT_EQ(fused, separate) << to_string(dtype) << " kc=" << kc << " mr=" << mr;
         }

@@ -48,6 +48,17 @@ struct TileMatrix {
 };
 
 // One instruction set's inner loops.
+// A B panel (kc values of K by one tile column) where its tiles are stored: tile t of the kc/32 at
+// first + t * step, in dtype (one decode_tile_bf16_pairs takes); and the panel that comes next,
+// next_tiles tiles from next_first, the same step apart (none: next_tiles = 0).
+struct StoredPanel {
+  const std::byte* first;
+  ptrdiff_t step;
+  DataType dtype;
+  const std::byte* next_first;
+  int64_t next_tiles;
+};
+
 struct KernelSet {
   Isa isa;
   // Decodes one tile into 32x32 row-major floats with row stride ld (>= 32).
@@ -70,12 +81,10 @@ struct KernelSet {
                             bool accumulate) = nullptr;
   int bf16_max_mr = 0;
   // bf16_micro_kernel for the first micro-panel of a B panel, or nullptr: the same C, with B read
-  // from the kc/32 stored tiles of `dtype` (those decode_tile_bf16_pairs takes; tile t at
-  // first_tile + t * tile_step) and written to b_pairs as decode_tile_bf16_pairs would, for the
-  // panel's later calls.
-  void (*bf16_micro_kernel_from_tiles)(int mr, int64_t kc, const uint32_t* a_pairs, const std::byte* first_tile,
-                                       ptrdiff_t tile_step, DataType dtype, uint32_t* b_pairs, float* c, int64_t ldc,
-                                       bool accumulate) = nullptr;
+  // from the panel's stored tiles and written to b_pairs as decode_tile_bf16_pairs would, for the
+  // panel's later calls; on the way it fetches the next panel's tiles into L2.
+  void (*bf16_micro_kernel_from_tiles)(int mr, int64_t kc, const uint32_t* a_pairs, const StoredPanel& panel,
+                                       uint32_t* b_pairs, float* c, int64_t ldc, bool accumulate) = nullptr;
   // Decodes one tile (bfloat16, bfloat8_b or bfloat4_b: exact in bfloat16) into 16 rows of 32
   // bf16_pairs, row kk holding tile rows 2kk and 2kk + 1 (dst row stride 32).
   void (*decode_tile_bf16_pairs)(const std::byte* tile, DataType dtype, uint32_t* dst) = nullptr;
