@@ -61,6 +61,7 @@ const KernelSet& emulated_amx_kernel_set() {
     s.bf16_micro_kernel = amx::micro_kernel<EmulatedTiles>;
     s.bf16_max_mr = 32;
     s.bf16_a_rows = true;
+    s.bf16_micro_kernel_from_tiles = nullptr;  // A in rows: the vdpbf16ps set's first call does not apply
     s.bf16_end = EmulatedTiles::release;
     s.bf16_path = "amx-emulated";
     return s;

@@ -50,6 +50,15 @@ void decode_tile_bf16_pairs(const std::byte* tile, DataType dtype, uint32_t* dst
                                    static_cast<uint16_t>(to_bits(rows[(2 * kk + 1) * 32 + j]) >> 16));
 }
 
+// The hardware's first call of a panel (KernelSet::bf16_micro_kernel_from_tiles) as the separate
+// decode and the micro-kernel, which is what it must equal: so the blocked loop's way through it
+// is tested on CPUs without the instruction too. It fetches nothing.
+void micro_kernel_from_tiles(int mr, int64_t kc, const uint32_t* a, const StoredPanel& panel, uint32_t* b, float* c,
+                             int64_t ldc, bool accumulate) {
+  for (int64_t t = 0; t < kc / 32; ++t) decode_tile_bf16_pairs(panel.first + t * panel.step, panel.dtype, b + t * 16 * 32);
+  micro_kernel(mr, kc, a, b, c, ldc, accumulate);
+}
+
 // avx512-bf16's small-M kernel on bfloat8_b and bfloat4_b (bfp_rows_avx512bf16.hpp, bfp_tile_dp)
 // lane by lane: the same bfloat16 words, the same chains and the same order of sums.
 void small_m_bf16(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
@@ -125,6 +134,7 @@ const KernelSet& emulated_bf16_kernel_set() {
   static const KernelSet set = [] {
     KernelSet s = portable_kernel_set();
     s.bf16_micro_kernel = micro_kernel;
+    s.bf16_micro_kernel_from_tiles = micro_kernel_from_tiles;
     s.bf16_max_mr = 14;
     s.bf16_path = "bf16-emulated";
     s.decode_tile_bf16_pairs = decode_tile_bf16_pairs;

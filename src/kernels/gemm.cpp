@@ -297,7 +297,8 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
           const int64_t next_lines = first_call_decodes ? 0 : next_tiles * lines_per_tile;
           const std::byte* next_first = nullptr;
           if (next_tiles > 0) next_first = b_transposed ? b.tile(next_nt, next_k0 / 32) : b.tile(next_k0 / 32, next_nt);
-          const StoredPanel stored{b.tile(k0 / 32, nt), tile_step, b.dtype, next_first, next_tiles};
+          const StoredPanel stored{first_call_decodes ? b.tile(k0 / 32, nt) : nullptr, tile_step, b.dtype, next_first,
+                                   next_tiles};
           const Element* ap = a_packed + k0 * mc / kPerElement;
           int64_t row = i0;
           for (int64_t p = 0; p < panels; ++p) {

@@ -77,7 +77,7 @@ const KernelSet& amx_bf16_kernel_set() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     s.isa = Isa::AMX_BF16;
     s.bf16_micro_kernel = amx::micro_kernel<HardwareTiles>;
-    s.bf16_micro_kernel_from_tiles = nullptr;  // AMX reads A in rows: its kernels are apart
+    s.bf16_micro_kernel_from_tiles = nullptr;  // A in rows: the vdpbf16ps set's first call does not apply
     s.bf16_max_mr = 32;
     s.bf16_a_rows = true;
     s.bf16_begin = HardwareTiles::begin;

@@ -47,7 +47,6 @@ struct TileMatrix {
   }
 };
 
-// One instruction set's inner loops.
 // A B panel (kc values of K by one tile column) where its tiles are stored: tile t of the kc/32 at
 // first + t * step, in dtype (one decode_tile_bf16_pairs takes); and the panel that comes next,
 // next_tiles tiles from next_first, the same step apart (none: next_tiles = 0).
@@ -59,6 +58,7 @@ struct StoredPanel {
   int64_t next_tiles;
 };
 
+// One instruction set's inner loops.
 struct KernelSet {
   Isa isa;
   // Decodes one tile into 32x32 row-major floats with row stride ld (>= 32).
