@@ -152,44 +152,36 @@ void decode_tile_bf16_pairs(const std::byte* tile, DataType dtype, uint32_t* dst
   }
 }
 
-void micro_kernel(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+// body.template operator()<MR>() with MR = mr (1-13; 14 for anything larger): the row count must be
+// a constant for the kernels' accumulators to stay in registers.
+template <class Body>
+void with_rows(int mr, Body&& body) {
   switch (mr) {
-    case 1: return kernel_mr_x32<1>(kc, a, b, c, ldc, accumulate);
-    case 2: return kernel_mr_x32<2>(kc, a, b, c, ldc, accumulate);
-    case 3: return kernel_mr_x32<3>(kc, a, b, c, ldc, accumulate);
-    case 4: return kernel_mr_x32<4>(kc, a, b, c, ldc, accumulate);
-    case 5: return kernel_mr_x32<5>(kc, a, b, c, ldc, accumulate);
-    case 6: return kernel_mr_x32<6>(kc, a, b, c, ldc, accumulate);
-    case 7: return kernel_mr_x32<7>(kc, a, b, c, ldc, accumulate);
-    case 8: return kernel_mr_x32<8>(kc, a, b, c, ldc, accumulate);
-    case 9: return kernel_mr_x32<9>(kc, a, b, c, ldc, accumulate);
-    case 10: return kernel_mr_x32<10>(kc, a, b, c, ldc, accumulate);
-    case 11: return kernel_mr_x32<11>(kc, a, b, c, ldc, accumulate);
-    case 12: return kernel_mr_x32<12>(kc, a, b, c, ldc, accumulate);
-    case 13: return kernel_mr_x32<13>(kc, a, b, c, ldc, accumulate);
-    default: return kernel_mr_x32<14>(kc, a, b, c, ldc, accumulate);
+    case 1: return body.template operator()<1>();
+    case 2: return body.template operator()<2>();
+    case 3: return body.template operator()<3>();
+    case 4: return body.template operator()<4>();
+    case 5: return body.template operator()<5>();
+    case 6: return body.template operator()<6>();
+    case 7: return body.template operator()<7>();
+    case 8: return body.template operator()<8>();
+    case 9: return body.template operator()<9>();
+    case 10: return body.template operator()<10>();
+    case 11: return body.template operator()<11>();
+    case 12: return body.template operator()<12>();
+    case 13: return body.template operator()<13>();
+    default: return body.template operator()<14>();
   }
+}
+
+void micro_kernel(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  with_rows(mr, [&]<int MR>() { kernel_mr_x32<MR>(kc, a, b, c, ldc, accumulate); });
 }
 
 template <DataType D>
 void from_tiles_rows(int mr, int64_t kc, const uint32_t* a, const StoredPanel& panel, uint32_t* b, float* c,
                      int64_t ldc, bool accumulate) {
-  switch (mr) {
-    case 1: return kernel_mr_x32_from_tiles<D, 1>(kc, a, panel, b, c, ldc, accumulate);
-    case 2: return kernel_mr_x32_from_tiles<D, 2>(kc, a, panel, b, c, ldc, accumulate);
-    case 3: return kernel_mr_x32_from_tiles<D, 3>(kc, a, panel, b, c, ldc, accumulate);
-    case 4: return kernel_mr_x32_from_tiles<D, 4>(kc, a, panel, b, c, ldc, accumulate);
-    case 5: return kernel_mr_x32_from_tiles<D, 5>(kc, a, panel, b, c, ldc, accumulate);
-    case 6: return kernel_mr_x32_from_tiles<D, 6>(kc, a, panel, b, c, ldc, accumulate);
-    case 7: return kernel_mr_x32_from_tiles<D, 7>(kc, a, panel, b, c, ldc, accumulate);
-    case 8: return kernel_mr_x32_from_tiles<D, 8>(kc, a, panel, b, c, ldc, accumulate);
-    case 9: return kernel_mr_x32_from_tiles<D, 9>(kc, a, panel, b, c, ldc, accumulate);
-    case 10: return kernel_mr_x32_from_tiles<D, 10>(kc, a, panel, b, c, ldc, accumulate);
-    case 11: return kernel_mr_x32_from_tiles<D, 11>(kc, a, panel, b, c, ldc, accumulate);
-    case 12: return kernel_mr_x32_from_tiles<D, 12>(kc, a, panel, b, c, ldc, accumulate);
-    case 13: return kernel_mr_x32_from_tiles<D, 13>(kc, a, panel, b, c, ldc, accumulate);
-    default: return kernel_mr_x32_from_tiles<D, 14>(kc, a, panel, b, c, ldc, accumulate);
-  }
+  with_rows(mr, [&]<int MR>() { kernel_mr_x32_from_tiles<D, MR>(kc, a, panel, b, c, ldc, accumulate); });
 }
 
 void micro_kernel_from_tiles(int mr, int64_t kc, const uint32_t* a, const StoredPanel& panel, uint32_t* b, float* c,
