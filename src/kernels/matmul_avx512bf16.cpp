@@ -107,8 +107,8 @@ void decode_pairs_t(const std::byte* tile, uint32_t* dst) {
 // products in the same order, so the same bits. Decoding the panel before its calls instead left
 // the products idle while the decode's loads and stores waited (docs/performance.md, session 31).
 // Fetches, spread over the pair rows: the lines of this panel's next tile into L1, and those of
-// the next panel's tile t into L2 (prefetcht2: on Zen 4 faster than prefetcht1, session 29). The
-// whole next panel fetched at once between micro-kernel calls stalled on full miss buffers.
+// the next panel's tile t into L2 (prefetcht2, as the blocked loop's own fetches: session 29). The
+// next panel fetched a slice between each pair of calls instead stalled on full miss buffers.
 template <DataType D, int MR>
 void kernel_mr_x32_from_tiles(int64_t kc, const uint32_t* a, const StoredPanel& panel, uint32_t* b, float* c,
                               int64_t ldc, bool accumulate) {
