@@ -69,22 +69,29 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
   for (size_t i = 0; i < requests.size(); ++i) waiting.push_back(i);
   std::vector<int64_t> free_slots;
   for (int64_t s = cache.slots() - 1; s >= 0; --s) free_slots.push_back(s);  // slot 0 handed out first
-  std::vector<Active> active;
+  // What a pass uses is made once and reused (cleared, not freed), so that a decode step after
+  // the first allocates nothing: the model's buffers, the sampler's, and these.
+  std::vector<Active> active, still;
+  active.reserve(static_cast<size_t>(cache.slots()));
+  still.reserve(static_cast<size_t>(cache.slots()));
   TokenBatch batch;
   std::vector<SampleRow> sample_rows;
+  std::vector<uint8_t> ended;  // per logit row of the pass: its request ended
+  ShardedSampler sampler;
+  sampler.reserve_rows(cache.slots());
 
-  // Appends the sampled tokens (and logits) of `rows` of a pass; returns which rows ended.
+  // Appends the sampled tokens (and logits) of `rows` of a pass and sets `ended`.
   auto record = [&](const Tensor& logits, std::span<const size_t> request_of_row) {
     sample_rows.clear();
     for (size_t r : request_of_row)
       sample_rows.push_back({requests[r].id, static_cast<int64_t>(result.outputs[r].tokens.size())});
     const auto sample_start = Clock::now();
-    const std::vector<int32_t> next =
-        sample_sharded(logits, model.vocab_shard(), sample_rows, options.sampling, model.mesh());
-    std::vector<float> full;
+    const std::span<const int32_t> next =
+        sampler.sample(logits, model.vocab_shard(), sample_rows, options.sampling, model.mesh());
+    std::vector<float> full;  // --save-logits gathers every pass's logits: that path allocates
     if (options.keep_logits) full = full_logits(model, logits);
     stats.sampling_seconds += seconds_since(sample_start);
-    std::vector<bool> ended(request_of_row.size());
+    ended.assign(request_of_row.size(), 0);
     for (size_t i = 0; i < request_of_row.size(); ++i) {
       RequestOutput& out = result.outputs[request_of_row[i]];
       if (out.tokens.empty()) out.time_to_first_token = seconds_since(admitted[request_of_row[i]]);
@@ -94,9 +101,8 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
       ended[i] = static_cast<int64_t>(out.tokens.size()) >= requests[request_of_row[i]].max_new_tokens ||
                  std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), next[i]) !=
                      options.stop_token_ids.end();
-      if (options.on_token) options.on_token(request_of_row[i], next[i], ended[i]);
+      if (options.on_token) options.on_token(request_of_row[i], next[i], ended[i] != 0);
     }
-    return ended;
   };
 
   // Requests holding a slot whose prompt is not yet wholly in the cache.
@@ -109,6 +115,9 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
   while (!waiting.empty() || !active.empty() || !prefilling.empty()) {
     // Admission: every free slot takes the next waiting request.
     while (!free_slots.empty() && !waiting.empty()) {
+      RequestOutput& out = result.outputs[waiting.front()];
+      out.tokens.reserve(static_cast<size_t>(requests[waiting.front()].max_new_tokens));
+      if (options.keep_logits) out.logits.reserve(static_cast<size_t>(requests[waiting.front()].max_new_tokens * vocab));
       prefilling.push_back({waiting.front(), free_slots.back()});
       admitted[waiting.front()] = Clock::now();
       waiting.pop_front();
@@ -154,7 +163,8 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
                                  decode_only ? stats.decode_steps : stats.prefill_passes, decode_rows,
                                  batch.tokens.size() - decode_rows));
     const Tensor& logits = model.forward(batch, cache, decode_only ? stats.decode_times : stats.prefill_times);
-    const std::vector<bool> ended = request_of_row.empty() ? std::vector<bool>{} : record(logits, request_of_row);
+    ended.clear();
+    if (!request_of_row.empty()) record(logits, request_of_row);
     phase.finish();
     (decode_only ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);
     if (decode_only) {
@@ -165,7 +175,7 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
       stats.decode_tokens_in_prefill += static_cast<int64_t>(decode_rows);
     }
 
-    std::vector<Active> still;
+    still.clear();
     for (size_t i = 0; i < decode_rows; ++i) {
       if (ended[i]) {
         free_slots.push_back(active[i].slot);
@@ -182,7 +192,7 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
         still.push_back({p.request, p.slot, static_cast<int64_t>(requests[p.request].prompt.size())});
       prefilling.pop_front();
     }
-    active = std::move(still);
+    active.swap(still);
   }
   return result;
 }

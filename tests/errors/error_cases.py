@@ -28,6 +28,7 @@ def cases(work):
     good = ["--weights", w("good.h5"), "--seq", "8", "--iterations", "1", "--warmup", "0"]
     mlp, demo, gen, llm = "meshnn-mlp", "meshnn-demo", "meshnn-make-weights", "meshnn-llm"
     tiny = ["--weights", w("llama_tiny.h5"), "--prompt-len", "8", "--max-new-tokens", "2"]
+    out = ["--output", w("llm_out.h5")]  # must not exist after any failed run
     return [
         # mesh shape vs rank count
         Case("mesh larger than the job", 2, demo, ["--mesh", "1x3"], ERROR, "MeshShape(1, 3) needs 3 devices"),
@@ -101,23 +102,41 @@ def cases(work):
              absent=w("no/such/dir/out.h5")),
         Case("json path not writable", 2, mlp, good + ["--json", "/proc/meshnn.json"], ERROR, "cannot write"),
         # the LLM job (tiny Llama model, made once in the work dir)
-        Case("llm: token ids outside the vocabulary", 2, llm, tiny + ["--tokens", w("tokens_vocab1000.h5"),
-                                                                      "--output", w("llm_out.h5")], ERROR,
-             "outside the vocabulary [0, 250)", absent=w("llm_out.h5")),
+        Case("llm: token ids outside the vocabulary", 2, llm, tiny + ["--tokens", w("tokens_vocab1000.h5")] + out,
+             ERROR, "outside the vocabulary [0, 250)", absent=w("llm_out.h5")),
+        Case("llm: empty prompt", 2, llm, tiny + ["--tokens", w("tokens_empty-prompt.h5")] + out, ERROR,
+             "prompt 1 has length 0", absent=w("llm_out.h5")),
+        Case("llm: a request for 0 new tokens, dp (its replica alone would fail)", 4, llm,
+             tiny + ["--tokens", w("tokens_zero-new-tokens.h5"), "--mesh", "1x4", "--mode", "dp"] + out, ERROR,
+             "max_new_tokens of prompt 3 is 0", absent=w("llm_out.h5")),
         Case("llm: prompt + new tokens beyond max_position_embeddings", 2, llm,
-             tiny + ["--prompt-len", "200", "--max-new-tokens", "100"], ERROR, "beyond max_position_embeddings 256"),
-        Case("llm: heads not splittable over the mesh", 3, llm, tiny, ERROR,
-             "cannot split 8 attention heads and 2 KV heads over 3 devices"),
-        Case("llm: not a Llama checkpoint", 2, llm, ["--weights", w("good.h5")], ERROR, "holds a 'falcon' model"),
-        Case("llm: layer weight missing", 2, llm, ["--weights", w("llama_3_of_2_layers.h5")], ERROR,
-             "model.layers.2.input_layernorm.weight' not found"),
+             tiny + ["--prompt-len", "200", "--max-new-tokens", "100"] + out, ERROR,
+             "beyond max_position_embeddings 256", absent=w("llm_out.h5")),
+        Case("llm: heads not splittable over the mesh", 3, llm, tiny + out, ERROR,
+             "cannot split 8 attention heads and 2 KV heads over 3 devices", absent=w("llm_out.h5")),
+        Case("llm: not a Llama checkpoint", 2, llm, ["--weights", w("good.h5")] + out, ERROR, "holds a 'falcon' model",
+             absent=w("llm_out.h5")),
+        Case("llm: layer weight missing", 2, llm, ["--weights", w("llama_3_of_2_layers.h5")] + out, ERROR,
+             "model.layers.2.input_layernorm.weight' not found", absent=w("llm_out.h5")),
+        Case("llm: NaN in a layer weight", 4, llm, ["--weights", w("llama_nan.h5")] + out, ERROR,
+             "'model.layers.1.mlp.down_proj.weight' in", absent=w("llm_out.h5")),
+        Case("llm: config attribute missing", 2, llm, ["--weights", w("llama_no_hidden_size.h5")] + out, ERROR,
+             "hidden_size", absent=w("llm_out.h5")),
+        Case("llm: config inconsistent with the weights' shapes", 2, llm, ["--weights", w("llama_inconsistent.h5")] + out,
+             ERROR, "mlp.gate_proj.weight", absent=w("llm_out.h5")),
         Case("llm: batch of zero", 2, llm, ["--batch", "0"], USAGE, "--batch: 0 is out of range [1, 1048576]"),
-        Case("llm: max-batch 0", 2, llm, tiny + ["--max-batch", "0"], USAGE, "--max-batch: 0 is out of range [1, 65536]"),
+        Case("llm: max-batch 0", 2, llm, tiny + ["--max-batch", "0"] + out, USAGE,
+             "--max-batch: 0 is out of range [1, 65536]", absent=w("llm_out.h5")),
         Case("llm: unknown sampling mode", 2, llm, tiny + ["--sampling", "beam"], USAGE, "unknown sampling mode 'beam'"),
-        Case("llm: top-p outside (0, 1]", 4, llm, tiny + ["--sampling", "top-p", "--top-p", "1.5"], USAGE,
-             "top_p must be in (0, 1]"),
+        Case("llm: top-p outside (0, 1]", 4, llm, tiny + ["--sampling", "top-p", "--top-p", "1.5"] + out, USAGE,
+             "top_p must be in (0, 1]", absent=w("llm_out.h5")),
+        Case("llm: top-p outside (0, 1], greedy", 2, llm, tiny + ["--top-p", "0"], USAGE, "top_p must be in (0, 1]"),
         Case("llm: negative temperature", 2, llm, tiny + ["--sampling", "top-k", "--temperature", "-1"], USAGE,
-             "temperature must be > 0"),
+             "temperature must be >= 0, got -1"),
+        Case("llm: zero temperature, top-k", 2, llm, tiny + ["--sampling", "top-k", "--temperature", "0"], USAGE,
+             "temperature must be > 0 for top-k sampling"),
+        Case("llm: negative temperature, greedy", 2, llm, tiny + ["--temperature", "-1"] + out, USAGE,
+             "temperature must be >= 0, got -1", absent=w("llm_out.h5")),
         Case("llm: 2d, heads not splittable over the mesh columns", 6, llm, tiny + ["--mesh", "2x3", "--mode", "2d"],
              ERROR, "cannot split 8 attention heads and 2 KV heads over 3 devices"),
         # faults that cannot be symmetric: the job aborts, naming the lost rank, leaving no output
@@ -133,16 +152,20 @@ def cases(work):
 
 
 def make_llama_files(build, work):
-    """A tiny Llama checkpoint, prompts with ids of a larger vocabulary, and a checkpoint whose
-    attributes claim 3 layers while it holds 2."""
+    """A tiny Llama checkpoint, prompts with ids of a larger vocabulary, copies of the checkpoint
+    with one defect each, and prompt files with one defect each."""
     gen = app_path(build, "meshnn-make-weights")
     w = lambda f: os.path.join(work, f)
     quiet = dict(check=True, stdout=subprocess.DEVNULL)
     subprocess.run([gen, "--model", "llama", "--preset", "tiny", "--output", w("llama_tiny.h5")], **quiet)
     subprocess.run([gen, "--model", "llama", "--preset", "tiny", "--vocab", "1000", "--output", w("llama_vocab1000.h5"),
                     "--tokens", w("tokens_vocab1000.h5"), "--batch", "2", "--prompt-len", "8"], **quiet)
-    subprocess.run([os.path.join(build, "tests", "make_bad_files"), "--llama-missing-layer", w("llama_tiny.h5"),
-                    w("llama_3_of_2_layers.h5")], **quiet)
+    bad = os.path.join(build, "tests", "make_bad_files")
+    for defect, name in [("missing-layer", "llama_3_of_2_layers.h5"), ("nan", "llama_nan.h5"),
+                         ("no-attribute", "llama_no_hidden_size.h5"), ("inconsistent", "llama_inconsistent.h5")]:
+        subprocess.run([bad, "--llama", defect, w("llama_tiny.h5"), w(name)], **quiet)
+    for defect in ("empty-prompt", "zero-new-tokens"):
+        subprocess.run([bad, "--llama-tokens", defect, w(f"tokens_{defect}.h5")], **quiet)
 
 
 def app_path(build, app):

@@ -1,7 +1,14 @@
 // Writes the broken inputs the error tier feeds to the apps: one small valid Falcon MLP file and
 // variants with each defect the loaders must report (see tests/errors/error_cases.py).
 //   make_bad_files DIR
-//   make_bad_files --llama-missing-layer SOURCE TARGET   (attributes claim one layer more)
+//   make_bad_files --llama DEFECT SOURCE TARGET   (a copy of a Llama checkpoint with one defect:
+//       missing-layer   the attributes claim one layer more than it holds
+//       nan             one element of a layer weight is NaN
+//       no-attribute    the root attribute hidden_size is gone
+//       inconsistent    intermediate_size disagrees with the MLP weights' shapes)
+//   make_bad_files --llama-tokens DEFECT TARGET   (prompts for the tiny preset, 4 of 8 tokens:
+//       empty-prompt    prompt_lengths gives the second prompt 0 tokens
+//       zero-new-tokens max_new_tokens asks the last prompt for 0 new tokens)
 #include <hdf5.h>
 
 #include <cmath>
@@ -10,6 +17,7 @@
 #include <iterator>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "meshnn/io/synthetic_model.hpp"
 
@@ -72,29 +80,99 @@ void copy_prefix(const std::string& from, const std::string& to, double fraction
 
 }  // namespace
 
-// A copy of a Llama checkpoint whose root attributes claim one layer more than it holds.
-int llama_missing_layer(const std::string& source, const std::string& target) {
-  std::ifstream in(source, std::ios::binary);
-  std::ofstream out(target, std::ios::binary);
-  out << in.rdbuf();
-  out.close();
+namespace {
+
+// Overwrites one 64-bit integer root attribute.
+void set_int_attribute(hid_t f, const char* name, int64_t value) {
+  hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_INT64, &value);
+  H5Aclose(a);
+}
+
+int64_t int_attribute(hid_t f, const char* name) {
+  int64_t value = 0;
+  hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+  H5Aread(a, H5T_NATIVE_INT64, &value);
+  H5Aclose(a);
+  return value;
+}
+
+// Element [0, 0] of a weight made NaN, in the dataset's own storage (float32, or bfloat16 bits).
+void poison_first_element(hid_t f, const char* dataset) {
+  hid_t d = H5Dopen2(f, dataset, H5P_DEFAULT);
+  hid_t type = H5Dget_type(d), space = H5Dget_space(d);
+  const hsize_t start[2] = {0, 0}, count[2] = {1, 1};
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  hid_t one = H5Screate_simple(2, count, nullptr);
+  if (H5Tget_class(type) == H5T_FLOAT) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    H5Dwrite(d, H5T_NATIVE_FLOAT, one, space, H5P_DEFAULT, &nan);
+  } else {
+    const uint16_t nan_bits = 0x7FC0;  // a bfloat16 quiet NaN
+    H5Dwrite(d, H5T_NATIVE_UINT16, one, space, H5P_DEFAULT, &nan_bits);
+  }
+  H5Sclose(one);
+  H5Sclose(space);
+  H5Tclose(type);
+  H5Dclose(d);
+}
+
+}  // namespace
+
+// A copy of a Llama checkpoint with one defect (see the usage at the top).
+int llama_defect(const std::string& defect, const std::string& source, const std::string& target) {
+  {
+    std::ifstream in(source, std::ios::binary);
+    std::ofstream out(target, std::ios::binary);
+    out << in.rdbuf();
+  }
   hid_t f = H5Fopen(target.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   if (f < 0) return 1;
-  int64_t layers = 0;
-  hid_t a = H5Aopen(f, "num_hidden_layers", H5P_DEFAULT);
-  H5Aread(a, H5T_NATIVE_INT64, &layers);
-  ++layers;
-  H5Awrite(a, H5T_NATIVE_INT64, &layers);
-  H5Aclose(a);
+  int status = 0;
+  if (defect == "missing-layer")
+    set_int_attribute(f, "num_hidden_layers", int_attribute(f, "num_hidden_layers") + 1);
+  else if (defect == "nan")
+    poison_first_element(f, "model.layers.1.mlp.down_proj.weight");
+  else if (defect == "no-attribute")
+    H5Adelete(f, "hidden_size");
+  else if (defect == "inconsistent")
+    set_int_attribute(f, "intermediate_size", int_attribute(f, "intermediate_size") + 32);
+  else
+    status = 2;
   H5Fclose(f);
+  return status;
+}
+
+// Prompts for the tiny preset (vocabulary 250) with one defect (see the usage at the top).
+int llama_tokens_defect(const std::string& defect, const std::string& target) {
+  constexpr int64_t kBatch = 4, kSeq = 8;
+  io::Hdf5Writer w(target);
+  w.create_dataset("tokens", {kBatch, kSeq}, io::StoredType::INT32);
+  std::vector<int32_t> ids(kBatch * kSeq);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(1 + (i * 37) % 240);
+  w.write_rows("tokens", 0, ids);
+  if (defect == "empty-prompt") {
+    w.create_dataset("prompt_lengths", {kBatch}, io::StoredType::INT32);
+    w.write_rows("prompt_lengths", 0, std::vector<int32_t>{kSeq, 0, kSeq, kSeq});
+  } else if (defect == "zero-new-tokens") {
+    w.create_dataset("max_new_tokens", {kBatch}, io::StoredType::INT32);
+    w.write_rows("max_new_tokens", 0, std::vector<int32_t>{2, 2, 2, 0});
+  } else {
+    return 2;
+  }
+  w.commit();
   return 0;
 }
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::string(argv[1]) == "--llama-missing-layer") return llama_missing_layer(argv[2], argv[3]);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: make_bad_files DIR | make_bad_files --llama-missing-layer SOURCE TARGET\n");
-    return 2;
+  const std::string mode = argc > 1 ? argv[1] : "";
+  int status = 2;  // a usage error unless a mode below ran
+  if (mode == "--llama" && argc == 5) status = llama_defect(argv[2], argv[3], argv[4]);
+  if (mode == "--llama-tokens" && argc == 4) status = llama_tokens_defect(argv[2], argv[3]);
+  if (mode.rfind("--", 0) == 0 || argc != 2) {
+    if (status == 2)
+      std::fprintf(stderr, "usage: make_bad_files DIR | --llama DEFECT SOURCE TARGET | --llama-tokens DEFECT TARGET\n");
+    return status;
   }
   const std::string dir = argv[1];
   mlp_file(dir + "/good.h5", false, false, false, false, false);

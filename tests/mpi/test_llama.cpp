@@ -235,6 +235,47 @@ TEST(Llama, ChunkedPrefillAndDecodeMatchWholePrefill) {
   EXPECT_TRUE(all_ranks_ok(worst >= 0.99999 && tokens_of(whole) == tokens_of(chunked))) << "min PCC " << worst;
 }
 
+// KV-cache consistency, directly: every token's logits from decoding (the prompt prefilled, then
+// one step per token through the cache) against meshnn's own prefill of the whole sequence so far
+// (the prompt and the tokens generated before it) in one pass. The ragged prompts (33, 1, 45 and
+// 31 tokens) put the decode steps across the tile boundaries at positions 32 and 48. Float32
+// weights and activations: the two paths differ in summation order only.
+TEST(Llama, DecodingThroughTheCacheMatchesPrefillingTheWholeSequence) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto requests = ragged_requests(config.vocab_size, 4);
+  const LlamaOptions options{DataType::FLOAT32, DataType::FLOAT32};
+  for (MeshShape ms : mesh_shapes(world_size())) {
+    auto mesh = MeshDevice::open(ms);
+    const GenerationResult decoded = run_on(file, mesh, options, DataType::FLOAT32, requests, 4, 512);
+    // Request (i, t): request i's prompt and its first t generated tokens, for one token.
+    std::vector<GenerationRequest> whole;
+    for (size_t i = 0; i < requests.size(); ++i)
+      for (size_t t = 0; t < decoded.outputs[i].tokens.size(); ++t) {
+        GenerationRequest r = requests[i];
+        r.id = 100 * i + t;
+        r.prompt.insert(r.prompt.end(), decoded.outputs[i].tokens.begin(), decoded.outputs[i].tokens.begin() + t);
+        r.max_new_tokens = 1;
+        whole.push_back(std::move(r));
+      }
+    const GenerationResult prefilled =
+        run_on(file, mesh, options, DataType::FLOAT32, whole, static_cast<int64_t>(whole.size()), 512);
+    const size_t vocab = static_cast<size_t>(config.vocab_size);
+    double worst = 1.0;
+    bool same_tokens = true;
+    size_t k = 0;
+    for (size_t i = 0; i < requests.size(); ++i)
+      for (size_t t = 0; t < decoded.outputs[i].tokens.size(); ++t, ++k) {
+        const std::vector<float>& all = decoded.outputs[i].logits;
+        const std::vector<float> step(all.begin() + t * vocab, all.begin() + (t + 1) * vocab);
+        worst = std::min(worst, pcc(step, prefilled.outputs[k].logits));
+        same_tokens = same_tokens && prefilled.outputs[k].tokens.front() == decoded.outputs[i].tokens[t];
+      }
+    EXPECT_TRUE(all_ranks_ok(k == whole.size() && worst >= 0.99999 && same_tokens))
+        << ms.to_string() << ": min PCC " << worst << " over " << k << " tokens, same greedy tokens " << same_tokens;
+  }
+}
+
 // Prefill's row-parallel projections planned by distributed::matmul (LlamaOptions::planned_prefill)
 // against the hand-placed matmul + all_reduce, in tp and 2d on every mesh shape: the planner finds
 // the same local products and the same reductions, so where every reduction has at most two members

@@ -1,7 +1,7 @@
 // A decode step after the first reuses what the first one made: no tensor memory allocated, no
 // collective plan built, not even a heap allocation (TT-NN captures a trace of the decode step for
-// the same reason), in tp and 2d on every mesh shape of the run's size. Heap allocations of every
-// thread are counted by this binary's operator new.
+// the same reason), in tp and 2d on every mesh shape of the run's size; and so does the generation
+// loop around it. Heap allocations of every thread are counted by this binary's operator new.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +13,7 @@
 #include "meshnn/core/memory.hpp"
 #include "meshnn/models/llama/model.hpp"
 #include "meshnn/models/llama/synthetic.hpp"
+#include "meshnn/serving/generator.hpp"
 #include "support/test_helpers.hpp"
 
 namespace {
@@ -119,6 +120,54 @@ TEST(LlamaStep, DecodeStepsAfterTheFirstAllocateNoTensorsAndBuildNoPlans) {
           << " tensor buffers allocated, " << plans << " plans built and " << heap << " heap allocations in "
           << steps.size() << " decode steps";
     }
+  }
+}
+
+// The generation loop around the forward pass (sampling on the sharded logits with its exchange,
+// the bookkeeping of which requests are active) adds nothing per decode step either: generations
+// that differ only in how many tokens they decode allocate the same. Requests end at different
+// steps, so the steps' row counts shrink as in a real run.
+TEST(LlamaStep, GenerationsDifferingOnlyInLengthAllocateTheSame) {
+  const std::string file = model_file();
+  const LlamaConfig config = config_from_attributes(io::read_root_attributes_local(file), file);
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::BFLOAT8_B, DataType::BFLOAT16});
+  serving::KvCache cache = model.make_cache(4, 64, DataType::BFLOAT16);
+  auto requests_of_length = [](int64_t new_tokens) {
+    std::vector<serving::GenerationRequest> requests;
+    const int64_t lengths[] = {3, 5, 2, 7};
+    for (int64_t u = 0; u < 4; ++u) {
+      serving::GenerationRequest r;
+      r.id = static_cast<uint64_t>(u);
+      for (int64_t p = 0; p < lengths[u]; ++p) r.prompt.push_back(static_cast<int32_t>((31 * u + 7 * p) % 250));
+      r.max_new_tokens = new_tokens + u;
+      requests.push_back(std::move(r));
+    }
+    return requests;
+  };
+  serving::SamplingParams greedy, top_k, top_p;
+  top_k.mode = serving::SamplingMode::TOP_K;
+  top_k.top_k = 5;
+  top_p.mode = serving::SamplingMode::TOP_P;
+  top_p.top_k = 0;  // the whole vocabulary: the second exchange (masses) runs too
+  for (const serving::SamplingParams& sampling : {greedy, top_k, top_p}) {
+    serving::GenerationOptions options;
+    options.sampling = sampling;
+    auto counted_generation = [&](int64_t new_tokens) {
+      const std::vector<serving::GenerationRequest> requests = requests_of_length(new_tokens);
+      const Counters before = now();
+      const serving::GenerationResult result = serving::generate(model, cache, requests, options);
+      const Counters after = now();
+      EXPECT_EQ(result.outputs.back().tokens.size(), static_cast<size_t>(new_tokens + 3));
+      return Counters{after.buffers - before.buffers, after.plans - before.plans, after.heap - before.heap};
+    };
+    counted_generation(4);  // what a first generation makes once (the ccl's and kernels' caches)
+    const Counters short_run = counted_generation(4), long_run = counted_generation(20);
+    EXPECT_TRUE(all_ranks_ok(short_run.buffers == long_run.buffers && short_run.plans == long_run.plans &&
+                             short_run.heap == long_run.heap))
+        << serving::to_string(sampling.mode) << ": 4 new tokens per request: " << short_run.buffers << " buffers, "
+        << short_run.plans << " plans, " << short_run.heap << " heap allocations; 20: " << long_run.buffers << ", "
+        << long_run.plans << ", " << long_run.heap;
   }
 }
 

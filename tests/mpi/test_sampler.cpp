@@ -213,7 +213,10 @@ TEST(ServingSampler, BadArgumentsThrowTheSameErrorOnEveryRank) {
   };
   SamplingParams bad_p = top_p(1.5, 0, 1.0, 0), neg_t = top_p(0.9, 0, -1.0, 0), k0 = top_k(0, 1.0, 0);
   SamplingParams neg_k = top_p(0.9, -2, 1.0, 0), nan_p = top_p(std::nan(""), 0, 1.0, 0);
-  SamplingParams ok_p = top_p(0.9, 0, 1.0, 0);
+  SamplingParams ok_p = top_p(0.9, 0, 1.0, 0), zero_t = top_p(0.9, 0, 0.0, 0);
+  SamplingParams greedy_neg_t, greedy_bad_p;  // greedy ignores these values but still refuses them
+  greedy_neg_t.temperature = -1.0;
+  greedy_bad_p.top_p = 0.0;
   const std::vector<SampleRow> two_rows(rows.begin(), rows.begin() + 2);
   VocabShard wrong = local.shard;
   if (world_rank() == world_size() - 1) wrong.valid = local.logits.shape()[-1] + 1;  // one rank only
@@ -222,10 +225,13 @@ TEST(ServingSampler, BadArgumentsThrowTheSameErrorOnEveryRank) {
   const std::vector<Bad> cases = {
       {"top_p must be in (0, 1], got 1.5", [&] { sample_sharded(local.logits, local.shard, rows, bad_p, mesh); }},
       {"top_p must be in (0, 1], got nan", [&] { sample_sharded(local.logits, local.shard, rows, nan_p, mesh); }},
-      {"temperature must be > 0 for top-p sampling, got -1",
-       [&] { sample_sharded(local.logits, local.shard, rows, neg_t, mesh); }},
+      {"temperature must be >= 0, got -1", [&] { sample_sharded(local.logits, local.shard, rows, neg_t, mesh); }},
+      {"temperature must be > 0 for top-p sampling, got 0",
+       [&] { sample_sharded(local.logits, local.shard, rows, zero_t, mesh); }},
       {"top_k must be >= 1 for top-k sampling, got 0", [&] { sample_sharded(local.logits, local.shard, rows, k0, mesh); }},
-      {"top_k must be >= 0 for top-p sampling", [&] { sample_sharded(local.logits, local.shard, rows, neg_k, mesh); }},
+      {"top_k must be >= 0, got -2", [&] { sample_sharded(local.logits, local.shard, rows, neg_k, mesh); }},
+      {"temperature must be >= 0, got -1", [&] { sample_sharded(local.logits, local.shard, rows, greedy_neg_t, mesh); }},
+      {"top_p must be in (0, 1], got 0", [&] { sample_sharded(local.logits, local.shard, rows, greedy_bad_p, mesh); }},
       {"logits of shape [1, 3, ", [&] { sample_sharded(local.logits, local.shard, two_rows, ok_p, mesh); }},
       {"logits must be float32, got bfloat16",
        [&] { sample_sharded(local.logits.typecast(DataType::BFLOAT16), local.shard, rows, ok_p, mesh); }},

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,12 +45,13 @@ SamplingMode parse_sampling_mode(std::string_view s);  // throws meshnn::Error l
 
 struct SamplingParams {
   SamplingMode mode = SamplingMode::GREEDY;
-  double temperature = 1.0;  // finite and > 0 for top-k / top-p (greedy ignores it)
-  int64_t top_k = 50;        // TOP_K: >= 1; TOP_P: 0 = no top-k cut before top-p (greedy ignores it)
-  double top_p = 0.9;        // TOP_P: in (0, 1]
+  double temperature = 1.0;  // finite and >= 0; > 0 for top-k / top-p (greedy ignores it)
+  int64_t top_k = 50;        // >= 0; TOP_K: >= 1; TOP_P: 0 = no top-k cut before top-p (greedy ignores it)
+  double top_p = 0.9;        // in (0, 1] (only TOP_P uses it)
   uint64_t seed = 0;
   // Throws meshnn::Error naming the bad value ("top_p must be in (0, 1], got 1.5", "temperature
-  // must be > 0 for top-p sampling, got -1", top_k < 1 in TOP_K mode, top_k < 0 in TOP_P mode).
+  // must be >= 0, got -1", "temperature must be > 0 for top-p sampling, got 0", top_k < 1 in
+  // TOP_K mode). Values outside every mode's range are refused in every mode, greedy included.
   void validate() const;
 };
 
@@ -96,6 +98,30 @@ struct SampleRow {
 // throws the same meshnn::Error naming the devices.
 std::vector<int32_t> sample_sharded(const Tensor& local_logits, const VocabShard& shard, std::span<const SampleRow> rows,
                                     const SamplingParams& params, const MeshDevicePtr& mesh);
+
+// sample_sharded with its buffers kept from call to call: the generator's sampler. A call allocates
+// nothing and builds no collective plan once an earlier call has sampled as many rows (or
+// reserve_rows() was given as many) with the same mode and top_k on the same mesh: a decode step
+// must not allocate (TT-NN captures a trace of the step for the same reason). Only the exact
+// fallback allocates. The exchange is sized for the most rows seen or reserved, so every device of
+// the mesh must make the same calls (as sample_sharded requires anyway). The returned ids are valid
+// until the next call.
+class ShardedSampler {
+ public:
+  ShardedSampler();
+  ~ShardedSampler();
+  ShardedSampler(ShardedSampler&&) noexcept;
+  ShardedSampler& operator=(ShardedSampler&&) noexcept;
+
+  // Sizes the exchange for `rows` rows from the start (the generator: its decode slots).
+  void reserve_rows(int64_t rows);
+  std::span<const int32_t> sample(const Tensor& local_logits, const VocabShard& shard, std::span<const SampleRow> rows,
+                                  const SamplingParams& params, const MeshDevicePtr& mesh);
+
+ private:
+  struct Buffers;
+  std::unique_ptr<Buffers> buffers_;
+};
 
 // The same choice made from full logits (rows x vocab, row-major) in one process: the reference
 // the sharded path is tested against. Throws meshnn::Error for bad params, vocab outside

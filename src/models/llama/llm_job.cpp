@@ -264,7 +264,10 @@ int run_llm_job(const LlmJobConfig& c) {
   serving::KvCache cache = make_cache(c, loaded.model, mine.size(), positions);
   const std::string prefill_plan = planned_prefill_description(c, job, loaded.model, replicas);
   if (root) print_setup(c, job, config, loaded.model, cache, replicas, prefill_plan);
-  const Generation generation = run_generation(c, job, loaded.model, cache, mine, *mesh);
+  // In dp and hybrid each replica generates on its own: a failure in one must reach the others
+  // here, not leave them waiting for it in the gathers below.
+  Generation generation;
+  on_every_rank(*mesh, "generating", [&] { generation = run_generation(c, job, loaded.model, cache, mine, *mesh); });
 
   const bool leader = replicas.group->device_id() == 0;
   const JobFigures figures = gather_job_figures(loaded, cache, generation, leader, mesh->comm());

@@ -219,6 +219,7 @@ void write_json_record(const LlmJobConfig& c, const LlamaConfig& config, int ran
       {"prefill_s", table.max("prefill s")},
       {"prefill_tokens_per_s", figures.prefill_tokens_per_s},
       {"prefill_matmul_s", table.max("prefill mm s")},
+      {"prefill_comm_s", table.max("prefill comm s")},
       {"mean_ttft_s", table.max("mean TTFT s")},
       {"decode_ms_per_step", table.max("decode ms/step")},
       {"decode_matmul_ms_per_step", table.max("matmul ms/step")},

@@ -86,6 +86,9 @@ std::vector<serving::GenerationRequest> file_requests(const LlmJobConfig& c, con
   for (int64_t b = 0; b < batch; ++b) {
     MESHNN_CHECK(lengths[b] >= 1 && lengths[b] <= seq, "{}: prompt {} has length {} (need 1..{}: an empty prompt cannot be prefilled)",
                  c.tokens, b, lengths[b], seq);
+    // Checked here, on every rank for every request: the generator checks it too, but in dp and
+    // hybrid only for its own replica's requests, so a bad one would fail one replica alone.
+    MESHNN_CHECK(new_tokens[b] >= 1, "{}: max_new_tokens of prompt {} is {} (need >= 1)", c.tokens, b, new_tokens[b]);
     serving::GenerationRequest r;
     r.id = static_cast<uint64_t>(b);
     r.max_new_tokens = new_tokens[b];
