@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "meshnn/io/hf_convert.hpp"
+#include "meshnn/models/hf_convert.hpp"
 #include "meshnn/runtime/cli.hpp"
 
 using namespace meshnn;
@@ -35,10 +35,10 @@ int convert_main(int argc, char** argv) {
   cli.add_flag("--quiet", quiet, "print nothing on success");
   parse_command_line(cli, argc, argv);
 
-  io::ConvertOptions convert;
+  models::ConvertOptions convert;
   if (dtype != "keep") convert.dtype = dtype == "float32" ? io::StoredType::FLOAT32 : io::StoredType::BFLOAT16;
   convert.block_bytes = static_cast<size_t>(block_bytes);
-  const io::ConvertSummary s = io::convert_hf_checkpoint(model_dir, output, convert);
+  const models::ConvertSummary s = models::convert_hf_checkpoint(model_dir, output, convert);
   for (const std::string& w : s.warnings) std::fprintf(stderr, "meshnn-convert: note: %s\n", w.c_str());
   if (!quiet) {
     const double mb = static_cast<double>(s.bytes_read) / 1e6;

@@ -1,4 +1,4 @@
-#include "element_convert.hpp"
+#include "meshnn/io/element_convert.hpp"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include "meshnn/core/error.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
 
-namespace meshnn::io::detail {
+namespace meshnn::io {
 namespace {
 
 uint16_t load16(const std::byte* p) {
@@ -95,4 +95,4 @@ void convert_elements(StoredType from, const std::byte* src, StoredType to, std:
   }
 }
 
-}  // namespace meshnn::io::detail
+}  // namespace meshnn::io

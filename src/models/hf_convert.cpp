@@ -1,4 +1,4 @@
-#include "meshnn/io/hf_convert.hpp"
+#include "meshnn/models/hf_convert.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,12 +9,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "element_convert.hpp"
 #include "hf_config.hpp"
 #include "meshnn/core/error.hpp"
+#include "meshnn/io/element_convert.hpp"
 #include "meshnn/io/safetensors.hpp"
 
-namespace meshnn::io {
+namespace meshnn::models {
 namespace {
 
 namespace fs = std::filesystem;
@@ -22,15 +22,15 @@ using nlohmann::json;
 
 // One tensor to write: where it comes from and how it is stored.
 struct Planned {
-  const SafetensorsFile* shard;
-  const SafetensorsTensor* tensor;
-  StoredType from, to;
+  const io::SafetensorsFile* shard;
+  const io::SafetensorsTensor* tensor;
+  io::StoredType from, to;
 };
 
 // The checkpoint's safetensors files, opened and their headers checked; with an index, every
 // tensor it lists must be in the shard it names.
-std::vector<SafetensorsFile> open_shards(const fs::path& dir) {
-  std::vector<SafetensorsFile> shards;
+std::vector<io::SafetensorsFile> open_shards(const fs::path& dir) {
+  std::vector<io::SafetensorsFile> shards;
   const fs::path index_file = dir / "model.safetensors.index.json";
   if (!fs::exists(index_file)) {
     if (fs::exists(dir / "model.safetensors")) {
@@ -74,17 +74,17 @@ std::vector<SafetensorsFile> open_shards(const fs::path& dir) {
   return shards;
 }
 
-std::vector<Planned> plan(const std::vector<SafetensorsFile>& shards, const detail::HfModelConfig& config,
+std::vector<Planned> plan(const std::vector<io::SafetensorsFile>& shards, const HfModelConfig& config,
                           const ConvertOptions& options) {
   std::vector<Planned> planned;
-  std::map<std::string, const SafetensorsFile*> seen;
-  for (const SafetensorsFile& shard : shards) {
-    for (const SafetensorsTensor& t : shard.tensors()) {
+  std::map<std::string, const io::SafetensorsFile*> seen;
+  for (const io::SafetensorsFile& shard : shards) {
+    for (const io::SafetensorsTensor& t : shard.tensors()) {
       const auto [it, fresh] = seen.emplace(t.name, &shard);
       MESHNN_CHECK(fresh, "tensor '{}' is in both '{}' and '{}'", t.name, it->second->path(), shard.path());
       MESHNN_CHECK(!t.shape.empty(), "tensor '{}' in '{}' is a scalar; meshnn stores tensors of at least one dim",
                    t.name, shard.path());
-      const StoredType from = detail::stored_type_of(t.dtype, t.name);
+      const io::StoredType from = io::stored_type_of(t.dtype, t.name);
       planned.push_back({&shard, &t, from, options.dtype.value_or(from)});
     }
   }
@@ -92,7 +92,7 @@ std::vector<Planned> plan(const std::vector<SafetensorsFile>& shards, const deta
     const auto it = seen.find(name);
     MESHNN_CHECK(it != seen.end(), "tensor '{}' is missing from the checkpoint (config.json: {})", name,
                  config.shape_source);
-    const SafetensorsTensor& t = *it->second->find(name);
+    const io::SafetensorsTensor& t = *it->second->find(name);
     MESHNN_CHECK(t.shape == shape, "tensor '{}' in '{}' has shape [{}], but config.json ({}) implies [{}]", name,
                  it->second->path(), fmt::join(t.shape, ", "), config.shape_source, fmt::join(shape, ", "));
   }
@@ -103,13 +103,13 @@ std::vector<Planned> plan(const std::vector<SafetensorsFile>& shards, const deta
 // the resident memory stays about one block, however large the tensor (a Llama 3 embedding is 1 GB).
 // The block is counted in the larger of source and stored bytes, so it bounds both the mapped pages
 // held and the staging buffer.
-void write_tensor(Hdf5Writer& writer, const Planned& p, size_t block_bytes, std::vector<std::byte>& staging) {
-  const SafetensorsTensor& t = *p.tensor;
+void write_tensor(io::Hdf5Writer& writer, const Planned& p, size_t block_bytes, std::vector<std::byte>& staging) {
+  const io::SafetensorsTensor& t = *p.tensor;
   writer.create_dataset(t.name, t.shape, p.to);
   const std::span<const std::byte> bytes = p.shard->bytes(t);
   int64_t row_size = 1;
   for (size_t d = 1; d < t.shape.size(); ++d) row_size *= t.shape[d];
-  const size_t row_bytes = static_cast<size_t>(row_size) * std::max(t.element_size, detail::stored_size(p.to));
+  const size_t row_bytes = static_cast<size_t>(row_size) * std::max(t.element_size, io::stored_size(p.to));
   const int64_t block_rows = std::max<int64_t>(1, static_cast<int64_t>(block_bytes / std::max<size_t>(row_bytes, 1)));
   for (int64_t r = 0; r < t.shape[0]; r += block_rows) {
     const int64_t rows = std::min(block_rows, t.shape[0] - r);
@@ -120,15 +120,15 @@ void write_tensor(Hdf5Writer& writer, const Planned& p, size_t block_bytes, std:
       // The mapped bytes go to HDF5 as they are: no copy in this process.
       writer.write_stored_rows(t.name, r, block);
     } else {
-      staging.resize(count * detail::stored_size(p.to));
-      detail::convert_elements(p.from, block.data(), p.to, staging.data(), count);
+      staging.resize(count * io::stored_size(p.to));
+      io::convert_elements(p.from, block.data(), p.to, staging.data(), count);
       writer.write_stored_rows(t.name, r, staging);
     }
     p.shard->release(t, begin, begin + block.size());
   }
 }
 
-void copy_tokenizer_files(Hdf5Writer& writer, const fs::path& dir, ConvertSummary& summary) {
+void copy_tokenizer_files(io::Hdf5Writer& writer, const fs::path& dir, ConvertSummary& summary) {
   for (const std::string& name : hf_tokenizer_files()) {
     const fs::path path = dir / name;
     if (!fs::is_regular_file(path)) continue;
@@ -152,23 +152,24 @@ ConvertSummary convert_hf_checkpoint(const std::string& model_dir, const std::st
                                      const ConvertOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   MESHNN_CHECK(fs::is_directory(model_dir), "'{}' is not a directory (expected a Hugging Face model directory)", model_dir);
-  MESHNN_CHECK(!options.dtype || *options.dtype == StoredType::FLOAT32 || *options.dtype == StoredType::BFLOAT16,
-               "weights are converted to float32 or bfloat16, not {}", to_string(*options.dtype));
+  MESHNN_CHECK(!options.dtype || *options.dtype == io::StoredType::FLOAT32 ||
+                   *options.dtype == io::StoredType::BFLOAT16,
+               "weights are converted to float32 or bfloat16, not {}", io::to_string(*options.dtype));
   const fs::path dir(model_dir);
   ConvertSummary summary;
-  const detail::HfModelConfig config = detail::read_hf_config(model_dir);
+  const HfModelConfig config = read_hf_config(model_dir);
   summary.architecture = config.architecture;
   summary.warnings = config.warnings;
-  const std::vector<SafetensorsFile> shards = open_shards(dir);
-  for (const SafetensorsFile& s : shards) summary.shards.push_back(fs::path(s.path()).filename().string());
+  const std::vector<io::SafetensorsFile> shards = open_shards(dir);
+  for (const io::SafetensorsFile& s : shards) summary.shards.push_back(fs::path(s.path()).filename().string());
   const std::vector<Planned> planned = plan(shards, config, options);
 
-  Hdf5Writer writer(output);
+  io::Hdf5Writer writer(output);
   std::vector<std::byte> staging;
   for (const Planned& p : planned) {
     write_tensor(writer, p, options.block_bytes, staging);
     summary.bytes_read += p.tensor->end - p.tensor->begin;
-    summary.bytes_written += static_cast<uint64_t>(p.tensor->elements()) * detail::stored_size(p.to);
+    summary.bytes_written += static_cast<uint64_t>(p.tensor->elements()) * io::stored_size(p.to);
     ++summary.tensors;
   }
   for (const auto& [name, value] : config.attributes) writer.set_attribute(name, value);
@@ -180,4 +181,4 @@ ConvertSummary convert_hf_checkpoint(const std::string& model_dir, const std::st
   return summary;
 }
 
-}  // namespace meshnn::io
+}  // namespace meshnn::models

@@ -10,6 +10,11 @@
 // Everything that can be checked before writing is checked first (architecture, config values,
 // every header, every tensor's dtype and the shape the config implies); the output is written to
 // a temporary name and renamed at the end, so any failure throws meshnn::Error and leaves no file.
+//
+// In models, not io, because reading config.json means knowing the model families: which
+// architectures there are and the tensors each configuration implies (src/models/hf_config.hpp,
+// one reader per family folder). io supplies the model-agnostic parts: safetensors, the HDF5
+// writer, element conversion.
 #pragma once
 
 #include <cstdint>
@@ -19,12 +24,12 @@
 
 #include "meshnn/io/hdf5_io.hpp"
 
-namespace meshnn::io {
+namespace meshnn::models {
 
 struct ConvertOptions {
   // Storage type of the weights: nullopt keeps each tensor's own (F32, F16, BF16); FLOAT32 or
   // BFLOAT16 converts (bfloat16 rounds to nearest even).
-  std::optional<StoredType> dtype;
+  std::optional<io::StoredType> dtype;
   // Bytes of a tensor handled per write (at least one row): the resident memory a conversion
   // needs is about this, plus the program.
   size_t block_bytes = size_t{16} << 20;
@@ -46,4 +51,4 @@ const std::vector<std::string>& hf_tokenizer_files();
 ConvertSummary convert_hf_checkpoint(const std::string& model_dir, const std::string& output,
                                      const ConvertOptions& options = {});
 
-}  // namespace meshnn::io
+}  // namespace meshnn::models

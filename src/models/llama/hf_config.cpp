@@ -1,0 +1,89 @@
+// Llama and Mistral (LlamaForCausalLM, MistralForCausalLM) in a Hugging Face config.json: the
+// root attributes meshnn's Llama reads (src/models/llama/config.cpp) and the state_dict names and
+// shapes the configuration implies, by the names meshnn/models/llama/config.hpp gives the loader.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "../hf_config.hpp"
+#include "meshnn/core/error.hpp"
+#include "meshnn/models/llama/config.hpp"
+
+namespace meshnn::models::llama {
+
+void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
+  const int64_t hidden = c.positive("hidden_size"), intermediate = c.positive("intermediate_size");
+  const int64_t layers = c.positive("num_hidden_layers"), heads = c.positive("num_attention_heads");
+  const int64_t kv_heads = c.positive("num_key_value_heads", heads), vocab = c.positive("vocab_size");
+  MESHNN_CHECK(c.has("head_dim") || hidden % heads == 0,
+               "{}: hidden_size {} is not a multiple of num_attention_heads {} and there is no head_dim", c.file(),
+               hidden, heads);
+  const int64_t head_dim = c.positive("head_dim", hidden / heads);
+  MESHNN_CHECK(heads % kv_heads == 0, "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", c.file(),
+               heads, kv_heads);
+  // meshnn's Llama has none of these; converting them would give a file that runs wrongly.
+  const std::string act = c.string("hidden_act", "silu");
+  MESHNN_CHECK(act == "silu", "{}: hidden_act '{}' is not supported (meshnn's Llama uses silu)", c.file(), act);
+  for (const char* flag : {"attention_bias", "mlp_bias"})
+    MESHNN_CHECK(!c.boolean(flag, false), "{}: {} = true is not supported (meshnn's Llama has no biases)", c.file(), flag);
+  const bool tied = c.boolean("tie_word_embeddings", false);
+  const bool mistral = c.string("model_type", "llama") == "mistral";
+
+  io::Attributes& a = m.attributes;
+  a["model_type"] = std::string(mistral ? "mistral" : "llama");
+  a["hidden_size"] = hidden;
+  a["intermediate_size"] = intermediate;
+  a["num_hidden_layers"] = layers;
+  a["num_attention_heads"] = heads;
+  a["num_key_value_heads"] = kv_heads;
+  a["head_dim"] = head_dim;
+  a["vocab_size"] = vocab;
+  a["max_position_embeddings"] = c.positive("max_position_embeddings", 2048);
+  a["rms_norm_eps"] = c.real("rms_norm_eps", 1e-6);
+  a["rope_theta"] = c.real("rope_theta", 10000.0);
+  a["tie_word_embeddings"] = int64_t{tied ? 1 : 0};
+  // A JSON object in config.json; kept as its JSON text so nothing of it is lost.
+  if (c.has("rope_scaling")) {
+    MESHNN_CHECK(c.at("rope_scaling").is_object(), "{}: 'rope_scaling' must be an object, got {}", c.file(),
+                 c.at("rope_scaling").dump());
+    a["rope_scaling"] = c.at("rope_scaling").dump();
+    const nlohmann::json& scaling = c.at("rope_scaling");
+    const nlohmann::json type =
+        scaling.contains("rope_type") ? scaling.at("rope_type") : scaling.value("type", nlohmann::json());
+    const bool applied = type.is_null() || (type.is_string() && (type == "default" || type == "linear" ||
+                                                                 type == "dynamic" || type == "llama3"));
+    if (!applied)
+      m.warnings.push_back(fmt::format("config.json has rope_scaling {}; it is kept in the file, but meshnn's Llama job "
+                                       "applies only default, linear, dynamic and llama3 and will refuse this file",
+                                       scaling.dump()));
+  }
+  // Mistral attends over a sliding window (Llama has none, whatever its config says). Hugging Face's
+  // MistralConfig defaults it to 4096 when the key is absent; null means none.
+  if (mistral && c.has("sliding_window"))
+    a["sliding_window"] = c.positive("sliding_window");
+  else if (mistral && !c.written("sliding_window"))
+    a["sliding_window"] = int64_t{4096};
+
+  auto& e = m.expected_tensors;
+  e[embed_tokens_key()] = {vocab, hidden};
+  for (int64_t i = 0; i < layers; ++i) {
+    auto key = [i](const char* name) { return layer_key(i, name); };
+    e[key("input_layernorm.weight")] = {hidden};
+    e[key("post_attention_layernorm.weight")] = {hidden};
+    e[key("self_attn.q_proj.weight")] = {heads * head_dim, hidden};
+    e[key("self_attn.k_proj.weight")] = {kv_heads * head_dim, hidden};
+    e[key("self_attn.v_proj.weight")] = {kv_heads * head_dim, hidden};
+    e[key("self_attn.o_proj.weight")] = {hidden, heads * head_dim};
+    e[key("mlp.gate_proj.weight")] = {intermediate, hidden};
+    e[key("mlp.up_proj.weight")] = {intermediate, hidden};
+    e[key("mlp.down_proj.weight")] = {hidden, intermediate};
+  }
+  e[final_norm_key()] = {hidden};
+  if (!tied) e[lm_head_key()] = {vocab, hidden};
+  m.shape_source = fmt::format("hidden_size {}, intermediate_size {}, num_hidden_layers {}, num_attention_heads {}, "
+                               "num_key_value_heads {}, head_dim {}, vocab_size {}",
+                               hidden, intermediate, layers, heads, kv_heads, head_dim, vocab);
+}
+
+}  // namespace meshnn::models::llama
