@@ -9,6 +9,7 @@
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/io/synthetic_model.hpp"
 #include "meshnn/models/falcon/synthetic.hpp"
+#include "meshnn/models/weight_placement.hpp"
 #include "meshnn/ops/eltwise.hpp"
 #include "meshnn/distributed/distribute.hpp"
 
@@ -94,21 +95,14 @@ FalconMlp FalconMlp::load(const std::string& file, int layer, const MeshDevicePt
   m.hidden_ = io::required_int_attribute(attrs, "hidden_size", file);
   m.intermediate_ = io::required_int_attribute(attrs, "intermediate_size", file);
 
-  // Placements of W1 [hidden, inter] and W2 [inter, hidden] (after the load-time transpose).
-  MeshMapperConfig w1_map = ReplicateTensorToMesh(), w2_map = ReplicateTensorToMesh();
-  switch (options.mode) {
-    case ParallelMode::DP:
-      break;
-    case ParallelMode::TP:
-    case ParallelMode::HYBRID:
-      w1_map = ShardTensorToMesh(1, true);
-      w2_map = options.tp_variant == TpVariant::ALL_GATHER ? ShardTensorToMesh(1, true) : ShardTensorToMesh(0, true);
-      break;
-    case ParallelMode::TWO_D:
-      w1_map = ShardTensor2dMesh(0, 1, true);  // hidden over mesh rows, inter over mesh cols
-      w2_map = ShardTensor2dMesh(1, 0, true);  // hidden over mesh rows, inter over mesh cols
-      break;
-  }
+  // Placements of W1 [hidden, inter] and W2 [inter, hidden] (after the load-time transpose;
+  // models/weight_placement.hpp): W1 column-parallel, W2 row-parallel, except in TT-NN's tutorial
+  // variant, which splits both by columns and gathers between them.
+  const bool tutorial_variant = (options.mode == ParallelMode::TP || options.mode == ParallelMode::HYBRID) &&
+                                options.tp_variant == TpVariant::ALL_GATHER;
+  const MeshMapperConfig w1_map = weight_mapper(options.mode, WeightRole::COLUMN_PARALLEL);
+  const MeshMapperConfig w2_map =
+      weight_mapper(options.mode, tutorial_variant ? WeightRole::COLUMN_PARALLEL : WeightRole::ROW_PARALLEL);
   const CompactBuffersScope compact;  // weights are never sent: packed tight, not rounded to huge pages
   io::LoadOptions lo{options.weight_dtype, Layout::TILE, /*transpose=*/true};
   lo.expected_shape = std::vector<int64_t>{m.intermediate_, m.hidden_};

@@ -15,6 +15,7 @@
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/io/json_output.hpp"
 #include "meshnn/io/synthetic_model.hpp"
+#include "meshnn/models/every_rank.hpp"
 #include "meshnn/models/report.hpp"
 #include "meshnn/models/falcon/synthetic.hpp"
 #include "meshnn/ops/pcc.hpp"
@@ -29,37 +30,31 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Rank 0 writes the synthetic model into a private temporary directory; everyone agrees on the
+// Device 0 writes the synthetic model into a private temporary directory; everyone agrees on the
 // outcome. The file is removed when the job ends.
 struct GeneratedWeights {
   std::string dir, file;
-  MPI_Comm comm;
-  GeneratedWeights(const MlpJobConfig& c, MPI_Comm comm_) : comm(comm_) {
-    std::string message;
+  MeshDevicePtr mesh;
+  GeneratedWeights(const MlpJobConfig& c, MeshDevicePtr mesh_) : mesh(std::move(mesh_)) {
     int pid = static_cast<int>(getpid());
-    MESHNN_MPI_CHECK(MPI_Bcast(&pid, 1, MPI_INT, 0, comm));
+    MESHNN_MPI_CHECK(MPI_Bcast(&pid, 1, MPI_INT, 0, mesh->comm()));
     const char* tmp = std::getenv("TMPDIR");
     dir = fmt::format("{}/meshnn-mlp-{}", tmp != nullptr && *tmp ? tmp : "/tmp", pid);
     file = dir + "/falcon_mlp.h5";
-    if (comm_rank(comm) == 0) {
-      try {
-        std::filesystem::create_directories(dir);
-        SyntheticFalconMlp spec;
-        spec.hidden_size = c.hidden;
-        spec.intermediate_size = c.intermediate;
-        spec.seed = c.seed;
-        spec.storage = io::StoredType::BFLOAT16;
-        write_synthetic_mlp(file, spec);
-      } catch (const std::exception& e) {
-        message = e.what();
-      }
-    }
-    agree_on_failure(comm, "generating the synthetic model", message.empty(), message);
+    on_root(*mesh, "generating the synthetic model", [&] {
+      std::filesystem::create_directories(dir);
+      SyntheticFalconMlp spec;
+      spec.hidden_size = c.hidden;
+      spec.intermediate_size = c.intermediate;
+      spec.seed = c.seed;
+      spec.storage = io::StoredType::BFLOAT16;
+      write_synthetic_mlp(file, spec);
+    });
   }
   ~GeneratedWeights() {
-    MPI_Barrier(comm);  // nobody is still reading
+    MPI_Barrier(mesh->comm());  // nobody is still reading
     std::error_code ignored;  // best effort: a leftover temporary directory is not worth failing for
-    if (comm_rank(comm) == 0) std::filesystem::remove_all(dir, ignored);
+    if (mesh->device_id() == 0) std::filesystem::remove_all(dir, ignored);
   }
 };
 
@@ -251,21 +246,15 @@ int finish(const MlpJobConfig& c, const std::string& weights, const Loaded& load
            const Figures& f, const MeshDevice& mesh) {
   const Tensor y_host = full_tensor(y, 0);
   int status = 0;
-  std::string message;
-  if (mesh.device_id() == 0) {
-    try {
-      CheckResult check;
-      if (c.check) {
-        check = single_device_check(c, weights, whole_input(c, loaded.x_host), y_host);
-        status = print_check(c, check);
-      }
-      if (!c.output.empty()) write_output(c, weights, y_host, f);
-      if (!c.json.empty()) write_json_record(c, mesh, loaded.mlp, f, c.check ? check.pcc : -1.0);
-    } catch (const std::exception& e) {
-      message = e.what();
+  on_root(mesh, "finishing the job", [&] {
+    CheckResult check;
+    if (c.check) {
+      check = single_device_check(c, weights, whole_input(c, loaded.x_host), y_host);
+      status = print_check(c, check);
     }
-  }
-  agree_on_failure(mesh.comm(), "finishing the job", message.empty(), message);
+    if (!c.output.empty()) write_output(c, weights, y_host, f);
+    if (!c.json.empty()) write_json_record(c, mesh, loaded.mlp, f, c.check ? check.pcc : -1.0);
+  });
   MESHNN_MPI_CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, mesh.comm()));
   return status;
 }
@@ -282,7 +271,7 @@ int run_mlp_job(const MlpJobConfig& config) {
   // run (tests, scaling sweeps on oversubscribed ranks) seconds for a choice it does not change here.
   if (planned && !c.calibration.empty()) c.mlp.cost = distributed::load_cost_model(c.calibration);
   std::unique_ptr<GeneratedWeights> generated;
-  if (c.weights.empty()) generated = std::make_unique<GeneratedWeights>(c, mesh->comm());
+  if (c.weights.empty()) generated = std::make_unique<GeneratedWeights>(c, mesh);
   const std::string weights = generated ? generated->file : c.weights;
 
   const Loaded loaded = load_model_and_input(c, weights, mesh);

@@ -11,9 +11,9 @@
 
 #include "llm_job_report.hpp"
 #include "meshnn/core/memory.hpp"
-#include "meshnn/core/mpi_utils.hpp"
 #include "meshnn/distributed/calibrate.hpp"
 #include "meshnn/io/hdf5_io.hpp"
+#include "meshnn/models/every_rank.hpp"
 #include "meshnn/models/llama/synthetic.hpp"
 #include "meshnn/runtime/memory.hpp"
 #include "meshnn/serving/generator.hpp"
@@ -27,32 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// Runs fn on world rank 0 only; every rank learns whether it failed (and throws alike).
-template <class Fn>
-void on_root(const MeshDevice& mesh, const std::string& what, Fn&& fn) {
-  std::string message;
-  if (mesh.device_id() == 0) {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      message = e.what();
-    }
-  }
-  agree_on_failure(mesh.comm(), what, message.empty(), message);
-}
-
-// Runs fn on every rank; a rank-local failure (a file) becomes the same error everywhere.
-template <class Fn>
-void on_every_rank(const MeshDevice& mesh, const std::string& what, Fn&& fn) {
-  std::string message;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
-  agree_on_failure(mesh.comm(), what, message.empty(), message);
-}
 
 // The options the command line cannot check, then the mesh.
 MeshDevicePtr open_mesh(const LlmJobConfig& c) {

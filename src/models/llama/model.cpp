@@ -17,6 +17,7 @@
 #include "meshnn/ops/normalization.hpp"
 #include "meshnn/tensor/concat.hpp"
 #include "meshnn/distributed/distribute.hpp"
+#include "meshnn/models/weight_placement.hpp"
 #include "meshnn/tensor/rows.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 
@@ -88,12 +89,13 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
   const int64_t hq = config.num_attention_heads, hkv = config.num_key_value_heads, vocab = config.vocab_size;
   m.hidden_chunk_ = (hidden + m.hidden_parts_ - 1) / m.hidden_parts_;
 
-  // Placements of the [in, out] (transposed) weights. Column-parallel: out split over the head
-  // parts (2d: in, the hidden, over the mesh rows too); row-parallel: in split over the head parts
-  // (2d: out, the hidden, over the mesh rows).
-  const MeshMapperConfig column_parallel = two_d ? ShardTensor2dMesh(0, 1, true) : ShardTensorToMesh(1, true);
-  const MeshMapperConfig row_parallel = two_d ? ShardTensor2dMesh(1, 0, true) : ShardTensorToMesh(0, true);
-  const MeshMapperConfig hidden_vector = two_d ? ShardTensor2dMesh(0, std::nullopt, true) : ReplicateTensorToMesh();
+  // Placements of the [in, out] (transposed) weights (models/weight_placement.hpp): q, k, v, gate
+  // and up column-parallel (out split over the head parts), o and down row-parallel; the norms
+  // are hidden vectors.
+  const ParallelMode mode = two_d ? ParallelMode::TWO_D : ParallelMode::TP;
+  const MeshMapperConfig column_parallel = weight_mapper(mode, WeightRole::COLUMN_PARALLEL);
+  const MeshMapperConfig row_parallel = weight_mapper(mode, WeightRole::ROW_PARALLEL);
+  const MeshMapperConfig hidden_vector = weight_mapper(mode, WeightRole::HIDDEN_VECTOR);
 
   // Linear weights are stored [out, in] and loaded transposed to [in, out].
   auto load_linear = [&](const std::string& key, int64_t out, int64_t in, const MeshMapperConfig& mapper,
