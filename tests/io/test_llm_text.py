@@ -124,6 +124,17 @@ def outputs(path):
     return tokens, text, prompts
 
 
+def run_attributes(path, ranks):
+    """Whether the output file's root attributes name this run's settings and hold its timings."""
+    with h5py.File(path, "r") as f:
+        a = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+    settings = {"mesh": f"1x{ranks}", "mode": "tp", "weight_dtype": "bfloat16", "sampling": "greedy"}
+    if any(str(a.get(k)) != v for k, v in settings.items()):
+        print(f"{path}: root attributes {a}")
+        return False
+    return all(float(a.get(k, 0)) > 0 for k in ("prefill_seconds", "decode_ms_per_step", "decode_tokens_per_second"))
+
+
 def converted_model(kind, make_tokenizer, config):
     """A Hugging Face directory with the given tokenizer, converted; returns (weights, encode, decode)."""
     model_dir = os.path.join(WORK, kind)
@@ -171,6 +182,8 @@ def check_text_job(kind, weights, encode, decode, bos):
         check(t_prompts == [p for p, _ in PROMPTS], f"{kind}, {ranks} rank(s): the output file holds the prompt texts")
         check([int((row >= 0).sum()) for row in t_tokens] == [n for _, n in PROMPTS],
               f"{kind}, {ranks} rank(s): each request made its max_tokens")
+        check(run_attributes(ids_out, ranks),
+              f"{kind}, {ranks} rank(s): the output file's root attributes hold the run's settings and timings")
         stdout = rt.stdout.decode("utf-8")  # strict: streamed text must be valid UTF-8
         streamed = "request 0:\n" + PROMPTS[0][0] + expected[0] + "\n"
         check(streamed in stdout and stdout.count("request 0:\n") == 1,
