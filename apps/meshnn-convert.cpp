@@ -20,9 +20,9 @@ int convert_main(int argc, char** argv) {
   std::string model_dir, output, dtype = "keep";
   int64_t block_bytes = int64_t{16} << 20;
   bool quiet = false;
-  CLI::App cli("Converts the Hugging Face model directory MODEL_DIR (LlamaForCausalLM, MistralForCausalLM,\n"
-               "FalconForCausalLM, RWForCausalLM; safetensors weights) to one meshnn HDF5 file, OUTPUT.h5, that\n"
-               "also carries the tokenizer files (docs/converting.md).",
+  CLI::App cli("Converts the Hugging Face model directory MODEL_DIR (" + models::accepted_architectures() +
+                   ";\nsafetensors weights) to one meshnn HDF5 file, OUTPUT.h5, that also carries the tokenizer "
+                   "files\n(docs/converting.md).",
                "meshnn-convert");
   cli.add_option("MODEL_DIR", model_dir, "Hugging Face model directory")->required();
   cli.add_option("OUTPUT.h5", output, "meshnn HDF5 file to write")->required();

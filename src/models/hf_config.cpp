@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "meshnn/core/error.hpp"
+#include "meshnn/models/hf_convert.hpp"
 
 namespace meshnn::models {
 namespace {
@@ -76,7 +77,8 @@ const std::vector<HfArchitecture>& hf_architectures() {
   return table;
 }
 
-// "A, B and C": the accepted architectures, for the error on any other.
+}  // namespace
+
 std::string accepted_architectures() {
   const std::vector<HfArchitecture>& table = hf_architectures();
   std::string names;
@@ -84,8 +86,6 @@ std::string accepted_architectures() {
     names += (i == 0 ? "" : i + 1 == table.size() ? " and " : ", ") + table[i].name;
   return names;
 }
-
-}  // namespace
 
 HfConfigFile::HfConfigFile(json j, std::string file) : j_(std::move(j)), file_(std::move(file)) {
   MESHNN_CHECK(j_.is_object(), "'{}' is not a JSON object", file_);

@@ -48,6 +48,10 @@ struct ConvertSummary {
 // The tokenizer and generation files copied, when present, to tokenizer/<name>.
 const std::vector<std::string>& hf_tokenizer_files();
 
+// The architectures the converter accepts, as "A, B and C" (the converter's help and its error on
+// any other name them from the same table).
+std::string accepted_architectures();
+
 ConvertSummary convert_hf_checkpoint(const std::string& model_dir, const std::string& output,
                                      const ConvertOptions& options = {});
 
