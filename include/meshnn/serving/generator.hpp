@@ -65,7 +65,9 @@ struct GenerationResult {
 // Runs every request to its end using cache.slots() slots. Throws meshnn::Error (the same on
 // every device, before any pass) for an empty prompt, max_new_tokens < 1, a prompt plus its new
 // tokens longer than the cache or the model's positions, token ids outside the vocabulary, or
-// invalid sampling parameters.
+// invalid sampling parameters. A decode step after the first allocates nothing (forward pass,
+// sampling and the loop's own bookkeeping reuse what the first steps made), unless keep_logits
+// gathers the full logits or on_token allocates.
 GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const GenerationRequest> requests,
                           const GenerationOptions& options);
 
