@@ -136,9 +136,8 @@ std::vector<int> allowed_cpus() {
 
 std::unique_ptr<ThreadPool> pinned_pool(int threads) {
   const std::vector<int> cpus = allowed_cpus();
-  return std::make_unique<ThreadPool>(threads, static_cast<int>(cpus.size()) >= threads
-                                                   ? std::vector<int>(cpus.begin(), cpus.begin() + threads)
-                                                   : std::vector<int>{});
+  if (static_cast<int>(cpus.size()) < threads) return std::make_unique<ThreadPool>(threads);
+  return std::make_unique<ThreadPool>(threads, std::vector<int>(cpus.begin(), cpus.begin() + threads), kWorkerPollTime);
 }
 
 Machine measure_machine() {
