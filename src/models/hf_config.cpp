@@ -79,6 +79,15 @@ const std::vector<HfArchitecture>& hf_architectures() {
 
 }  // namespace
 
+void set_size_attributes(const HfSizes& sizes, io::Attributes& a) {
+  a["hidden_size"] = sizes.hidden;
+  a["intermediate_size"] = sizes.intermediate;
+  a["num_hidden_layers"] = sizes.layers;
+  a["num_attention_heads"] = sizes.heads;
+  a["num_key_value_heads"] = sizes.kv_heads;
+  a["vocab_size"] = sizes.vocab;
+}
+
 std::string accepted_architectures() {
   const std::vector<HfArchitecture>& table = hf_architectures();
   std::string names;

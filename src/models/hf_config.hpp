@@ -57,6 +57,13 @@ class HfConfigFile {
 // Unknown architectures, missing or ill-typed values and unsupported options throw meshnn::Error.
 HfModelConfig read_hf_config(const std::string& model_dir);
 
+// The sizes every family's file carries, under the names docs/spec/hdf5.md gives them (Hugging
+// Face's), for the family readers to set alike.
+struct HfSizes {
+  int64_t hidden, intermediate, layers, heads, kv_heads, vocab;
+};
+void set_size_attributes(const HfSizes& sizes, io::Attributes& a);
+
 // The family readers: the attributes, expected tensors, shape source and warnings of `m` from the
 // config `c` (the driver has set m.architecture and adds the special tokens after).
 namespace llama {

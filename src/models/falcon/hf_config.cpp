@@ -27,12 +27,7 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
 
   io::Attributes& a = m.attributes;
   a["model_type"] = std::string("falcon");
-  a["hidden_size"] = hidden;
-  a["intermediate_size"] = intermediate;
-  a["num_hidden_layers"] = layers;
-  a["num_attention_heads"] = heads;
-  a["num_key_value_heads"] = kv_heads;
-  a["vocab_size"] = vocab;
+  set_size_attributes({hidden, intermediate, layers, heads, kv_heads, vocab}, a);
   a["layer_norm_epsilon"] = c.real("layer_norm_epsilon", 1e-5);
   a["tie_word_embeddings"] = int64_t{c.boolean("tie_word_embeddings", true) ? 1 : 0};
   a["new_decoder_architecture"] = int64_t{new_arch ? 1 : 0};

@@ -32,13 +32,8 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
 
   io::Attributes& a = m.attributes;
   a["model_type"] = std::string(mistral ? "mistral" : "llama");
-  a["hidden_size"] = hidden;
-  a["intermediate_size"] = intermediate;
-  a["num_hidden_layers"] = layers;
-  a["num_attention_heads"] = heads;
-  a["num_key_value_heads"] = kv_heads;
+  set_size_attributes({hidden, intermediate, layers, heads, kv_heads, vocab}, a);
   a["head_dim"] = head_dim;
-  a["vocab_size"] = vocab;
   a["max_position_embeddings"] = c.positive("max_position_embeddings", 2048);
   a["rms_norm_eps"] = c.real("rms_norm_eps", 1e-6);
   a["rope_theta"] = c.real("rope_theta", 10000.0);
