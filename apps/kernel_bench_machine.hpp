@@ -43,8 +43,8 @@ struct Machine {
 // A pool of `threads` workers pinned one per core, on the first cores this process may run on,
 // polling between jobs as the jobs' own pool does when each worker owns a core (kWorkerPollTime);
 // unpinned and sleeping between jobs when there are fewer cores. A pool that sleeps pays a wake-up
-// (40-80 us on the 2-core VM) on every call that the jobs do not pay, which made the 2-thread rows
-// of the short decode-step calls look slower than they run in a job.
+// on every call that the jobs do not pay, which made the 2-thread rows of the short decode-step
+// calls look slower than they run in a job (docs/performance.md, session 32).
 std::unique_ptr<ThreadPool> pinned_pool(int threads);
 
 // Takes a few seconds: every figure is the best of several runs.
