@@ -364,15 +364,9 @@ std::string json_record(const Bench& b, const Row& row) {
 
 // Written on rank 0; every rank learns whether it failed.
 void write_json_records(const Bench& b, const std::vector<std::string>& records) {
-  std::string message;
-  if (b.rank == 0) {
-    try {
-      io::write_text_file(b.o.json, io::json_array_lines(records));
-    } catch (const Error& e) {
-      message = e.what();
-    }
-  }
-  agree_on_failure(b.mesh->comm(), "writing the JSON records", message.empty(), message);
+  run_agreed(b.mesh->comm(), "writing the JSON records", [&] {
+    if (b.rank == 0) io::write_text_file(b.o.json, io::json_array_lines(records));
+  });
 }
 
 int bench_main(Runtime& rt, int argc, char** argv) {

@@ -305,13 +305,8 @@ MeshTensor load_tensor(const std::string& file, const std::string& dataset, cons
   Tensor local;
   Shape global;
   Placements placements;
-  std::string message;
-  try {
-    local = load_local_shard(file, dataset, mapper, *mesh, options, global, placements);
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
-  agree_on_failure(mesh->comm(), fmt::format("loading '{}' from '{}'", dataset, file), message.empty(), message);
+  run_agreed(mesh->comm(), fmt::format("loading '{}' from '{}'", dataset, file),
+             [&] { local = load_local_shard(file, dataset, mapper, *mesh, options, global, placements); });
   return MeshTensor(mesh, global, placements, std::move(local));
 }
 
@@ -389,13 +384,8 @@ std::optional<std::string> read_embedded_file_local(const std::string& file, con
 
 DatasetInfo inspect_dataset(const std::string& file, const std::string& dataset, const MeshDevicePtr& mesh) {
   DatasetInfo info;
-  std::string message;
-  try {
-    info = inspect_dataset_local(file, dataset);
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
-  agree_on_failure(mesh->comm(), fmt::format("inspecting '{}' in '{}'", dataset, file), message.empty(), message);
+  run_agreed(mesh->comm(), fmt::format("inspecting '{}' in '{}'", dataset, file),
+             [&] { info = inspect_dataset_local(file, dataset); });
   return info;
 }
 
@@ -451,13 +441,8 @@ Attributes read_root_attributes_local(const std::string& file) {
 
 Attributes read_root_attributes(const std::string& file, const MeshDevicePtr& mesh) {
   Attributes attrs;
-  std::string message;
-  try {
-    attrs = read_root_attributes_local(file);
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
-  agree_on_failure(mesh->comm(), fmt::format("reading attributes of '{}'", file), message.empty(), message);
+  run_agreed(mesh->comm(), fmt::format("reading attributes of '{}'", file),
+             [&] { attrs = read_root_attributes_local(file); });
   return attrs;
 }
 

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -36,6 +37,19 @@ int comm_size(MPI_Comm comm);
 //   "<what> failed on rank(s) 1, 3: <message of the lowest failing rank>"
 // Collective over comm; call it at the end of a phase that may fail locally.
 void agree_on_failure(MPI_Comm comm, const std::string& what, bool local_ok, const std::string& local_message);
+
+// Runs fn on this rank, then agree_on_failure over comm on whether it threw: a step that can fail
+// on some ranks only (a file one rank reads or writes) fails on every rank alike.
+template <class Fn>
+void run_agreed(MPI_Comm comm, const std::string& what, Fn&& fn) {
+  std::string message;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    message = e.what();
+  }
+  agree_on_failure(comm, what, message.empty(), message);
+}
 
 // How a communicator's point-to-point messages travel: SHARED_MEMORY when every member runs on one
 // node and MPI may use its shared-memory transport; NETWORK when the members span nodes or the

@@ -4,7 +4,6 @@
 // collective for a peer that has given up (the error rules in core/error.hpp).
 #pragma once
 
-#include <exception>
 #include <string>
 
 #include "meshnn/core/mpi_utils.hpp"
@@ -15,27 +14,15 @@ namespace meshnn::models {
 // Runs fn on device 0 only; every rank learns whether it failed, and throws alike.
 template <class Fn>
 void on_root(const MeshDevice& mesh, const std::string& what, Fn&& fn) {
-  std::string message;
-  if (mesh.device_id() == 0) {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      message = e.what();
-    }
-  }
-  agree_on_failure(mesh.comm(), what, message.empty(), message);
+  run_agreed(mesh.comm(), what, [&] {
+    if (mesh.device_id() == 0) fn();
+  });
 }
 
 // Runs fn on every rank; a failure on any of them becomes the same error everywhere.
 template <class Fn>
 void on_every_rank(const MeshDevice& mesh, const std::string& what, Fn&& fn) {
-  std::string message;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    message = e.what();
-  }
-  agree_on_failure(mesh.comm(), what, message.empty(), message);
+  run_agreed(mesh.comm(), what, fn);
 }
 
 }  // namespace meshnn::models
