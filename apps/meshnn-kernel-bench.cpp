@@ -35,9 +35,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -45,6 +48,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <unistd.h>
 
 #include "kernel_bench_attention.hpp"
 #include "kernel_bench_machine.hpp"
@@ -261,6 +266,7 @@ struct FormatRuns {
   std::vector<std::function<void()>> fns;
   // Per thread count, the index of its peer's run in fns; 0: none.
   std::vector<size_t> onednn, float32, ceiling;
+  std::vector<size_t> openblas;  // the OpenBLAS runs' indices in fns
 
   FormatRuns(const BenchOptions& o, const Workers& workers, ShapeOperands& x, DataType wd)
       : w(Tensor::from_float(x.w_values, Shape{x.s.k, x.s.n}, wd, Layout::TILE)),
@@ -275,13 +281,15 @@ struct FormatRuns {
       fns.push_back([&a = x.a, &weights = w, pool = pool.get(), out = Tensor()]() mutable {
         matmul_into(a, weights, out, false, false, float32_output_on(pool));
       });
-    for (int blas_threads : workers.blas_thread_counts)
+    for (int blas_threads : workers.blas_thread_counts) {
+      openblas.push_back(fns.size());
       fns.push_back([&x, blas_threads] {
 #ifdef MESHNN_HAVE_OPENBLAS
         openblas_set_num_threads(blas_threads);
 #endif
         openblas_run(x.s, x.a_values, x.w_values, x.blas_c);
       });
+    }
     for (size_t i = 0; i < x.onednn.size(); ++i)
       if (x.onednn[i]) {
         onednn[i] = fns.size();
@@ -310,11 +318,13 @@ struct FormatRuns {
       });
     }
   }
-  // Which runs leave OpenMP threads spinning (best_times_alternating): oneDNN's.
+  // Which runs leave threads spinning (best_times_alternating): oneDNN's (OpenMP) and OpenBLAS's
+  // (limit_openblas_spin).
   std::vector<bool> spins_after() const {
     std::vector<bool> spins(fns.size(), false);
     for (size_t index : onednn)
       if (index > 0) spins[index] = true;
+    for (size_t index : openblas) spins[index] = true;
     return spins;
   }
 
@@ -440,4 +450,26 @@ int bench_main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_tool("meshnn-kernel-bench", argc, argv, bench_main); }
+#ifdef MESHNN_HAVE_OPENBLAS
+// OpenBLAS's worker threads spin for 2^28 cycles (about 0.1 s) after each call unless
+// OPENBLAS_THREAD_TIMEOUT says otherwise, longer than any pause between runs, and a spinning one
+// takes a core from the run after it: oneDNN's 2-thread rows ran at its 1-thread rate in most rounds
+// (docs/performance.md, session 33). OpenBLAS reads the variable once, when it is loaded, so the
+// bench sets it and starts itself again: 2^20 cycles, under a millisecond, which back-to-back calls
+// inside a timed run still find the threads awake through. A value the user set is kept.
+void limit_openblas_spin(char** argv) {
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr) return;
+  if (setenv("OPENBLAS_THREAD_TIMEOUT", "20", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  fmt::print("# could not restart with OPENBLAS_THREAD_TIMEOUT set ({}): OpenBLAS's threads may spin into "
+             "the runs after it\n",
+             std::strerror(errno));
+}
+#endif
+
+int main(int argc, char** argv) {
+#ifdef MESHNN_HAVE_OPENBLAS
+  limit_openblas_spin(argv);
+#endif
+  return run_tool("meshnn-kernel-bench", argc, argv, bench_main);
+}
