@@ -1,14 +1,19 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
 #include "hdf5_handles.hpp"
 #include "meshnn/core/mpi_utils.hpp"
 #include "meshnn/io/hdf5_io.hpp"
+#include "meshnn/kernels/row_kernels.hpp"
 #include "meshnn/tensor/bfloat16.hpp"
+#include "meshnn/tensor/storage_codec.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 
 namespace meshnn::io {
@@ -102,20 +107,22 @@ DatasetInfo describe(const Handle& d, const std::string& file, const std::string
   return info;
 }
 
-// Reads the box [start, start + count) of the dataset as float32 values, row-major.
-std::vector<float> read_box(const Handle& d, const DatasetInfo& info, const std::vector<int64_t>& start,
-                            const std::vector<int64_t>& count, const std::string& file, const std::string& dataset) {
+// Reads the box [start, start + count) of the dataset as float32 values, row-major, into `out`
+// (resized; its storage and that of `bits`, bfloat16 staging, are reused from call to call).
+void read_box_into(const Handle& d, const DatasetInfo& info, const std::vector<int64_t>& start,
+                   const std::vector<int64_t>& count, const std::string& file, const std::string& dataset,
+                   std::vector<float>& out, std::vector<uint16_t>& bits) {
   int64_t volume = 1;
   for (int64_t c : count) volume *= c;
-  std::vector<float> out(static_cast<size_t>(volume));
-  if (volume == 0) return out;
+  out.resize(static_cast<size_t>(volume));
+  if (volume == 0) return;
   std::vector<hsize_t> hstart(start.begin(), start.end()), hcount(count.begin(), count.end());
   Handle file_space(H5Dget_space(d.get()), H5Sclose);
   H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, hstart.data(), nullptr, hcount.data(), nullptr);
   Handle mem_space(H5Screate_simple(static_cast<int>(hcount.size()), hcount.data(), nullptr), H5Sclose);
   herr_t rc;
   if (info.type == StoredType::BFLOAT16) {
-    std::vector<uint16_t> bits(out.size());
+    bits.resize(out.size());
     rc = H5Dread(d.get(), H5T_NATIVE_UINT16, mem_space.get(), file_space.get(), H5P_DEFAULT, bits.data());
     bfloat16_to_float(bits, out);
   } else {
@@ -124,6 +131,13 @@ std::vector<float> read_box(const Handle& d, const DatasetInfo& info, const std:
   }
   if (rc < 0)
     throw Error(fmt::format("reading dataset '{}' from '{}' failed (file truncated or corrupt?)", dataset, file));
+}
+
+std::vector<float> read_box(const Handle& d, const DatasetInfo& info, const std::vector<int64_t>& start,
+                            const std::vector<int64_t>& count, const std::string& file, const std::string& dataset) {
+  std::vector<float> out;
+  std::vector<uint16_t> bits;
+  read_box_into(d, info, start, count, file, dataset, out, bits);
   return out;
 }
 
@@ -135,10 +149,15 @@ void check_expected_shape(const DatasetInfo& info, const LoadOptions& o, const s
 }
 
 void check_finite(const std::vector<float>& values, const std::string& file, const std::string& dataset) {
-  for (size_t i = 0; i < values.size(); ++i)
-    if (!std::isfinite(values[i]))
+  // First whether any value is inf or NaN (exponent field all ones), in a loop without an exit that
+  // the compiler vectorises (every weight of a model passes here); then, only if so, which.
+  uint32_t any_special = 0;
+  for (const float v : values) any_special |= static_cast<uint32_t>((std::bit_cast<uint32_t>(v) & 0x7F800000u) == 0x7F800000u);
+  if (any_special == 0) return;
+  for (const float v : values)
+    if (!std::isfinite(v))
       throw Error(fmt::format("dataset '{}' in '{}' contains {} (values must be finite)", dataset, file,
-                              std::isnan(values[i]) ? "NaN" : "inf"));
+                              std::isnan(v) ? "NaN" : "inf"));
 }
 
 // The part of one dim a shard covers: [begin, begin + valid) of the stored data, then padding up
@@ -184,28 +203,46 @@ std::vector<float> pad_box(const std::vector<float>& values, const std::vector<i
 }
 
 // Linear weight [N, K] stored, shard of [K, N] wanted. One block of 32 stored rows is one tile
-// column of the shard: read it, transpose it, pack it, copy its tiles into place. The staging is
-// 32 x K floats, however large the weight.
+// column of the shard: read it, then each of its tiles transposed into face order and encoded in
+// place. The staging is 32 x K floats and one tile, however large the weight, and reused: fresh
+// buffers per tile column had the kernel zero their pages again and again (docs/performance.md,
+// session 33).
 Tensor load_transposed_tiles(const Handle& d, const DatasetInfo& info, const Extent& k, const Extent& n,
                              const LoadOptions& o, const std::string& file, const std::string& dataset) {
-  Tensor out(Shape{k.size, n.size}, o.dtype, Layout::TILE);
+  Tensor out = Tensor::uninitialized(Shape{k.size, n.size}, o.dtype, Layout::TILE);  // every tile written below
   const int64_t tile_cols = round_up_to_tile(n.size) / kTileWidth;
   const int64_t tile_rows = round_up_to_tile(k.size) / kTileHeight;
   const size_t bytes_per_tile = tile_bytes(o.dtype);
-  std::vector<float> block(static_cast<size_t>(k.size * kTileWidth));
+  std::vector<float> stored;
+  std::vector<uint16_t> bits;
+  // Per tile: the stored rows' 32 values into a tile in face order (row j = stored row j), the
+  // register transpose the attention kernels use, and the result back into face order.
+  const kernels::RowKernelSet& rk = kernels::row_kernel_set();
+  alignas(64) float stored_faces[kTileVolume], transposed[kTileVolume], faces[kTileVolume];
   for (int64_t tc = 0; tc < tile_cols; ++tc) {
+    // Stored rows n.begin + tc * 32 + j (j < rows) are the tile column's columns j; the rest, zeros.
     const int64_t rows = std::clamp<int64_t>(n.valid - tc * kTileWidth, 0, kTileWidth);
-    std::fill(block.begin(), block.end(), 0.0f);
     if (rows > 0) {
-      const std::vector<float> stored = read_box(d, info, {n.begin + tc * kTileWidth, k.begin}, {rows, k.valid}, file, dataset);
+      read_box_into(d, info, {n.begin + tc * kTileWidth, k.begin}, {rows, k.valid}, file, dataset, stored, bits);
       if (o.reject_non_finite) check_finite(stored, file, dataset);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < k.valid; ++c) block[static_cast<size_t>(c * kTileWidth + r)] = stored[static_cast<size_t>(r * k.valid + c)];
     }
-    const Tensor packed = Tensor::from_float(block, Shape{k.size, kTileWidth}, o.dtype, Layout::TILE);
-    for (int64_t tr = 0; tr < tile_rows; ++tr)
-      std::memcpy(out.data<std::byte>() + static_cast<size_t>(tr * tile_cols + tc) * bytes_per_tile,
-                  packed.data<std::byte>() + static_cast<size_t>(tr) * bytes_per_tile, bytes_per_tile);
+    for (int64_t tr = 0; tr < tile_rows; ++tr) {
+      const int64_t k0 = tr * kTileHeight, k_rows = std::clamp<int64_t>(k.valid - k0, 0, kTileHeight);
+      if (rows < kTileWidth || k_rows < kTileHeight) std::fill(std::begin(stored_faces), std::end(stored_faces), 0.0f);
+      for (int64_t j = 0; j < rows; ++j) {
+        const float* src = stored.data() + j * k.valid + k0;
+        const int64_t left = std::min<int64_t>(k_rows, 16);
+        std::copy(src, src + left, stored_faces + tile_element_index(j, 0));
+        if (k_rows > 16) std::copy(src + 16, src + k_rows, stored_faces + tile_element_index(j, 16));
+      }
+      rk.transpose_tile(stored_faces, transposed);  // transposed[r * 32 + j]: row r of K, column j
+      for (int64_t r = 0; r < kTileHeight; ++r) {
+        std::copy_n(transposed + r * 32, 16, faces + tile_element_index(r, 0));
+        std::copy_n(transposed + r * 32 + 16, 16, faces + tile_element_index(r, 16));
+      }
+      encode_storage(faces, o.dtype, kTileVolume,
+                     out.data<std::byte>() + static_cast<size_t>(tr * tile_cols + tc) * bytes_per_tile);
+    }
   }
   return out;
 }

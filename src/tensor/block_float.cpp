@@ -20,43 +20,52 @@ void check_block_dtype(DataType dtype) {
                to_string(dtype));
 }
 
-// Encodes one value against its block's shared exponent as sign << W | magnitude. Branch-free
-// (selects, no early returns): a model load encodes every weight, and the rounding decision of
-// random values is a branch mispredicted half the time.
-[[gnu::always_inline]] inline uint32_t encode_value(uint32_t bits, uint32_t shared_exp, int w) {
-  const uint32_t exp = (bits >> 23) & 0xFFu;
-  const uint32_t shift = shared_exp - exp;
-  // TT-NN keeps no sticky bit, so bits shifted out here never influence the rounding below.
-  const uint32_t full = (1u << 23) | (bits & 0x7FFFFFu);
-  // Every condition as a 0/1 or a select of whole words: written so, GCC vectorises a block's loop.
-  uint32_t m = full >> std::min(shift, 31u);
-  m = shift >= 32 ? 0u : m;
-  const int s = 24 - w;
-  const uint32_t half = 1u << (s - 1);
-  const uint32_t r = m & ((1u << s) - 1);
-  m >>= s;
-  m += (r > half ? 1u : 0u) | (r == half ? (m & 1u) : 0u);
-  // Saturating rather than bumping the exponent keeps the block's exponent shared by all 16.
-  m = std::min(m, (1u << w) - 1);
-  const uint32_t code = ((bits >> 31) << w) | m;
-  const uint32_t zero = ((bits & 0x7FFFFFFFu) == 0 ? 1u : 0u) | (m == 0 ? 1u : 0u);
-  return zero != 0 ? 0u : code;
-}
+// 16 lanes of 32 bits in GCC's vector extensions: each MESHNN_VECTOR_CLONES build lowers them to its
+// own registers (one zmm, two ymm, four xmm). The encoder is written in them rather than left to the
+// auto-vectoriser, which turned its selects back into branches and left it scalar: a model load
+// packed its weights at 6-7 ns each (docs/performance.md, session 33).
+using U32x16 = uint32_t __attribute__((vector_size(64)));
+using I32x16 = int32_t __attribute__((vector_size(64)));  // what a lane-wise comparison gives
 
-// Block `block` of a tile (face row block % 16 of face block / 16) from its 16 values. Loops of
-// fixed length over arrays, W a constant: the compiler vectorises them (a model load packs every
-// weight).
+// GCC warns (at the end of the file, so for the whole file) that these pass vectors wider than the
+// default target's registers; they are always inlined into code built for each clone's target, so
+// no call passes them.
+#pragma GCC diagnostic ignored "-Wpsabi"
+// A comparison's lanes (all ones or 0) as unsigned lanes; a lane-wise select on them. Masks and
+// selects, not c ? a : b on lanes, which GCC 12 compiled 4-5 times slower here.
+[[gnu::always_inline]] inline U32x16 lanes(I32x16 mask) { return reinterpret_cast<const U32x16&>(mask); }
+[[gnu::always_inline]] inline U32x16 select(U32x16 mask, U32x16 a, U32x16 b) { return (mask & a) | (~mask & b); }
+
+// Block `block` of a tile (face row block % 16 of face block / 16) from its 16 values: the shared
+// exponent is the largest exponent field, and each value becomes sign << W | magnitude, its
+// magnitude rounded to W bits against that exponent.
 template <int W>
 [[gnu::always_inline]] inline void pack_block(const float* __restrict values, int block, std::byte* __restrict tile) {
-  uint32_t bits[kBlockSize];
-  std::memcpy(bits, values, sizeof bits);
+  U32x16 bits;
+  std::memcpy(&bits, values, sizeof bits);
+  const U32x16 exp = (bits >> 23) & 0xFFu;
   // Zero and denormals have exponent field 0 and inf/NaN 255, exactly what the format asks of them.
   uint32_t shared_exp = 0;
-  for (int i = 0; i < kBlockSize; ++i) shared_exp = std::max(shared_exp, (bits[i] >> 23) & 0xFFu);
+  for (int i = 0; i < kBlockSize; ++i) shared_exp = std::max(shared_exp, exp[i]);
   tile[block] = static_cast<std::byte>(shared_exp);
 
-  uint32_t block_codes[kBlockSize];
-  for (int i = 0; i < kBlockSize; ++i) block_codes[i] = encode_value(bits[i], shared_exp, W);
+  const U32x16 shift = shared_exp - exp;
+  // TT-NN keeps no sticky bit, so bits shifted out here never influence the rounding below.
+  const U32x16 full = (bits & 0x7FFFFFu) | (1u << 23);
+  const U32x16 clamped = select(lanes(shift < 31u), shift, U32x16{} + 31u);
+  U32x16 m = (full >> clamped) & lanes(shift < 32u);
+  constexpr int s = 24 - W;
+  constexpr uint32_t half = 1u << (s - 1);
+  const U32x16 r = m & ((1u << s) - 1);
+  m >>= s;
+  m += (lanes(r > half) | (lanes(r == half) & m)) & 1u;  // to nearest, ties to even
+  // Saturating rather than bumping the exponent keeps the block's exponent shared by all 16.
+  constexpr uint32_t kMax = (1u << W) - 1;
+  m = select(lanes(m < kMax), m, U32x16{} + kMax);
+  // Zero, and a magnitude rounded to zero, encode as 0, never as -0.
+  const U32x16 nonzero = lanes((bits & 0x7FFFFFFFu) != 0u) & lanes(m != 0u);
+  const U32x16 block_codes = (((bits >> 31) << W) | m) & nonzero;
+
   auto* codes = reinterpret_cast<uint8_t*>(tile + kBlocksPerTile);
   if constexpr (W == 7) {
     for (int i = 0; i < kBlockSize; ++i) codes[block * kBlockSize + i] = static_cast<uint8_t>(block_codes[i]);
