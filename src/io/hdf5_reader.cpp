@@ -204,9 +204,8 @@ std::vector<float> pad_box(const std::vector<float>& values, const std::vector<i
 
 // Linear weight [N, K] stored, shard of [K, N] wanted. One block of 32 stored rows is one tile
 // column of the shard: read it, then each of its tiles transposed into face order and encoded in
-// place. The staging is 32 x K floats and one tile, however large the weight, and reused: fresh
-// buffers per tile column had the kernel zero their pages again and again (docs/performance.md,
-// session 33).
+// place. The staging is 32 x K floats and three tiles, however large the weight, reused from tile
+// column to tile column (docs/performance.md, session 33: the load's cost).
 Tensor load_transposed_tiles(const Handle& d, const DatasetInfo& info, const Extent& k, const Extent& n,
                              const LoadOptions& o, const std::string& file, const std::string& dataset) {
   Tensor out = Tensor::uninitialized(Shape{k.size, n.size}, o.dtype, Layout::TILE);  // every tile written below
