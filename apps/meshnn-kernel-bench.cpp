@@ -15,7 +15,9 @@
 // OpenBLAS runs with the same number of threads as our row (--openblas-threads N pins it, e.g. 1
 // for a single-threaded baseline everywhere). For each shape and weight format, every thread count
 // of ours and OpenBLAS run in alternation, round by round; each reports its best time. JSON
-// records carry openblas_threads.
+// records carry openblas_threads. The bench sets OPENBLAS_THREAD_TIMEOUT=20 (unless it is set) and
+// restarts itself, so that OpenBLAS's threads stop spinning within a millisecond of a call instead
+// of taking a core from the runs after it (limit_openblas_spin).
 // oneDNN (with --act bfloat16, when built with it: apps/kernel_bench_onednn.cpp) runs with our
 // row's threads in the same alternation: activations bfloat16 [M,K] row-major, weights rounded to
 // bfloat16 and reordered once, outside the timed runs, to the layout the primitive chooses.
