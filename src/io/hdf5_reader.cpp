@@ -235,10 +235,7 @@ Tensor load_transposed_tiles(const Handle& d, const DatasetInfo& info, const Ext
         if (k_rows > 16) std::copy(src + 16, src + k_rows, stored_faces + tile_element_index(j, 16));
       }
       rk.transpose_tile(stored_faces, transposed);  // transposed[r * 32 + j]: row r of K, column j
-      for (int64_t r = 0; r < kTileHeight; ++r) {
-        std::copy_n(transposed + r * 32, 16, faces + tile_element_index(r, 0));
-        std::copy_n(transposed + r * 32 + 16, 16, faces + tile_element_index(r, 16));
-      }
+      tilize(transposed, faces, 1, kTileHeight, kTileWidth, 0.0f);
       encode_storage(faces, o.dtype, kTileVolume,
                      out.data<std::byte>() + static_cast<size_t>(tr * tile_cols + tc) * bytes_per_tile);
     }
