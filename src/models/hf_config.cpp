@@ -71,6 +71,7 @@ const std::vector<HfArchitecture>& hf_architectures() {
   static const std::vector<HfArchitecture> table = {
       {"LlamaForCausalLM", {"llama"}, llama::read_hf_config},
       {"MistralForCausalLM", {"mistral"}, llama::read_hf_config},
+      {"Qwen2ForCausalLM", {"qwen2"}, llama::read_hf_config},
       {"FalconForCausalLM", {"falcon"}, falcon::read_hf_config},
       {"RWForCausalLM", {"RefinedWeb", "RefinedWebModel"}, falcon::read_hf_config},
   };

@@ -303,8 +303,13 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
   if (bias != nullptr) {
     MESHNN_CHECK(bias->volume() == n && bias->shape()[-1] == n,
                  "{}: bias must hold N={} values in its last dim, got {}", what, n, bias->shape());
-    bias_values = bias->to_float();
-    p.bias = bias_values.data();
+    // A float32 ROW_MAJOR bias is read where it is (a decode step then allocates nothing for it).
+    if (bias->dtype() == DataType::FLOAT32 && bias->layout() == Layout::ROW_MAJOR) {
+      p.bias = bias->data<float>();
+    } else {
+      bias_values = bias->to_float();
+      p.bias = bias_values.data();
+    }
   }
   if (m == 0 || n == 0 || batches == 0) {
     std::memset(out.data<std::byte>(), 0, out.size_bytes());
@@ -473,6 +478,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation a
   Tensor out;
   run_matmul(x, w, false, false, bias, activation, options, "linear", out, true);
   return out;
+}
+
+void linear_into(const Tensor& x, const Tensor& w, const Tensor* bias, Activation activation, Tensor& output,
+                 const MatmulOptions& options) {
+  run_matmul(x, w, false, false, bias, activation, options, "linear", output, false);
 }
 
 }  // namespace meshnn

@@ -1,8 +1,8 @@
 // The Llama model on every mesh shape of the run's size, in tp, 2d, dp and hybrid: logits against an
 // independent float64 implementation (tests/support/llama_reference), greedy tokens against the
 // single-device run, KV-cache consistency across ragged prompts, chunked prefill and tile
-// boundaries, Llama 3.1's rope_scaling and Mistral's sliding window, continuous batching against
-// solo runs, determinism, and bad input.
+// boundaries, Llama 3.1's rope_scaling, Mistral's sliding window and Qwen2's q/k/v biases,
+// continuous batching against solo runs, determinism, and bad input.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -64,6 +64,26 @@ std::string long_context_file(bool rope_scaling, bool sliding_window) {
       spec.config.rope_scaling = {RopeScaling::Type::LLAMA3, 8.0, 1.0, 4.0, 128};
     }
     if (sliding_window) spec.config.sliding_window = 20;
+    spec.storage = io::StoredType::FLOAT32;
+    spec.seed = 5;
+    write_synthetic_llama(f, spec);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return f;
+}
+
+// The tiny preset as Qwen2 writes it: the untied file's weights (same seed, same tensor ids) plus
+// q/k/v biases, so that the untied file is this model without its biases.
+std::string qwen2_file() {
+  static std::string f;
+  if (!f.empty()) return f;
+  int pid = static_cast<int>(getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  f = fmt::format("{}/meshnn_llama_test_{}_qwen2.h5", ::testing::TempDir(), pid);
+  if (world_rank() == 0) {
+    SyntheticLlama spec;
+    spec.config = llama_preset("tiny");
+    spec.config.qkv_bias = true;
     spec.storage = io::StoredType::FLOAT32;
     spec.seed = 5;
     write_synthetic_llama(f, spec);
@@ -183,6 +203,24 @@ TEST(Llama, RopeScalingAndSlidingWindowMatchFloat64InEveryModeAndMesh) {
   check_every_mode(long_context_file(true, true), "llama3 rope_scaling, sliding window 20");
 }
 
+TEST(Llama, Qwen2QkvBiasesMatchFloat64InEveryModeAndMesh) {
+  // 2d adds the biases on one mesh row only; dp and hybrid on every replica.
+  check_every_mode(qwen2_file(), "qwen2 q/k/v biases");
+}
+
+// The comparison above can fail: the reference of the same weights without the biases is far from
+// the model with them.
+TEST(Llama, Qwen2QkvBiasesChangeTheLogits) {
+  const std::string with = qwen2_file();
+  const LlamaConfig config = config_of(with);
+  const auto requests = ragged_requests(config.vocab_size, 6);
+  auto self = MeshDevice::open({1, 1}, Topology::RING, MPI_COMM_SELF);
+  const GenerationResult r =
+      run_on(with, self, {DataType::FLOAT32, DataType::FLOAT32}, DataType::FLOAT32, requests, 4, 512);
+  const double p = min_pcc_vs_reference(model_file(false), requests, r, config.vocab_size);
+  EXPECT_TRUE(all_ranks_ok(p < 0.999)) << "the reference without the biases still reaches PCC " << p;
+}
+
 // The comparison above can fail: the reference without either setting is far from the model with both.
 TEST(Llama, RopeScalingAndSlidingWindowEachChangeTheLogits) {
   const std::string both = long_context_file(true, true);
@@ -200,22 +238,25 @@ TEST(Llama, RopeScalingAndSlidingWindowEachChangeTheLogits) {
 
 // Compact formats on the tp mesh: the logits stay close to float64 (looser: weights and cache are
 // quantised) and to the float32 run.
+// Also with Qwen2's biases, which the bfloat16 products' epilogue adds.
 TEST(Llama, CompactWeightsAndCacheStayClose) {
-  const std::string file = model_file(false);
-  const LlamaConfig config = config_of(file);
-  const auto requests = ragged_requests(config.vocab_size, 4);
-  auto mesh = MeshDevice::open({1, world_size()});
-  struct Case {
-    DataType weights, acts, kv;
-    double min_pcc;
-  };
-  for (const Case& c : {Case{DataType::BFLOAT16, DataType::BFLOAT16, DataType::BFLOAT16, 0.995},
-                        Case{DataType::BFLOAT8_B, DataType::BFLOAT16, DataType::BFLOAT8_B, 0.99},
-                        Case{DataType::BFLOAT4_B, DataType::BFLOAT16, DataType::BFLOAT16, 0.95}}) {
-    const GenerationResult r = run_on(file, mesh, {c.weights, c.acts}, c.kv, requests, 4, 512);
-    const double p = min_pcc_vs_reference(file, requests, r, config.vocab_size);
-    EXPECT_TRUE(all_ranks_ok(p >= c.min_pcc)) << to_string(c.weights) << " weights, " << to_string(c.kv)
-                                              << " cache: min PCC vs float64 " << p << " (need " << c.min_pcc << ")";
+  for (const std::string& file : {model_file(false), qwen2_file()}) {
+    const LlamaConfig config = config_of(file);
+    const auto requests = ragged_requests(config.vocab_size, 4);
+    auto mesh = MeshDevice::open({1, world_size()});
+    struct Case {
+      DataType weights, acts, kv;
+      double min_pcc;
+    };
+    for (const Case& c : {Case{DataType::BFLOAT16, DataType::BFLOAT16, DataType::BFLOAT16, 0.995},
+                          Case{DataType::BFLOAT8_B, DataType::BFLOAT16, DataType::BFLOAT8_B, 0.99},
+                          Case{DataType::BFLOAT4_B, DataType::BFLOAT16, DataType::BFLOAT16, 0.95}}) {
+      const GenerationResult r = run_on(file, mesh, {c.weights, c.acts}, c.kv, requests, 4, 512);
+      const double p = min_pcc_vs_reference(file, requests, r, config.vocab_size);
+      EXPECT_TRUE(all_ranks_ok(p >= c.min_pcc))
+          << file << ": " << to_string(c.weights) << " weights, " << to_string(c.kv) << " cache: min PCC vs float64 "
+          << p << " (need " << c.min_pcc << ")";
+    }
   }
 }
 

@@ -21,6 +21,7 @@ using Vec = std::vector<double>;
 
 struct RefLayer {
   std::vector<float> input_norm, q, k, v, o, post_norm, gate, up, down;
+  std::vector<float> q_bias, k_bias, v_bias;  // Qwen2 only; empty otherwise
 };
 
 struct RefModel {
@@ -29,6 +30,7 @@ struct RefModel {
   std::vector<double> inv_freq;  // head_dim / 2 rotary frequencies after rope_scaling
   int64_t window = 0;            // sliding_window; 0 = the whole context
   bool tied = false;
+  bool qkv_bias = false;  // model_type "qwen2": Qwen2Attention's q/k/v Linear layers have biases
   std::vector<float> embed, final_norm, lm_head;  // lm_head empty when tied
   std::vector<RefLayer> blocks;
 };
@@ -97,6 +99,8 @@ std::shared_ptr<const RefModel> load_model(const std::string& file) {
     m->inv_freq = scaled_frequencies(m->inv_freq, nlohmann::json::parse(std::get<std::string>(it->second)));
   m->window = static_cast<int64_t>(number(attrs, "sliding_window").value_or(0.0));
   m->tied = number(attrs, "tie_word_embeddings").value_or(0.0) != 0.0;
+  if (const auto it = attrs.find("model_type"); it != attrs.end())
+    if (const auto* type = std::get_if<std::string>(&it->second)) m->qkv_bias = *type == "qwen2";
   MESHNN_CHECK(m->heads % m->kv_heads == 0 && m->head_dim % 2 == 0,
                "llama reference: '{}' has {} heads, {} KV heads, head_dim {}", file, m->heads, m->kv_heads, m->head_dim);
 
@@ -110,6 +114,11 @@ std::shared_ptr<const RefModel> load_model(const std::string& file) {
     l.q = load(file, key("self_attn.q_proj.weight"), {q_width, h});
     l.k = load(file, key("self_attn.k_proj.weight"), {kv_width, h});
     l.v = load(file, key("self_attn.v_proj.weight"), {kv_width, h});
+    if (m->qkv_bias) {
+      l.q_bias = load(file, key("self_attn.q_proj.bias"), {q_width});
+      l.k_bias = load(file, key("self_attn.k_proj.bias"), {kv_width});
+      l.v_bias = load(file, key("self_attn.v_proj.bias"), {kv_width});
+    }
     l.o = load(file, key("self_attn.o_proj.weight"), {h, q_width});
     l.post_norm = load(file, key("post_attention_layernorm.weight"), {h});
     l.gate = load(file, key("mlp.gate_proj.weight"), {inter, h});
@@ -122,12 +131,12 @@ std::shared_ptr<const RefModel> load_model(const std::string& file) {
   return m;
 }
 
-// y = W x for a PyTorch Linear weight W [out, in].
-Vec linear(const std::vector<float>& w, const Vec& x) {
+// y = W x + b for a PyTorch Linear weight W [out, in] and bias b (empty: none).
+Vec linear(const std::vector<float>& w, const Vec& x, const std::vector<float>& b = {}) {
   const size_t in = x.size(), out = w.size() / in;
   Vec y(out, 0.0);
   for (size_t o = 0; o < out; ++o) {
-    double acc = 0.0;
+    double acc = b.empty() ? 0.0 : static_cast<double>(b[o]);
     for (size_t i = 0; i < in; ++i) acc += static_cast<double>(w[o * in + i]) * x[i];
     y[o] = acc;
   }
@@ -178,9 +187,9 @@ std::vector<Vec> forward(const RefModel& m, std::span<const int32_t> tokens) {
     std::vector<Vec> q(n), k(n), v(n);
     for (size_t t = 0; t < n; ++t) {
       const Vec a = rms_norm(x[t], l.input_norm, m.eps);
-      q[t] = linear(l.q, a);
-      k[t] = linear(l.k, a);
-      v[t] = linear(l.v, a);
+      q[t] = linear(l.q, a, l.q_bias);
+      k[t] = linear(l.k, a, l.k_bias);
+      v[t] = linear(l.v, a, l.v_bias);
       rope(q[t], m.inv_freq, static_cast<int64_t>(t));
       rope(k[t], m.inv_freq, static_cast<int64_t>(t));
     }

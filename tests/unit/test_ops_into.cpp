@@ -3,6 +3,7 @@
 // enough (a smaller row count in the same tiles allocates nothing), and the allowed aliasing.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -66,6 +67,30 @@ TEST(OpsInto, MatmulIntoEqualsMatmulAndReusesItsOutput) {
   const Tensor x = random_tensor(Shape{1, 1, 4, 96}, DataType::BFLOAT16, 3);
   Tensor same = x;
   EXPECT_THROW(matmul_into(same, w, same), Error);
+}
+
+// A float32 ROW_MAJOR bias is read in place, any other through its float values: both add the
+// same (the bias values are exact in bfloat16), and each row gets it.
+TEST(OpsInto, LinearIntoEqualsLinearForEitherBiasForm) {
+  const Tensor w = random_tensor(Shape{96, 80}, DataType::BFLOAT8_B, 4);
+  const std::vector<float> bias_values = random_tensor(Shape{80}, DataType::BFLOAT16, 5).to_float();
+  const Tensor row_major = Tensor::from_float(bias_values, Shape{80}, DataType::FLOAT32, Layout::ROW_MAJOR);
+  const Tensor tiled = Tensor::from_float(bias_values, Shape{1, 80}, DataType::BFLOAT16, Layout::TILE);
+  MatmulOptions o;
+  o.output_dtype = DataType::FLOAT32;
+  Tensor out;
+  for (int64_t rows : {32, 5, 1}) {
+    const Tensor x = random_tensor(Shape{1, 1, rows, 96}, DataType::BFLOAT16, 20 + static_cast<uint32_t>(rows));
+    linear_into(x, w, &row_major, Activation::NONE, out, o);
+    const Tensor want = linear(x, w, &tiled, Activation::NONE, o);
+    expect_same(out, want, "linear_into, float32 ROW_MAJOR bias");
+    const std::vector<float> with = out.to_float(), without = matmul(x, w, false, false, o).to_float();
+    // with = fl(without + bias): the difference is the bias up to one rounding of the sum.
+    for (size_t i = 0; i < with.size(); ++i)
+      ASSERT_NEAR(with[i] - without[i], bias_values[i % 80], 1e-6 * (std::abs(with[i]) + 1.0f))
+          << rows << " rows, value " << i;
+  }
+  EXPECT_THROW(linear_into(row_major, w, &row_major, Activation::NONE, out, o), Error);
 }
 
 TEST(OpsInto, RowOpsIntoEqualTheirAllocatingForms) {

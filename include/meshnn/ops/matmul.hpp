@@ -63,6 +63,9 @@ void matmul_into(const Tensor& a, const Tensor& b, Tensor& output, bool transpos
 // volume or last dim is not N.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr, Activation activation = Activation::NONE,
               const MatmulOptions& options = {});
+// The same into `output`, as matmul_into (output must be neither x, w nor bias).
+void linear_into(const Tensor& x, const Tensor& w, const Tensor* bias, Activation activation, Tensor& output,
+                 const MatmulOptions& options = {});
 
 // Which kernel path matmul takes for these operands: "avx512-bf16" or "bf16-emulated" (bfloat16
 // products), else the instruction set of the float32 kernels ("avx512", "avx2", "portable").

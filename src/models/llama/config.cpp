@@ -65,9 +65,11 @@ LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::strin
   MESHNN_CHECK(type != attrs.end() && std::holds_alternative<std::string>(type->second),
                "'model_type' missing from the root attributes of {} (expected \"llama\")", file);
   const std::string& model_type = std::get<std::string>(type->second);
-  MESHNN_CHECK(model_type == "llama" || model_type == "mistral",
-               "{} holds a '{}' model; the Llama job runs model_type \"llama\" (or \"mistral\")", file, model_type);
+  MESHNN_CHECK(model_type == "llama" || model_type == "mistral" || model_type == "qwen2",
+               "{} holds a '{}' model; the Llama job runs model_type \"llama\" (or \"mistral\", \"qwen2\")", file,
+               model_type);
   LlamaConfig c;
+  c.qkv_bias = model_type == "qwen2";
   c.hidden_size = required(attrs, "hidden_size", file);
   c.intermediate_size = required(attrs, "intermediate_size", file);
   c.num_hidden_layers = required(attrs, "num_hidden_layers", file);
@@ -97,7 +99,7 @@ LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::strin
 }
 
 io::Attributes config_to_attributes(const LlamaConfig& c) {
-  io::Attributes a{{"model_type", std::string("llama")},
+  io::Attributes a{{"model_type", std::string(c.qkv_bias ? "qwen2" : "llama")},
                    {"hidden_size", c.hidden_size},
                    {"intermediate_size", c.intermediate_size},
                    {"num_hidden_layers", c.num_hidden_layers},

@@ -1,5 +1,5 @@
-// Llama and Mistral (LlamaForCausalLM, MistralForCausalLM) in a Hugging Face config.json: the
-// root attributes meshnn's Llama reads (src/models/llama/config.cpp) and the state_dict names and
+// Llama, Mistral and Qwen2 (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM) in a Hugging
+// Face config.json: the root attributes meshnn's Llama reads (src/models/llama/config.cpp) and the state_dict names and
 // shapes the configuration implies, by the names meshnn/models/llama/config.hpp gives the loader.
 #include <fmt/format.h>
 
@@ -26,15 +26,24 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
   const std::string act = c.string("hidden_act", "silu");
   MESHNN_CHECK(act == "silu", "{}: hidden_act '{}' is not supported (meshnn's Llama uses silu)", c.file(), act);
   for (const char* flag : {"attention_bias", "mlp_bias"})
-    MESHNN_CHECK(!c.boolean(flag, false), "{}: {} = true is not supported (meshnn's Llama has no biases)", c.file(), flag);
+    MESHNN_CHECK(!c.boolean(flag, false),
+                 "{}: {} = true is not supported (meshnn's Llama has no biases but Qwen2's on q/k/v)", c.file(), flag);
   const bool tied = c.boolean("tie_word_embeddings", false);
   const bool mistral = c.string("model_type", "llama") == "mistral";
+  // Qwen2 is Llama with biases on q_proj, k_proj and v_proj. Its sliding window (layers from
+  // max_window_layers on) applies only with use_sliding_window, which meshnn does not run.
+  const bool qwen2 = m.architecture == "Qwen2ForCausalLM";
+  if (qwen2)
+    MESHNN_CHECK(!c.boolean("use_sliding_window", false),
+                 "{}: use_sliding_window = true is not supported (meshnn runs Qwen2's attention over the whole context)",
+                 c.file());
 
   io::Attributes& a = m.attributes;
-  a["model_type"] = std::string(mistral ? "mistral" : "llama");
+  a["model_type"] = std::string(qwen2 ? "qwen2" : mistral ? "mistral" : "llama");
   set_size_attributes({hidden, intermediate, layers, heads, kv_heads, vocab}, a);
   a["head_dim"] = head_dim;
-  a["max_position_embeddings"] = c.positive("max_position_embeddings", 2048);
+  // Hugging Face's defaults: LlamaConfig 2048, Qwen2Config 32768.
+  a["max_position_embeddings"] = c.positive("max_position_embeddings", qwen2 ? 32768 : 2048);
   a["rms_norm_eps"] = c.real("rms_norm_eps", 1e-6);
   a["rope_theta"] = c.real("rope_theta", 10000.0);
   a["tie_word_embeddings"] = int64_t{tied ? 1 : 0};
@@ -69,6 +78,11 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
     e[key("self_attn.q_proj.weight")] = {heads * head_dim, hidden};
     e[key("self_attn.k_proj.weight")] = {kv_heads * head_dim, hidden};
     e[key("self_attn.v_proj.weight")] = {kv_heads * head_dim, hidden};
+    if (qwen2) {
+      e[key("self_attn.q_proj.bias")] = {heads * head_dim};
+      e[key("self_attn.k_proj.bias")] = {kv_heads * head_dim};
+      e[key("self_attn.v_proj.bias")] = {kv_heads * head_dim};
+    }
     e[key("self_attn.o_proj.weight")] = {hidden, heads * head_dim};
     e[key("mlp.gate_proj.weight")] = {intermediate, hidden};
     e[key("mlp.up_proj.weight")] = {intermediate, hidden};

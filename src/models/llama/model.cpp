@@ -104,6 +104,12 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
     o.expected_shape = std::vector<int64_t>{out, in};
     return io::load_tensor(file, key, mapper, mesh, o);
   };
+  // Biases are read whole on every device (they are small), each keeping its own columns.
+  auto load_bias = [&](const std::string& key, int64_t width) {
+    io::LoadOptions o{DataType::FLOAT32, Layout::ROW_MAJOR, false};
+    o.expected_shape = std::vector<int64_t>{width};
+    return io::load_tensor(file, key, ReplicateTensorToMesh(), group, o);
+  };
   auto load_norm = [&](const std::string& key) {
     io::LoadOptions o{DataType::FLOAT32, Layout::ROW_MAJOR, false};
     o.expected_shape = std::vector<int64_t>{hidden};
@@ -164,6 +170,29 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
                   : fmt::format("k/v placements are over a {}x{} view of the group", hkv, m.heads_.kv_replicas)));
     }
     layer.wqkv = concat_tile_aligned(take(std::move(q.local()), own_kv_heads(k), own_kv_heads(v)));
+    if (config.qkv_bias) {
+      const MeshTensor q_bias = load_bias(layer_key(l, "self_attn.q_proj.bias"), hq * d);
+      const MeshTensor k_bias = load_bias(layer_key(l, "self_attn.k_proj.bias"), hkv * d);
+      const MeshTensor v_bias = load_bias(layer_key(l, "self_attn.v_proj.bias"), hkv * d);
+      if (l == 0)
+        m.placements_.push_back(fmt::format("  {:<34} [{}], [{}], [{}] float32: each device keeps its heads' values",
+                                            "layer 0 q/k/v_proj biases", hq * d, hkv * d, hkv * d));
+      // 2d: the mesh rows' partial sums of q|k|v are added up, so one row adds the biases.
+      if (m.hidden_index_ == 0) {
+        const int64_t q_width = m.heads_.q_heads * d, kv_width = m.heads_.kv_heads * d;
+        const int64_t q_first = m.head_index_ * q_width;
+        const int64_t kv_first = kv_replicated ? my_kv_head * d : m.head_index_ * kv_width;
+        std::vector<float> fused(static_cast<size_t>(layer.wqkv.shape()[-1]), 0.0f);  // 0 in the tile padding
+        auto place = [&](const MeshTensor& bias, int64_t first, int64_t width, int64_t column) {
+          const float* values = bias.local().data<float>() + first;
+          std::copy(values, values + width, fused.begin() + column);
+        };
+        place(q_bias, q_first, q_width, 0);
+        place(k_bias, kv_first, kv_width, m.qkv_columns_.k_column);
+        place(v_bias, kv_first, kv_width, m.qkv_columns_.v_column);
+        layer.qkv_bias = Tensor::from_float(fused, Shape{layer.wqkv.shape()[-1]}, DataType::FLOAT32, Layout::ROW_MAJOR);
+      }
+    }
     layer.w_gate_up = concat_tile_aligned(take(std::move(gate.local()), std::move(up.local())));
     layer.wo = std::move(o);
     layer.w_down = std::move(down);
@@ -188,10 +217,15 @@ serving::KvCache LlamaModel::make_cache(int64_t slots, int64_t max_seq, DataType
 }
 
 // Partial sums are float32: they are reduced and added to the residual in float32.
-void LlamaModel::project(const Tensor& x, const Tensor& w, PhaseTimes& times) const {
+void LlamaModel::project(const Tensor& x, const Tensor& w, PhaseTimes& times, const Tensor* bias) const {
   MatmulOptions o;
   o.output_dtype = DataType::FLOAT32;
-  timed(times.matmul, [&] { matmul_into(x, w, step_.partial, false, false, o); });
+  timed(times.matmul, [&] {
+    if (bias != nullptr)
+      linear_into(x, w, bias, Activation::NONE, step_.partial, o);
+    else
+      matmul_into(x, w, step_.partial, false, false, o);
+  });
 }
 
 const Tensor& LlamaModel::reduce(Across across, PhaseTimes& times) const {
@@ -365,7 +399,7 @@ const Tensor& LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache
   for (size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
     norm(step_.x, layer.input_norm, times);
-    project(step_.normed, layer.wqkv, times);
+    project(step_.normed, layer.wqkv, times, layer.qkv_bias ? &*layer.qkv_bias : nullptr);
     const Tensor& qkv = reduce(Across::HIDDEN, times);
     attention_with_kv_cache_into(qkv, qkv_columns_, cache.keys(static_cast<int64_t>(l)),
                                  cache.values(static_cast<int64_t>(l)), rope_, b.slots, b.positions, heads_.q_heads,
@@ -404,7 +438,7 @@ size_t LlamaModel::weight_bytes() const {
   size_t total = embedding_.size_bytes() + final_norm_.size_bytes() + lm_head_.size_bytes();
   for (const Layer& l : layers_)
     total += l.input_norm.size_bytes() + l.post_norm.size_bytes() + l.wqkv.size_bytes() + l.wo.local().size_bytes() +
-             l.w_gate_up.size_bytes() + l.w_down.local().size_bytes();
+             l.w_gate_up.size_bytes() + l.w_down.local().size_bytes() + (l.qkv_bias ? l.qkv_bias->size_bytes() : 0);
   return total;
 }
 

@@ -16,6 +16,9 @@ constexpr int64_t kRowsPerWrite = 64;
 constexpr uint64_t kEmbedId = 1, kLmHeadId = 2, kFinalNormId = 3;
 constexpr uint64_t kFirstLayerId = 100, kIdsPerLayer = 16;
 constexpr double kNormSpread = 0.2;
+// q/k/v biases (Qwen2): as large as the unit-variance outputs they are added to, so that a model
+// that dropped them would be far from one that adds them.
+constexpr double kBiasSpread = 1.0;
 
 double linear_scale(int64_t fan_in) { return std::sqrt(3.0 / static_cast<double>(fan_in)); }
 
@@ -60,6 +63,11 @@ std::vector<SyntheticTensor> synthetic_llama_tensors(const LlamaConfig& c) {
     out.push_back(linear_tensor(layer_key(i, "self_attn.q_proj.weight"), q_width, hidden, base + 1));
     out.push_back(linear_tensor(layer_key(i, "self_attn.k_proj.weight"), kv_width, hidden, base + 2));
     out.push_back(linear_tensor(layer_key(i, "self_attn.v_proj.weight"), kv_width, hidden, base + 3));
+    if (c.qkv_bias) {
+      out.push_back({layer_key(i, "self_attn.q_proj.bias"), {q_width}, base + 9, kBiasSpread, 0.0});
+      out.push_back({layer_key(i, "self_attn.k_proj.bias"), {kv_width}, base + 10, kBiasSpread, 0.0});
+      out.push_back({layer_key(i, "self_attn.v_proj.bias"), {kv_width}, base + 11, kBiasSpread, 0.0});
+    }
     out.push_back(linear_tensor(layer_key(i, "self_attn.o_proj.weight"), hidden, q_width, base + 4));
     out.push_back(norm_tensor(layer_key(i, "post_attention_layernorm.weight"), hidden, base + 5));
     out.push_back(linear_tensor(layer_key(i, "mlp.gate_proj.weight"), inter, hidden, base + 6));

@@ -1,5 +1,6 @@
 // The configuration of a Llama-family decoder (Hugging Face LlamaForCausalLM: Llama 2/3,
-// TinyLlama, Mistral-shaped models) and the state_dict names of its weights.
+// TinyLlama, Mistral-shaped models; Qwen2ForCausalLM, which adds biases to q/k/v) and the
+// state_dict names of its weights.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,9 @@ struct LlamaConfig {
   RopeScaling rope_scaling;
   std::optional<int64_t> sliding_window;  // Mistral: each token attends to this many latest positions
   bool tie_word_embeddings = false;  // lm_head is model.embed_tokens.weight
+  // Qwen2: q_proj, k_proj and v_proj carry biases (self_attn.{q,k,v}_proj.bias); o_proj and the
+  // MLP have none. Files say so by model_type "qwen2".
+  bool qkv_bias = false;
   std::optional<int64_t> bos_token_id, eos_token_id;
 
   // Throws meshnn::Error naming the first value that is missing, non-positive or inconsistent
@@ -48,8 +52,8 @@ struct LlamaConfig {
   void validate(const std::string& source) const;
 };
 
-// Reads the root attributes (docs/spec/hdf5.md §3: Hugging Face config.json names). model_type must be "llama"
-// or "mistral"; num_key_value_heads defaults to num_attention_heads, head_dim to hidden/heads,
+// Reads the root attributes (docs/spec/hdf5.md §3: Hugging Face config.json names). model_type must be "llama",
+// "mistral" or "qwen2" (qkv_bias); num_key_value_heads defaults to num_attention_heads, head_dim to hidden/heads,
 // rms_norm_eps to 1e-6... as Hugging Face's LlamaConfig defaults them. Throws meshnn::Error.
 LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::string& file);
 

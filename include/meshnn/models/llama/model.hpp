@@ -6,7 +6,9 @@
 //   q/k/v_proj     column-parallel, heads split: device d holds q heads [d Hq/N, (d+1) Hq/N) and the
 //                  KV heads they read; when N > Hkv each KV head is replicated over N / Hkv devices
 //                  (TT-NN's Llama-70B on Galaxy). Fused per device into one [hidden, q|k|v] weight
-//                  whose parts start on tile boundaries.
+//                  whose parts start on tile boundaries. Qwen2's q/k/v biases: split as the
+//                  weights' columns, fused alike, added by the matmul's epilogue (2d: on one mesh
+//                  row only, since the rows' partial sums are added up).
 //   o_proj         row-parallel -> Partial(sum), all_reduce
 //   gate/up_proj   column-parallel over intermediate (torch.chunk, padded), fused as [hidden, gate|up]
 //   down_proj      row-parallel -> Partial(sum), all_reduce
@@ -16,6 +18,7 @@
 // Partial sums are produced, reduced and added to the residual in float32.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,6 +95,7 @@ class LlamaModel final : public serving::CausalLm {
   struct Layer {
     Tensor input_norm, post_norm;  // float32 [hidden]
     Tensor wqkv;                   // [hidden, q|k|v], parts tile-aligned
+    std::optional<Tensor> qkv_bias;  // float32 [q|k|v] as wqkv's columns; where this device adds them
     MeshTensor wo;                 // [q heads * D, hidden], row-parallel (local: this device's heads)
     Tensor w_gate_up;              // [hidden, 2 * gate_up_half]
     MeshTensor w_down;             // [intermediate, hidden], row-parallel
@@ -116,8 +120,8 @@ class LlamaModel final : public serving::CausalLm {
   // returns the sum, ROW_MAJOR (step_.partial itself, TILE, over one device).
   enum class Across { HIDDEN, HEADS };
   const Tensor& reduce(Across across, PhaseTimes& times) const;
-  // step_.partial = x times w (float32 out).
-  void project(const Tensor& x, const Tensor& w, PhaseTimes& times) const;
+  // step_.partial = x times w (float32 out), plus bias when given.
+  void project(const Tensor& x, const Tensor& w, PhaseTimes& times, const Tensor* bias = nullptr) const;
   // The reduced float32 sum of x times a row-parallel weight w [in, hidden], in the residual
   // stream's placement: project + reduce(HEADS), or (planned) distributed::matmul. `x` is a step
   // buffer, lent to a MeshTensor for the call.

@@ -26,7 +26,8 @@ struct SyntheticLlama {
 //
 // Tensor ids: model.embed_tokens.weight 1, lm_head.weight 2, model.norm.weight 3; layer i's
 // tensors 100 + 16 * i + k with k = 0 input_layernorm, 1 q_proj, 2 k_proj, 3 v_proj, 4 o_proj,
-// 5 post_attention_layernorm, 6 gate_proj, 7 up_proj, 8 down_proj. Token files use
+// 5 post_attention_layernorm, 6 gate_proj, 7 up_proj, 8 down_proj, and with config.qkv_bias
+// 9 q_proj.bias, 10 k_proj.bias, 11 v_proj.bias (offset 0, scale 1). Token files use
 // kTokensTensorId and kPromptLengthsTensorId.
 // Scales: Linear weights [out, in] sqrt(3 / in), so outputs keep unit variance; the embedding (and
 // an untied lm_head, which is a Linear of fan-in hidden) as named; norm weights offset 1, scale 0.2,
@@ -40,8 +41,8 @@ struct SyntheticTensor {
 };
 
 // The datasets written for `config`, in file order: embed_tokens, then per layer input_layernorm,
-// q, k, v, o, post_attention_layernorm, gate, up, down, then model.norm and (unless
-// tie_word_embeddings) lm_head. Throws meshnn::Error when config.validate does.
+// q, k, v (then their biases when config.qkv_bias), o, post_attention_layernorm, gate, up, down,
+// then model.norm and (unless tie_word_embeddings) lm_head. Throws meshnn::Error when config.validate does.
 std::vector<SyntheticTensor> synthetic_llama_tensors(const LlamaConfig& config);
 
 // Element `index` (row-major) of tensor `t` as written with `seed`, before the storage rounding
