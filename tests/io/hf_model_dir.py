@@ -73,6 +73,11 @@ def llama_shapes(c):
             p + "self_attn.q_proj.weight": (heads * d, h),
             p + "self_attn.k_proj.weight": (kv * d, h),
             p + "self_attn.v_proj.weight": (kv * d, h),
+        })
+        if c.get("model_type") == "qwen2":  # Qwen2Attention: biases on q, k and v only
+            shapes.update({p + "self_attn.q_proj.bias": (heads * d,), p + "self_attn.k_proj.bias": (kv * d,),
+                           p + "self_attn.v_proj.bias": (kv * d,)})
+        shapes.update({
             p + "self_attn.o_proj.weight": (h, heads * d),
             p + "post_attention_layernorm.weight": (h,),
             p + "mlp.gate_proj.weight": (i, h),

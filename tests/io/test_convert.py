@@ -5,7 +5,7 @@
     test_convert.py BUILD_DIR WORK_DIR MPIEXEC [MPIEXEC_FLAGS...]
 
 1. Llama (unsharded BF16; sharded, mixed F32/F16/BF16 with tied embeddings, a list of eos ids and
-   rope_scaling; Mistral) and Falcon (RWForCausalLM in the RefinedWeb dialect, sharded;
+   rope_scaling; Mistral; Qwen2, with q/k/v biases) and Falcon (RWForCausalLM in the RefinedWeb dialect, sharded;
    FalconForCausalLM) convert, and every dataset equals its source bit for bit (as stored, and
    converted to float32 and bfloat16), every attribute and every tokenizer file is there.
    Mistral's sliding_window defaults as Hugging Face's does; a rope_scaling type the job cannot
@@ -16,7 +16,8 @@
 3. The jobs give the same results on a converted file as on the same weights written directly
    with h5py in meshnn's layout: meshnn-llm's tokens and logits, meshnn-mlp's output, on 1 and 2
    ranks; a file with one weight changed gives different logits (the comparison can fail). The
-   job applies the llama3 rope_scaling (without it the logits differ) and refuses a yarn one.
+   job applies the llama3 rope_scaling (without it the logits differ) and refuses a yarn one, and
+   adds Qwen2's biases (the same file read as Llama, biases ignored, gives other logits).
 """
 import json
 import os
@@ -66,6 +67,12 @@ LLAMA_ATTRS = {
     "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
     "tie_word_embeddings": 0, "bos_token_id": 1, "eos_token_id": 2,
 }
+
+QWEN2 = dict(LLAMA, architectures=["Qwen2ForCausalLM"], model_type="qwen2", tie_word_embeddings=True,
+             rope_theta=1000000.0, rms_norm_eps=1e-6, use_sliding_window=False, sliding_window=4096,
+             max_window_layers=2, bos_token_id=1, eos_token_id=3)
+QWEN2_ATTRS = dict(LLAMA_ATTRS, model_type="qwen2", tie_word_embeddings=1, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                   eos_token_id=3)
 
 
 def expected_array(dtype, array, target):
@@ -197,6 +204,17 @@ def test_conversions():
     check(r.returncode == 0 and "note: config.json has rope_scaling" in r.stderr and "will refuse" in r.stderr,
           "a rope_scaling type the job does not apply converts with a note saying the job will refuse it")
 
+    # Qwen2 as Qwen2.5-0.5B's config.json has it: tied embeddings, rope_theta 1e6, a sliding window
+    # that is off (use_sliding_window false), so the file has none.
+    d = os.path.join(WORK, "qwen2")
+    kept = hf.write_model_dir(d, QWEN2, hf.llama_shapes(QWEN2), lambda n: "BF16", seed=7)
+    r = convert(d, os.path.join(WORK, "qwen2.h5"))
+    check(r.returncode == 0 and "Qwen2ForCausalLM" in r.stdout, "qwen2 (q/k/v biases, tied) converts")
+    check_converted("qwen2", os.path.join(WORK, "qwen2.h5"), kept, QWEN2_ATTRS, model_dir=d)
+    with h5py.File(os.path.join(WORK, "qwen2.h5"), "r") as f:
+        check("sliding_window" not in f.attrs, "qwen2 with use_sliding_window false: no sliding_window attribute")
+    models["qwen2"] = (d, kept)
+
     # Falcon in the original RefinedWeb dialect (n_layer, n_head), sharded, float32.
     d = os.path.join(WORK, "falcon_rw")
     cfg = {"architectures": ["RWForCausalLM"], "model_type": "RefinedWebModel", "hidden_size": 64, "n_head": 4,
@@ -305,6 +323,12 @@ def test_hostile(models):
          "'model.layers.2.input_layernorm.weight' is missing from the checkpoint"),
         ("architecture", "llama", edit_json("config.json", lambda c: c.update(architectures=["GPT2LMHeadModel"])),
          "architecture 'GPT2LMHeadModel' is not supported"),
+        ("qwen2_sliding_window", "qwen2", edit_json("config.json", lambda c: c.update(use_sliding_window=True)),
+         "use_sliding_window = true is not supported"),
+        ("qwen2_without_biases", "llama", edit_json("config.json", lambda c: c.update(architectures=["Qwen2ForCausalLM"])),
+         "'model.layers.0.self_attn.k_proj.bias' is missing from the checkpoint"),
+        ("llama_attention_bias", "llama", edit_json("config.json", lambda c: c.update(attention_bias=True)),
+         "attention_bias = true is not supported"),
         ("eos_outside_vocab", "llama", edit_json("config.json", lambda c: c.update(eos_token_id=500)),
          "outside the vocabulary"),
         ("config_not_json", "llama", edit_bytes("config.json", lambda r: b"{"), "not valid JSON"),
@@ -418,6 +442,20 @@ def test_jobs(models):
     for ranks in (1, 2):
         check(llm_outputs(os.path.join(WORK, "llama_yarn.h5"), ranks, "yarn", expect_failure="rope_scaling type 'yarn'"),
               f"meshnn-llm on {ranks} rank(s) refuses a yarn rope_scaling, naming it")
+
+    # Qwen2: converted = direct on 1 and 2 ranks; read as Llama (model_type "llama": the bias
+    # datasets are there but unused) the logits differ, so the job adds the biases.
+    d, kept = models["qwen2"]
+    direct = os.path.join(WORK, "qwen2_direct.h5")
+    write_direct(direct, kept, QWEN2_ATTRS)
+    for ranks in (1, 2):
+        converted = llm_outputs(os.path.join(WORK, "qwen2.h5"), ranks, "qwen2")
+        check(same_outputs(converted, llm_outputs(direct, ranks, "qwen2_direct")) and np.isfinite(converted[1]).all(),
+              f"meshnn-llm on {ranks} rank(s): converted Qwen2 gives the same tokens and logits as the direct one")
+    as_llama = os.path.join(WORK, "qwen2_as_llama.h5")
+    write_direct(as_llama, kept, dict(QWEN2_ATTRS, model_type="llama"))
+    check(not same_outputs(llm_outputs(as_llama, 1, "qwen2_as_llama"), llm_outputs(direct, 1, "qwen2_direct")),
+          "Qwen2's biases change the logits (the job adds them)")
 
     # Falcon: the MLP job reads transformer.h.1.mlp.* of the converted checkpoint.
     d, kept = models["falcon"]
