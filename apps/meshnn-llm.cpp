@@ -19,7 +19,7 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("--weights", c.weights,
                  "Llama weights (HDF5, Hugging Face names; default: a generated --preset model, made once)")
       ->type_name("FILE");
-  cli.add_option("--preset", c.preset, "generated model")->check(CLI::IsMember({"tiny", "tinyllama", "llama3-8b"}));
+  cli.add_option("--preset", c.preset, "generated model")->check(CLI::IsMember(models::llama::llama_preset_names()));
   cli.add_option("--layers", c.layers, "generated model: number of layers (0 = the preset's)")
       ->transform(IntRange(0, 1000));
   cli.add_option("--mesh", mesh, "mesh shape; rows*cols must equal the number of ranks (default: 1 x ranks)")

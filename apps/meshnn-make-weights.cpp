@@ -104,7 +104,7 @@ int make_weights_main(int argc, char** argv) {
                  "falcon: 0 = a bare MLP block (default), N = a checkpoint with N layers (transformer.h.{i}.mlp.*); "
                  "llama: num_hidden_layers (default: the preset's)")
       ->transform(IntRange(0, 1024));
-  cli.add_option("--preset", a.preset, "llama: the model's shape")->check(CLI::IsMember({"tiny", "tinyllama", "llama3-8b"}));
+  cli.add_option("--preset", a.preset, "llama: the model's shape")->check(CLI::IsMember(models::llama::llama_preset_names()));
   cli.add_option("--vocab", a.vocab, "llama: vocab_size (default: the preset's)")->transform(IntRange(1, int64_t{1} << 24));
   cli.add_flag("--tie", a.tie, "llama: tie_word_embeddings (no lm_head.weight; the embedding is the LM head)");
   cli.add_option("--storage", a.storage, "element type on disk")->check(CLI::IsMember({"float32", "bfloat16"}));

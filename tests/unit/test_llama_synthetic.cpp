@@ -240,6 +240,30 @@ TEST(LlamaSynthetic, TiedEmbeddingsLeaveOutLmHead) {
   EXPECT_TRUE(models::llama::config_from_attributes(io::read_root_attributes_local(file), file).tie_word_embeddings);
 }
 
+// Qwen2 (qkv_bias): the three biases per layer, with their own seeded values, and model_type
+// "qwen2" in the file, which the config reads back as qkv_bias. The qwen2.5-0.5b preset is one.
+TEST(LlamaSynthetic, Qwen2BiasesAreWrittenAndTheModelTypeSaysSo) {
+  LlamaConfig c = tiny();
+  c.qkv_bias = true;
+  const std::string file = tiny_file("tiny_qwen2", c);
+  const int64_t q_width = c.num_attention_heads * c.head_dim, kv_width = c.num_key_value_heads * c.head_dim;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    for (const auto& [name, width] : {std::pair{"self_attn.q_proj.bias", q_width}, {"self_attn.k_proj.bias", kv_width},
+                                      {"self_attn.v_proj.bias", kv_width}})
+      EXPECT_EQ(io::inspect_dataset_local(file, models::llama::layer_key(l, name)).shape, std::vector<int64_t>{width});
+  const std::vector<float> k_bias = io::read_dataset_local(file, models::llama::layer_key(1, "self_attn.k_proj.bias"), {});
+  for (size_t i = 0; i < k_bias.size(); ++i)
+    EXPECT_EQ(k_bias[i], io::synthetic_value(kSeed, layer_id(1, 10), static_cast<int64_t>(i), 1.0)) << i;
+  const io::Attributes attrs = io::read_root_attributes_local(file);
+  EXPECT_EQ(std::get<std::string>(attrs.at("model_type")), "qwen2");
+  EXPECT_TRUE(models::llama::config_from_attributes(attrs, file).qkv_bias);
+  EXPECT_FALSE(models::llama::config_from_attributes(io::read_root_attributes_local(tiny_file("tiny_f32", tiny())),
+                                                     file).qkv_bias);
+  const LlamaConfig preset = models::llama::llama_preset("qwen2.5-0.5b");
+  EXPECT_TRUE(preset.qkv_bias && preset.tie_word_embeddings);
+  EXPECT_EQ(preset.head_dim, 64);
+}
+
 TEST(LlamaSynthetic, RejectsAnInvalidConfigWithoutLeavingAFile) {
   LlamaConfig c = tiny();
   c.num_key_value_heads = 3;  // does not divide 8 heads

@@ -1,6 +1,7 @@
 #include "meshnn/models/llama/config.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "meshnn/core/error.hpp"
 
@@ -147,6 +148,20 @@ LlamaConfig llama_preset(const std::string& name) {
     c.max_position_embeddings = 2048;
     c.bos_token_id = 1;
     c.eos_token_id = 2;
+  } else if (name == "qwen2.5-0.5b") {
+    // Qwen2.5-0.5B's config.json: q/k/v biases, tied embeddings, 14 heads / 2 KV heads of 64.
+    c.hidden_size = 896;
+    c.intermediate_size = 4864;
+    c.num_hidden_layers = 24;
+    c.num_attention_heads = 14;
+    c.num_key_value_heads = 2;
+    c.vocab_size = 151936;
+    c.max_position_embeddings = 32768;
+    c.rope_theta = 1000000.0;
+    c.tie_word_embeddings = true;
+    c.qkv_bias = true;
+    c.bos_token_id = 151643;
+    c.eos_token_id = 151643;
   } else if (name == "llama3-8b") {
     c.hidden_size = 4096;
     c.intermediate_size = 14336;
@@ -159,11 +174,13 @@ LlamaConfig llama_preset(const std::string& name) {
     c.bos_token_id = 128000;
     c.eos_token_id = 128001;
   } else {
-    throw Error(fmt::format("unknown Llama preset '{}' (expected tiny, tinyllama or llama3-8b)", name));
+    throw Error(fmt::format("unknown Llama preset '{}' (expected {})", name, fmt::join(llama_preset_names(), ", ")));
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
-  c.rms_norm_eps = 1e-5;
+  c.rms_norm_eps = c.qkv_bias ? 1e-6 : 1e-5;  // as each model's config.json has it
   return c;
 }
+
+std::vector<std::string> llama_preset_names() { return {"tiny", "tinyllama", "qwen2.5-0.5b", "llama3-8b"}; }
 
 }  // namespace meshnn::models::llama

@@ -79,7 +79,9 @@ std::string lm_head_key();                                // "lm_head.weight" [v
 
 // Named shapes from the presets of meshnn-make-weights: "tiny" (tests: 2 layers, hidden 112,
 // 8 heads / 2 KV heads of 14, intermediate 200, vocab 250), "tinyllama" (TinyLlama-1.1B),
-// "llama3-8b" (Llama-3-8B). Throws meshnn::Error for another name.
+// "qwen2.5-0.5b" (Qwen2.5-0.5B: q/k/v biases), "llama3-8b" (Llama-3-8B). Throws meshnn::Error for
+// another name.
 LlamaConfig llama_preset(const std::string& name);
+std::vector<std::string> llama_preset_names();
 
 }  // namespace meshnn::models::llama
