@@ -118,6 +118,8 @@ def cases(work):
              absent=w("llm_out.h5")),
         Case("llm: layer weight missing", 2, llm, ["--weights", w("llama_3_of_2_layers.h5")] + out, ERROR,
              "model.layers.2.input_layernorm.weight' not found", absent=w("llm_out.h5")),
+        Case("llm: Qwen2 file without its q/k/v biases", 2, llm, ["--weights", w("qwen2_no_bias.h5")] + out, ERROR,
+             "model.layers.0.self_attn.q_proj.bias' not found", absent=w("llm_out.h5")),
         Case("llm: NaN in a layer weight", 4, llm, ["--weights", w("llama_nan.h5")] + out, ERROR,
              "'model.layers.1.mlp.down_proj.weight' in", absent=w("llm_out.h5")),
         Case("llm: config attribute missing", 2, llm, ["--weights", w("llama_no_hidden_size.h5")] + out, ERROR,
@@ -162,7 +164,8 @@ def make_llama_files(build, work):
                     "--tokens", w("tokens_vocab1000.h5"), "--batch", "2", "--prompt-len", "8"], **quiet)
     bad = os.path.join(build, "tests", "make_bad_files")
     for defect, name in [("missing-layer", "llama_3_of_2_layers.h5"), ("nan", "llama_nan.h5"),
-                         ("no-attribute", "llama_no_hidden_size.h5"), ("inconsistent", "llama_inconsistent.h5")]:
+                         ("no-attribute", "llama_no_hidden_size.h5"), ("inconsistent", "llama_inconsistent.h5"),
+                         ("qwen2-no-bias", "qwen2_no_bias.h5")]:
         subprocess.run([bad, "--llama", defect, w("llama_tiny.h5"), w(name)], **quiet)
     for defect in ("empty-prompt", "zero-new-tokens"):
         subprocess.run([bad, "--llama-tokens", defect, w(f"tokens_{defect}.h5")], **quiet)

@@ -5,7 +5,8 @@
 //       missing-layer   the attributes claim one layer more than it holds
 //       nan             one element of a layer weight is NaN
 //       no-attribute    the root attribute hidden_size is gone
-//       inconsistent    intermediate_size disagrees with the MLP weights' shapes)
+//       inconsistent    intermediate_size disagrees with the MLP weights' shapes
+//       qwen2-no-bias   model_type "qwen2" (q/k/v biases) on a file without them)
 //   make_bad_files --llama-tokens DEFECT TARGET   (prompts for the tiny preset, 4 of 8 tokens:
 //       empty-prompt    prompt_lengths gives the second prompt 0 tokens
 //       zero-new-tokens max_new_tokens asks the last prompt for 0 new tokens)
@@ -89,6 +90,17 @@ void set_int_attribute(hid_t f, const char* name, int64_t value) {
   H5Aclose(a);
 }
 
+// Overwrites a fixed-length string root attribute with a value of the same length.
+void set_string_attribute(hid_t f, const char* name, const std::string& value) {
+  hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+  hid_t type = H5Aget_type(a);
+  std::string stored = value;
+  stored.resize(H5Tget_size(type), '\0');
+  H5Awrite(a, type, stored.data());
+  H5Tclose(type);
+  H5Aclose(a);
+}
+
 int64_t int_attribute(hid_t f, const char* name) {
   int64_t value = 0;
   hid_t a = H5Aopen(f, name, H5P_DEFAULT);
@@ -137,6 +149,8 @@ int llama_defect(const std::string& defect, const std::string& source, const std
     H5Adelete(f, "hidden_size");
   else if (defect == "inconsistent")
     set_int_attribute(f, "intermediate_size", int_attribute(f, "intermediate_size") + 32);
+  else if (defect == "qwen2-no-bias")
+    set_string_attribute(f, "model_type", "qwen2");
   else
     status = 2;
   H5Fclose(f);
