@@ -40,7 +40,7 @@ bool word_char_after(std::string_view text, size_t at) {
 
 }  // namespace
 
-AddedTokens::AddedTokens(const nlohmann::json& list) {
+AddedTokens::AddedTokens(const nlohmann::json& list, const Normalizer& normalizer) {
   if (list.is_null()) return;
   MESHNN_CHECK(list.is_array(), "tokenizer.json: added_tokens must be a list, got {}", brief(list));
   for (size_t i = 0; i < list.size(); ++i) {
@@ -59,18 +59,21 @@ AddedTokens::AddedTokens(const nlohmann::json& list) {
     token.lstrip = bool_field(t, "lstrip", false, where);
     token.rstrip = bool_field(t, "rstrip", false, where);
     token.normalized = bool_field(t, "normalized", true, where);
+    // A normalized token is looked for in normalized text, where its content as written may
+    // never appear (a decomposed "é" in NFC text).
+    token.match = token.normalized ? normalizer(token.content) : token.content;
     tokens_.push_back(std::move(token));
   }
   for (uint32_t i = 0; i < tokens_.size(); ++i) {
     const AddedToken& t = tokens_[i];
-    if (t.content.empty()) continue;  // matches nowhere, as in tokenizers
-    (t.normalized ? normalized_ : raw_)[static_cast<unsigned char>(t.content[0])].push_back(i);
+    if (t.match.empty()) continue;  // matches nowhere, as in tokenizers
+    (t.normalized ? normalized_ : raw_)[static_cast<unsigned char>(t.match[0])].push_back(i);
     any_normalized_ |= t.normalized;
   }
   for (Index* index : {&raw_, &normalized_})
     for (auto& bucket : *index)
       std::stable_sort(bucket.begin(), bucket.end(),
-                       [&](uint32_t a, uint32_t b) { return tokens_[a].content.size() > tokens_[b].content.size(); });
+                       [&](uint32_t a, uint32_t b) { return tokens_[a].match.size() > tokens_[b].match.size(); });
 }
 
 std::optional<int32_t> AddedTokens::id_of(std::string_view content) const {
@@ -81,22 +84,17 @@ std::optional<int32_t> AddedTokens::id_of(std::string_view content) const {
 
 const AddedToken* AddedTokens::longest_at(const Index& index, std::string_view text, size_t at) const {
   for (const uint32_t i : index[static_cast<unsigned char>(text[at])])
-    if (text.substr(at).starts_with(tokens_[i].content)) return &tokens_[i];
+    if (text.substr(at).starts_with(tokens_[i].match)) return &tokens_[i];
   return nullptr;
 }
 
-void AddedTokens::split(std::string_view text, std::vector<Segment>& out) const {
+void AddedTokens::split(Pass pass, std::string_view text, std::vector<Segment>& out) const {
   out.clear();
-  split_pass(raw_, text, out);
-  if (!any_normalized_) return;
-  std::vector<Segment> first;
-  first.swap(out);
-  for (const Segment& s : first) {
-    if (s.id >= 0)
-      out.push_back(s);
-    else
-      split_pass(normalized_, s.text, out);
+  if (pass == Pass::normalized && !any_normalized_) {
+    if (!text.empty()) out.push_back({text, -1});
+    return;
   }
+  split_pass(pass == Pass::raw ? raw_ : normalized_, text, out);
 }
 
 void AddedTokens::split_pass(const Index& index, std::string_view text, std::vector<Segment>& out) const {
@@ -110,7 +108,7 @@ void AddedTokens::split_pass(const Index& index, std::string_view text, std::vec
       ++at;
       continue;
     }
-    size_t begin = at, end = at + token->content.size();
+    size_t begin = at, end = at + token->match.size();
     at = end;
     if (token->single_word && (word_char_before(text, begin) || word_char_after(text, end))) continue;
     if (token->lstrip) {

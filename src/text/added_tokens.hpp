@@ -3,9 +3,11 @@
 // whole.
 //
 // As Hugging Face's AddedVocabulary does: the tokens with "normalized": false are looked for in
-// the text first, then those with "normalized": true in the stretches left over (with no
-// normalizer, the two passes differ only in that order). Within a pass the leftmost occurrence
-// wins, the longest token when several start there, and the search goes on after it. Per token:
+// the raw text first; the stretches left over are normalized (normalizer.hpp), and the tokens
+// with "normalized": true, their contents normalized the same way, are looked for in those. The
+// caller runs the two passes (split) and the normalizer in between. Within a pass the leftmost
+// occurrence wins, the longest token when several start there, and the search goes on after it.
+// Per token:
 //  - single_word: an occurrence touching a word character (Unicode letters, marks, decimal digits,
 //    connector punctuation) on either side is not taken, and the search goes on after it;
 //  - lstrip / rstrip: the white space before / after an occurrence becomes part of the token.
@@ -21,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "normalizer.hpp"
+
 namespace meshnn::text::detail {
 
 struct AddedToken {
@@ -31,12 +35,14 @@ struct AddedToken {
   bool lstrip = false;
   bool rstrip = false;
   bool normalized = true;
+  std::string match;  // what is looked for: the content, normalized for a normalized token
 };
 
 class AddedTokens {
  public:
-  // `list`: tokenizer.json's "added_tokens" (null for none).
-  explicit AddedTokens(const nlohmann::json& list);
+  // `list`: tokenizer.json's "added_tokens" (null for none); `normalizer`: the file's, which the
+  // contents of the normalized tokens go through.
+  AddedTokens(const nlohmann::json& list, const Normalizer& normalizer);
 
   // A stretch of the text: an added token's occurrence (id >= 0) or text for the pre-tokenizer
   // (id < 0).
@@ -44,8 +50,12 @@ class AddedTokens {
     std::string_view text;
     int32_t id;
   };
-  // The segments of `text` (valid UTF-8), in order, none empty; `out` is cleared first.
-  void split(std::string_view text, std::vector<Segment>& out) const;
+  // Which tokens a pass looks for: those with "normalized": false, in the raw text, or those with
+  // "normalized": true, in a normalized stretch that the raw pass left over.
+  enum class Pass { raw, normalized };
+  // The segments of `text` (valid UTF-8) for one pass, in order, none empty; `out` is cleared
+  // first.
+  void split(Pass pass, std::string_view text, std::vector<Segment>& out) const;
 
   const std::vector<AddedToken>& tokens() const { return tokens_; }
   std::optional<int32_t> id_of(std::string_view content) const;

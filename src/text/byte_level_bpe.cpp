@@ -13,6 +13,7 @@
 #include "json_fields.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/text/utf8.hpp"
+#include "normalizer.hpp"
 #include "pre_tokenizer.hpp"
 
 namespace meshnn::text {
@@ -29,14 +30,6 @@ const json& member(const json& root, const char* key) {
   return it == root.end() ? null_value : *it;
 }
 
-void require_no_normalizer(const json& normalizer) {
-  if (normalizer.is_null()) return;
-  const auto type = normalizer.is_object() ? normalizer.find("type") : normalizer.end();
-  const std::string what =
-      type != normalizer.end() && type->is_string() ? type->get<std::string>() : detail::brief(normalizer);
-  throw Error(fmt::format("tokenizer.json: normalizer is {}; a byte-level BPE takes none (normalizer: null)", what));
-}
-
 void require_byte_level_decoder(const json& decoder) {
   MESHNN_CHECK(!decoder.is_null(), "tokenizer.json: decoder is null; a byte-level BPE needs the ByteLevel decoder");
   const std::string& type = detail::component_type(decoder, "decoder");
@@ -48,9 +41,9 @@ class ByteLevelBpe final : public Tokenizer {
  public:
   explicit ByteLevelBpe(const json& root)
       : model_(member(root, "model")),
+        normalizer_(member(root, "normalizer")),
         pre_tokenizer_(member(root, "pre_tokenizer")),
-        added_(member(root, "added_tokens")) {
-    require_no_normalizer(member(root, "normalizer"));
+        added_(member(root, "added_tokens"), normalizer_) {
     require_byte_level_decoder(member(root, "decoder"));
     build_decode_table();
   }
@@ -59,15 +52,27 @@ class ByteLevelBpe final : public Tokenizer {
     const size_t bad = first_invalid_utf8(text);
     MESHNN_CHECK(bad == std::string_view::npos, "tokenizer: the text is not valid UTF-8 (byte {} of {})", bad,
                  text.size());
+    using Pass = detail::AddedTokens::Pass;
     std::vector<int32_t> ids;
-    std::vector<detail::AddedTokens::Segment> segments;
+    std::vector<detail::AddedTokens::Segment> raw, segments;
+    std::string normalized;
     detail::BpeModel::Scratch scratch;
-    added_.split(text, segments);
-    for (const auto& segment : segments) {
-      if (segment.id >= 0)
-        ids.push_back(segment.id);
-      else
-        pre_tokenizer_.run(segment.text, [&](std::string_view word) { model_.encode(word, ids, scratch); });
+    // As tokenizers does: the raw tokens come out of the text as written; each stretch between
+    // them is normalized on its own (so nothing composes across a token), and only then are the
+    // normalized tokens, the pre-tokenizer and the model run on it.
+    added_.split(Pass::raw, text, raw);
+    for (const auto& stretch : raw) {
+      if (stretch.id >= 0) {
+        ids.push_back(stretch.id);
+        continue;
+      }
+      added_.split(Pass::normalized, normalizer_.run(stretch.text, normalized), segments);
+      for (const auto& segment : segments) {
+        if (segment.id >= 0)
+          ids.push_back(segment.id);
+        else
+          pre_tokenizer_.run(segment.text, [&](std::string_view word) { model_.encode(word, ids, scratch); });
+      }
     }
     return ids;
   }
@@ -113,8 +118,9 @@ class ByteLevelBpe final : public Tokenizer {
   }
 
   detail::BpeModel model_;
+  detail::Normalizer normalizer_;
   detail::PreTokenizer pre_tokenizer_;
-  detail::AddedTokens added_;
+  detail::AddedTokens added_;  // after normalizer_, which it is built with
   std::vector<std::string> bytes_of_id_;
 };
 

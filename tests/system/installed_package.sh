@@ -17,7 +17,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$cmake" --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || {
   cat "$work/install.log"; fail "cmake --install $build did not install"; }
 
-# pkg-config (HDF5, SentencePiece, PCRE2, hwloc), CLI11 and nlohmann-json are put out of
+# pkg-config (HDF5, SentencePiece, PCRE2, utf8proc, hwloc), CLI11 and nlohmann-json are put out of
 # find_package's reach: core must not look for them.
 "$cmake" -S "$root/tests/consumer" -B "$consumer" --no-warn-unused-cli -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON \
@@ -27,11 +27,11 @@ found=$(sed -n 's/^meshnn_DIR:PATH=//p' "$consumer/CMakeCache.txt")
 [ "$found" -ef "$prefix/lib/cmake/meshnn" ] || fail "find_package(meshnn) found '$found', not the installed package"
 "$cmake" --build "$consumer" >"$work/build.log" 2>&1 || { cat "$work/build.log"; fail "the consumer did not build"; }
 
-unwanted='hdf5|sentencepiece|pcre2|hwloc'
+unwanted='hdf5|sentencepiece|pcre2|utf8proc|hwloc'
 link=$consumer/CMakeFiles/consumer.dir/link.txt
 if grep -Eio "[^ ]*($unwanted)[^ ]*" "$link"; then fail "the consumer's link names the above ($link)"; fi
 # Not hwloc here: Open MPI's own libraries load it.
-if ldd "$consumer/consumer" | grep -Ei 'hdf5|sentencepiece|pcre2'; then fail "the consumer loads the above"; fi
+if ldd "$consumer/consumer" | grep -Ei 'hdf5|sentencepiece|pcre2|utf8proc'; then fail "the consumer loads the above"; fi
 echo "link: meshnn::core only ($(grep -Eo 'libmeshnn_[a-z]+\.a' "$link" | sort -u | tr '\n' ' '))"
 
 "$root/scripts/mpirun.sh" -np 2 "$consumer/consumer" || fail "the consumer failed on 2 ranks"
@@ -43,7 +43,7 @@ everything=$work/everything
 "$cmake" --build "$everything" >"$work/build_everything.log" 2>&1 || {
   cat "$work/build_everything.log"; fail "a program on meshnn::meshnn did not build"; }
 # The same check on this link must find all of them, or the one above proves nothing.
-for lib in hdf5 sentencepiece pcre2 hwloc; do
+for lib in hdf5 sentencepiece pcre2 utf8proc hwloc; do
   grep -qi "$lib" "$everything/CMakeFiles/everything.dir/link.txt" || fail "meshnn::meshnn's link has no $lib"
 done
 echo "installed package: core consumer built, linked without $unwanted and ran on 2 ranks;"

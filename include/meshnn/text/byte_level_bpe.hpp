@@ -1,12 +1,15 @@
-// Byte-level BPE tokenizers from a Hugging Face tokenizer.json (GPT-2, Llama 3 and their kin),
-// with Hugging Face's tokenizers semantics:
-//   added tokens split off first -> pre_tokenizer (ByteLevel, Split, Sequence) -> BPE merges.
+// Byte-level BPE tokenizers from a Hugging Face tokenizer.json (GPT-2, Llama 3 and their kin,
+// Qwen2), with Hugging Face's tokenizers semantics:
+//   added tokens with normalized false split off the raw text -> normalizer on each stretch left
+//   -> added tokens with normalized true -> pre_tokenizer (ByteLevel, Split, Sequence) -> BPE
+//   merges.
 //
 // Accepted: model.type "BPE" (merges as "a b" strings or ["a", "b"] pairs, ignore_merges,
-// unk_token/fuse_unk); normalizer null; pre_tokenizer ByteLevel, Split (Regex or String pattern,
-// behavior Isolated) and Sequence of them, with at least one ByteLevel; decoder ByteLevel;
-// added_tokens with special, normalized, lstrip, rstrip and single_word. The post_processor is not
-// applied: encode() adds no BOS, as the Tokenizer interface says.
+// unk_token/fuse_unk); normalizer null, NFC, NFD, NFKC, NFKD or a Sequence of them (through
+// utf8proc); pre_tokenizer ByteLevel, Split (Regex or String pattern, behavior Isolated) and
+// Sequence of them, with at least one ByteLevel; decoder ByteLevel; added_tokens with special,
+// normalized, lstrip, rstrip and single_word. The post_processor is not applied: encode() adds no
+// BOS, as the Tokenizer interface says.
 //
 // Refused with meshnn::Error naming the part: any other model, normalizer, pre-tokenizer, Split
 // behavior or decoder; BPE byte_fallback (Llama 2 style tokenizer.json, whose tokenizer.model
