@@ -3,15 +3,19 @@
 
 meshnn's C++ tokenizer (src/text/) is checked against this script. It is written apart from the
 C++ and as plainly as possible: strings and lists, quadratic loops, Python's `regex` module for the
-pre-tokenizer patterns (Debian's python3-regex, so run it with /usr/bin/python3). It follows the
-semantics of Hugging Face's tokenizers for what the C++ accepts: added tokens split off first, the
-ByteLevel and Split pre-tokenizers, the BPE model (merge priority = position in the merge list,
-ignore_merges, unk_token), and the ByteLevel decoder.
+pre-tokenizer patterns (Debian's python3-regex, so run it with /usr/bin/python3) and Python's own
+unicodedata for the normalizers (the C++ uses utf8proc). It follows the semantics of Hugging Face's
+tokenizers for what the C++ accepts: added tokens with normalized false split off the raw text
+first, the normalizers NFC, NFD, NFKC, NFKD and Sequence on what is left, then the added tokens
+with normalized true, the ByteLevel and Split pre-tokenizers, the BPE model (merge priority =
+position in the merge list, ignore_merges, unk_token), and the ByteLevel decoder.
 
   bpe_reference.py train OUTDIR
-      learns merges from a built-in text and writes OUTDIR/gpt2/tokenizer.json (GPT-2's form:
-      ByteLevel with its regex, merges as "a b" strings) and OUTDIR/llama3/tokenizer.json (Llama 3's
-      form: Split on Llama 3's regex then ByteLevel without one, ignore_merges, merges as pairs).
+      learns merges from a built-in text and writes OUTDIR/FORM/tokenizer.json for the forms:
+      gpt2 (ByteLevel with its regex, merges as "a b" strings), llama3 (Split on Llama 3's regex
+      then ByteLevel without one, ignore_merges, merges as pairs), qwen2 (Qwen2's: NFC, Split on
+      its regex, ByteLevel without one) and nfkc_nfd (a Sequence of NFKC then NFD before GPT-2's
+      ByteLevel).
   bpe_reference.py encode TOKENIZER_JSON STRINGS_JSON OUT_JSON
       reads a JSON list of strings and writes, for each, {"ids": [...], "decoded": hex of
       decode(ids)} to OUT_JSON.
@@ -20,12 +24,16 @@ import collections
 import json
 import pathlib
 import sys
+import unicodedata
 
 import regex
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 LLAMA3_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
                   r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+# Llama 3's but with one digit at a time.
+QWEN2_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+                 r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
 
 # What Rust's regex calls \w (Unicode), which decides whether an added token stands alone.
 WORD_CHAR = regex.compile(r"[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\u200c\u200d]")
@@ -52,6 +60,22 @@ CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
 
 def to_byte_chars(text):
     return "".join(BYTE_TO_CHAR[b] for b in text.encode("utf-8"))
+
+
+# ---- normalization ---------------------------------------------------------------------------
+
+def normalize(spec, text):
+    """`text` through tokenizer.json's normalizer (None: unchanged)."""
+    if spec is None:
+        return text
+    kind = spec["type"]
+    if kind == "Sequence":
+        for step in spec["normalizers"]:
+            text = normalize(step, text)
+        return text
+    if kind in ("NFC", "NFD", "NFKC", "NFKD"):
+        return unicodedata.normalize(kind, text)
+    raise ValueError(f"normalizer {kind} is not supported here")
 
 
 # ---- pre-tokenization ------------------------------------------------------------------------
@@ -173,11 +197,17 @@ def encode(tok, text):
     model = tok["model"]
     ranks = read_merges(model)
     added = tok.get("added_tokens") or []
-    segments = [(text, None)]
-    for normalized in (False, True):  # the tokens matched on the raw text, then the others
-        subset = [t for t in added if t.get("normalized", True) == normalized]
-        segments = [piece for seg, tid in segments
-                    for piece in ([(seg, tid)] if tid is not None else split_on_added(seg, subset))]
+    normalizer = tok.get("normalizer")
+    raw_tokens = [t for t in added if not t.get("normalized", True)]
+    # The others are looked for in normalized text, so as their contents normalize.
+    normalized_tokens = [dict(t, content=normalize(normalizer, t["content"]))
+                         for t in added if t.get("normalized", True)]
+    segments = []
+    for seg, tid in split_on_added(text, raw_tokens):
+        if tid is not None:
+            segments.append((seg, tid))
+        else:  # each stretch between raw tokens is normalized on its own
+            segments.extend(split_on_added(normalize(normalizer, seg), normalized_tokens))
     ids = []
     for seg, tid in segments:
         if tid is not None:
@@ -225,10 +255,11 @@ THE END. THE END! the end? The end...
 """
 
 
-def train(pre_tokenizer, num_merges):
+def train(pre_tokenizer, num_merges, normalizer=None):
     """Vocabulary (the 256 byte characters, then one token per merge) and merges learned by
-    repeatedly merging the most frequent adjacent pair (ties: the smallest pair)."""
-    words = collections.Counter(pre_tokenize(pre_tokenizer, [CORPUS]))
+    repeatedly merging the most frequent adjacent pair (ties: the smallest pair), on the text as
+    `normalizer` leaves it."""
+    words = collections.Counter(pre_tokenize(pre_tokenizer, [normalize(normalizer, CORPUS)]))
     vocab = {BYTE_TO_CHAR[b]: b for b in range(256)}
     splits = {w: list(w) for w in words}
     merges = []
@@ -319,9 +350,46 @@ def llama3_form():
             "model": bpe_model(vocab, [list(m) for m in merges], ignore_merges=True)}
 
 
+def qwen2_form():
+    normalizer = {"type": "NFC"}
+    pre = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN2_PATTERN}, "behavior": "Isolated", "invert": False},
+        byte_level(False, False)]}
+    vocab, merges = train(pre, 300, normalizer)
+    first = len(vocab)
+    tokens = [added(name, first + i) for i, name in enumerate(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])]
+    # Not Qwen2's, for the two passes: ANGSTROM SIGN, which NFC turns into A with a ring, is found
+    # only as written; "café" written with a combining accent is found wherever the text's NFC
+    # has "café".
+    tokens += [added("\u212b", first + 3, special=False),
+               added("cafe\u0301", first + 4, special=False, normalized=True)]
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": tokens,
+            "normalizer": normalizer, "pre_tokenizer": pre, "post_processor": byte_level(False, False),
+            "decoder": byte_level(False, False),
+            "model": bpe_model(vocab, [list(m) for m in merges], ignore_merges=False)}
+
+
+def nfkc_nfd_form():
+    normalizer = {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "NFD"}]}
+    pre = byte_level(False, True)
+    vocab, merges = train(pre, 300, normalizer)
+    eot = len(vocab)
+    # The ligature normalizes to "fi", so that is what it is found as; FULLWIDTH X only as written.
+    tokens = [added("<|endoftext|>", eot, normalized=True),
+              added("\ufb01", eot + 1, special=False, normalized=True),
+              added("\uff58", eot + 2, special=False)]
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": tokens,
+            "normalizer": normalizer, "pre_tokenizer": pre, "post_processor": byte_level(True, True),
+            "decoder": byte_level(True, True), "model": bpe_model(vocab, [f"{a} {b}" for a, b in merges])}
+
+
+FORMS = {"gpt2": gpt2_form, "llama3": llama3_form, "qwen2": qwen2_form, "nfkc_nfd": nfkc_nfd_form}
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "train":
-        for name, tok in (("gpt2", gpt2_form()), ("llama3", llama3_form())):
+        for name, make in FORMS.items():
+            tok = make()
             path = pathlib.Path(argv[2]) / name / "tokenizer.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(tok, ensure_ascii=False, indent=1), encoding="utf-8")

@@ -1,7 +1,8 @@
 // The byte-level BPE tokenizer against an independent Python implementation
-// (tests/text/bpe_reference.py), on tokenizer.json files that script trains in GPT-2's and
-// Llama 3's forms; then, on small hand-written files, the merge order, unk tokens, and the errors
-// for files and ids it must refuse.
+// (tests/text/bpe_reference.py), on tokenizer.json files that script trains in GPT-2's, Llama 3's
+// and Qwen2's (NFC) forms and one with a Sequence of normalizers; then, on small hand-written
+// files, the merge order, unk tokens, the normalizers and the added tokens around them, and the
+// errors for files and ids it must refuse.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -68,6 +69,23 @@ const std::vector<std::string> kAddedTokenStrings = {
     "[SEP]   next [SEP]\n",
 };
 
+// Text that the normalizers change: combining marks (in and out of canonical order), Hangul
+// jamo and syllables, ligatures, full-width and half-width forms, compatibility characters and
+// singletons, and the added tokens of the normalizing forms (Qwen2's special tokens, ANGSTROM SIGN
+// found only as written, "café" and "ﬁ" found after normalization).
+const std::vector<std::string> kNormalizationStrings = {
+    "e\u0301 versus \u00e9, cafe\u0301 and caf\u00e9",
+    "a\u0301\u0323 a\u0323\u0301 o\u0308\u0304 A\u030a\u0301 \u03b1\u0301 \u1f71",
+    "\u1100\u1161\u11a8 \uac00\u11a8 \uac01 \ud55c\uad6d\uc5b4 \u1112\u1161\u11ab",
+    "\ufb01ne \ufb02ow \ufb00 \ufb03 \ufb04 \u0132",
+    "\uff26\uff55\uff4c\uff4c\uff0d\uff57\uff49\uff44\uff54\uff48 \uff11\uff12\uff13 \uff58 x",
+    "\uff76\uff9e\uff77\uff9e \uff8a\uff9f \uff71\uff72\uff73",
+    "\u212b \u00c5 A\u030a \u2126 \u212a \u2000 \u00a0 \u3000",
+    "x\u00b2 \u2075 \u2460\u2461 \u00bd \u2153 \u33a1 \u2122 \u01c5 \u2167",
+    "e<|im_end|>\u0301 <|im_start|>user\ncafe\u0301<|im_end|>\n<|endoftext|>",
+    "\u212b\u030a \u212bA \ufb01<|endoftext|>\ufb01",
+};
+
 // Seeded jumbles of the fragments where the patterns and the added tokens have their edges:
 // letters of every case, marks, digits and other numbers, white space of several kinds,
 // contractions, symbols, the added tokens and near misses of them.
@@ -77,7 +95,10 @@ std::vector<std::string> jumbles() {
       "Ⅻ",  "½",      "1",           "1234",   "_",      " ",          "   ",
       "\t", "\n",     "\r\n",        "\u00a0", "\u2028", "'s",         "'LL",
       "'",  "!",      "?!",          ".",      "-",      "<|eot_id|>", "<|endoftext|>",
-      "<|", "<mask>", "hello world", "[SEP]",  " xyzzy", "\x01"};
+      "<|", "<mask>", "hello world", "[SEP]",  " xyzzy", "\x01",
+      // where the normalizers act
+      "e", "\u1100", "\u1161", "\u11a8", "\u212b", "\ufb01", "\uff58", "\uff76", "\uff9e", "cafe",
+      "<|im_start|>", "<|im_end|>"};
   std::vector<std::string> out;
   uint64_t state = 20241125;
   for (int i = 0; i < 40; ++i) {
@@ -94,6 +115,7 @@ std::vector<std::string> jumbles() {
 std::vector<std::string> all_strings() {
   std::vector<std::string> all = kPlainStrings;
   all.insert(all.end(), kAddedTokenStrings.begin(), kAddedTokenStrings.end());
+  all.insert(all.end(), kNormalizationStrings.begin(), kNormalizationStrings.end());
   const std::vector<std::string> mixed = jumbles();
   all.insert(all.end(), mixed.begin(), mixed.end());
   return all;
@@ -112,6 +134,11 @@ std::string from_hex(const std::string& hex) {
   return bytes;
 }
 
+// The forms bpe_reference.py trains: the first two without a normalizer.
+const std::vector<std::string> kForms = {"gpt2", "llama3", "qwen2", "nfkc_nfd"};
+
+bool normalizes(const std::string& form) { return form == "qwen2" || form == "nfkc_nfd"; }
+
 struct ReferenceResult {
   std::vector<int32_t> ids;
   std::string decoded;
@@ -128,7 +155,7 @@ bool run(const std::string& command, std::string& error) {
 // when the script could not run.
 struct Reference {
   fs::path dir = fs::path(::testing::TempDir()) / ("meshnn_bpe_" + std::to_string(getpid()));
-  std::map<std::string, std::vector<ReferenceResult>> results;  // by form: "gpt2", "llama3"
+  std::map<std::string, std::vector<ReferenceResult>> results;  // by form, as kForms names them
   std::string error;
 
   Reference() {
@@ -138,8 +165,8 @@ struct Reference {
     const fs::path strings = dir / "strings.json";
     std::ofstream(strings) << json(all_strings()).dump();
     if (!run(python + "train '" + dir.string() + "'", error)) return;
-    for (const char* form : {"gpt2", "llama3"}) {
-      const fs::path tokenizer = dir / form / "tokenizer.json", out = dir / (std::string(form) + "_ids.json");
+    for (const std::string& form : kForms) {
+      const fs::path tokenizer = dir / form / "tokenizer.json", out = dir / (form + "_ids.json");
       if (!run(python + "encode '" + tokenizer.string() + "' '" + strings.string() + "' '" + out.string() + "'", error))
         return;
       for (const json& item : json::parse(read_text(out)))
@@ -176,7 +203,7 @@ TEST_P(AgainstReference, SameIdsAndTextAsThePythonTokenizer) {
     const std::vector<int32_t> ids = tok->encode(strings[i]);
     EXPECT_EQ(ids, expected[i].ids) << "text: " << strings[i];
     EXPECT_EQ(tok->decode(ids), expected[i].decoded) << "text: " << strings[i];
-    if (i < kPlainStrings.size()) {
+    if (i < kPlainStrings.size() && !normalizes(GetParam())) {
       EXPECT_EQ(tok->decode(ids), strings[i]);
     }
   }
@@ -233,13 +260,22 @@ TEST_P(AgainstReference, RejectsIdsOutsideTheVocabularyAndTextThatIsNotUtf8) {
 TEST_P(AgainstReference, LongTextsRoundTripQuickly) {
   ASSERT_TRUE(reference().error.empty()) << reference().error;
   const text::TokenizerPtr tok = load(GetParam());
-  std::string prompt;
-  while (prompt.size() < (1 << 20))
-    prompt += "The quick brown fox doesn't jump over 12345 lazy dogs; café 中文 🙂.\n\t  Again and again!  ";
+  const std::string unit = "The quick brown fox doesn't jump over 12345 lazy dogs; café 中文 🙂.\n\t  Again and again!  ";
+  // A normalizer may change the text, but not across the ASCII where one unit meets the next, so
+  // the prompt decodes to what one unit decodes to, repeated (to itself without a normalizer).
+  const std::string unit_back = tok->decode(tok->encode(unit));
+  if (!normalizes(GetParam())) {
+    EXPECT_EQ(unit_back, unit);
+  }
+  std::string prompt, expected;
+  while (prompt.size() < (1 << 20)) {
+    prompt += unit;
+    expected += unit_back;
+  }
   const auto start = std::chrono::steady_clock::now();
   const std::vector<int32_t> ids = tok->encode(prompt);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(tok->decode(ids), prompt);
+  EXPECT_EQ(tok->decode(ids), expected);
   std::cout << "[ info     ] " << GetParam() << " form: encoded " << prompt.size() / 1e6 << " MB into " << ids.size()
             << " tokens at " << prompt.size() / 1e6 / seconds << " MB/s\n";
   for (const std::string& run : {std::string(200000, ' '), std::string(200000, 'a'), std::string(200000, '7'),
@@ -247,7 +283,7 @@ TEST_P(AgainstReference, LongTextsRoundTripQuickly) {
     EXPECT_EQ(tok->decode(tok->encode(run)), run);
 }
 
-INSTANTIATE_TEST_SUITE_P(ByteLevelBpe, AgainstReference, ::testing::Values("gpt2", "llama3"));
+INSTANTIATE_TEST_SUITE_P(ByteLevelBpe, AgainstReference, ::testing::ValuesIn(kForms));
 
 // ---- hand-written files ----------------------------------------------------------------------
 
@@ -308,6 +344,106 @@ TEST(ByteLevelBpe, PrefixSpaceGoesBeforeEveryStretchBetweenAddedTokens) {
   EXPECT_EQ(tok->encode(" a"), ids({2}));  // a piece that starts with a space gets no second one
   const std::vector<int32_t> with_special = {2, 3, 2};
   EXPECT_EQ(tok->decode(with_special), " a a");
+}
+
+// ---- normalizers -----------------------------------------------------------------------------
+
+// GPT-2's byte characters, written here apart from src/text/byte_chars.cpp: bytes that print stand
+// for themselves, the others for U+0100, U+0101, ... in order.
+std::string byte_character(int b) {
+  const auto prints = [](int x) { return (x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE; };
+  int code = b;
+  if (!prints(b)) {
+    code = 256;
+    for (int earlier = 0; earlier < b; ++earlier) code += !prints(earlier);
+  }
+  if (code < 0x80) return std::string(1, static_cast<char>(code));
+  return {static_cast<char>(0xC0 | (code >> 6)), static_cast<char>(0x80 | (code & 0x3F))};
+}
+
+// A tokenizer with `normalizer` whose vocabulary is the 256 bytes, id = byte, and no merges:
+// encode() gives the bytes of the normalized text and decode() the normalized text itself.
+text::TokenizerPtr bytes_tokenizer(const json& normalizer, const json& added_tokens = json::array()) {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_character(b)] = b;
+  json j = json::parse(tokenizer_json(bpe(vocab, json::array())));
+  j["normalizer"] = normalizer;
+  j["added_tokens"] = added_tokens;
+  return text::make_byte_level_bpe(j.dump());
+}
+
+std::string normalized_by(const json& normalizer, const std::string& text) {
+  const auto tok = bytes_tokenizer(normalizer);
+  return tok->decode(tok->encode(text));
+}
+
+const json kNfc = {{"type", "NFC"}}, kNfd = {{"type", "NFD"}}, kNfkc = {{"type", "NFKC"}}, kNfkd = {{"type", "NFKD"}};
+
+TEST(ByteLevelBpe, NfcEncodesACombiningAccentAsThePrecomposedLetter) {
+  const json vocab = {{"e", 0}, {byte_character(0xC3), 1}, {byte_character(0xA9), 2},
+                      {byte_character(0xC3) + byte_character(0xA9), 3}, {byte_character(0xCC), 4},
+                      {byte_character(0x81), 5}};
+  const json merges = {byte_character(0xC3) + " " + byte_character(0xA9)};
+  json j = json::parse(tokenizer_json(bpe(vocab, merges)));
+  const auto plain = text::make_byte_level_bpe(j.dump());
+  j["normalizer"] = kNfc;
+  const auto nfc = text::make_byte_level_bpe(j.dump());
+  EXPECT_EQ(nfc->encode("\u00e9"), ids({3}));
+  EXPECT_EQ(nfc->encode("e\u0301"), ids({3}));
+  EXPECT_EQ(plain->encode("\u00e9"), ids({3}));
+  EXPECT_EQ(plain->encode("e\u0301"), ids({0, 4, 5}));  // without a normalizer the text stays as written
+}
+
+TEST(ByteLevelBpe, EachNormalizationForm) {
+  EXPECT_EQ(normalized_by(nullptr, "e\u0301 \ufb01"), "e\u0301 \ufb01");
+  // Canonical composition and order; Hangul jamo into a syllable; singletons (OHM SIGN, ANGSTROM
+  // SIGN) to their letters; compatibility characters kept.
+  EXPECT_EQ(normalized_by(kNfc, "e\u0301 a\u0301\u0323 \u1100\u1161\u11a8 \u2126\u212b \ufb01\uff21\u00bd"),
+            "\u00e9 \u1ea1\u0301 \uac01 \u03a9\u00c5 \ufb01\uff21\u00bd");
+  EXPECT_EQ(normalized_by(kNfd, "\u00e9 \uac01 \u1ea1\u0301 \ufb01"),
+            "e\u0301 \u1100\u1161\u11a8 a\u0323\u0301 \ufb01");
+  // The fi ligature, full-width letters and digits, a vulgar fraction, half-width katakana with
+  // its voiced mark.
+  EXPECT_EQ(normalized_by(kNfkc, "\ufb01ne \uff26\uff55\uff4c\uff4c\uff11 \u00bd \uff76\uff9e e\u0301"),
+            "fine Full1 1\u20442 \u30ac \u00e9");
+  EXPECT_EQ(normalized_by(kNfkd, "\ufb01\u00e9 \uff76\uff9e"), "fie\u0301 \u30ab\u3099");
+  // A Sequence runs its steps in order: NFKD then NFC is NFKC; NFKC then NFD is NFKD.
+  const json nfkd_nfc = {{"type", "Sequence"}, {"normalizers", {kNfkd, kNfc}}};
+  const json nfkc_nfd = {{"type", "Sequence"}, {"normalizers", {kNfkc, kNfd}}};
+  EXPECT_EQ(normalized_by(nfkd_nfc, "\ufb01e\u0301"), "fi\u00e9");
+  EXPECT_EQ(normalized_by(nfkc_nfd, "\ufb01\u00e9"), "fie\u0301");
+  EXPECT_EQ(normalized_by({{"type", "Sequence"}, {"normalizers", json::array()}}, "e\u0301"), "e\u0301");
+  // A NUL is a character like any other, not the end of the text.
+  EXPECT_EQ(normalized_by(kNfd, std::string("a\0\u00e9", 4)), std::string("a\0e\u0301", 5));
+}
+
+TEST(ByteLevelBpe, RawAddedTokensBeforeNormalizingNormalizedOnesAfter) {
+  const json added = {
+      // found only as written: NFC turns ANGSTROM SIGN into A with a ring above
+      {{"id", 300}, {"content", "\u212b"}, {"special", false}, {"normalized", false}},
+      // found in the NFC text, so also where it was written decomposed
+      {{"id", 301}, {"content", "\u00f1"}, {"special", false}, {"normalized", true}},
+      // found wherever the NFC text has "café", as its own content normalizes to that
+      {{"id", 302}, {"content", "cafe\u0301"}, {"special", false}, {"normalized", true}},
+      {{"id", 303}, {"content", "<|im_end|>"}, {"special", true}, {"normalized", false}}};
+  const auto tok = bytes_tokenizer(kNfc, added);
+  EXPECT_EQ(tok->encode("\u212b"), ids({300}));
+  EXPECT_EQ(tok->encode("\u00c5"), ids({0xC3, 0x85}));
+  EXPECT_EQ(tok->encode("A\u030a"), ids({0xC3, 0x85}));
+  EXPECT_EQ(tok->encode("\u00f1"), ids({301}));
+  EXPECT_EQ(tok->encode("n\u0303"), ids({301}));
+  EXPECT_EQ(tok->encode("caf\u00e9"), ids({302}));
+  EXPECT_EQ(tok->encode("cafe\u0301!"), ids({302, '!'}));
+  // Each stretch between raw tokens is normalized alone: the accent after <|im_end|> stays bare.
+  EXPECT_EQ(tok->encode("e<|im_end|>\u0301"), ids({'e', 303, 0xCC, 0x81}));
+  // Lookups and decoding use the contents as written.
+  EXPECT_EQ(tok->token_id("cafe\u0301"), 302);
+  EXPECT_EQ(tok->decode(ids({302})), "cafe\u0301");
+  // Without the normalizer, the normalized tokens are found only as written.
+  const auto plain = bytes_tokenizer(nullptr, added);
+  EXPECT_EQ(plain->encode("n\u0303"), ids({'n', 0xCC, 0x83}));
+  EXPECT_EQ(plain->encode("cafe\u0301"), ids({302}));
+  EXPECT_EQ(plain->encode("caf\u00e9"), ids({'c', 'a', 'f', 0xC3, 0xA9}));
 }
 
 TEST(ByteLevelBpe, RefusesWhatItDoesNotImplement) {
