@@ -30,6 +30,24 @@ const json& member(const json& root, const char* key) {
   return it == root.end() ? null_value : *it;
 }
 
+// Whether the post_processor (alone, or one of a Sequence's processors) is a TemplateProcessing
+// whose single-sequence template begins with a special token. Only this is read of it: encode()
+// applies no template, the caller adds BOS.
+bool template_starts_with_special_token(const json& processor) {
+  if (!processor.is_object()) return false;
+  const auto type = processor.find("type");
+  if (type == processor.end() || !type->is_string()) return false;
+  if (*type == "Sequence") {
+    const auto list = processor.find("processors");
+    if (list == processor.end() || !list->is_array()) return false;
+    return std::any_of(list->begin(), list->end(), template_starts_with_special_token);
+  }
+  if (*type != "TemplateProcessing") return false;
+  const auto single = processor.find("single");
+  return single != processor.end() && single->is_array() && !single->empty() && single->front().is_object() &&
+         single->front().contains("SpecialToken");
+}
+
 void require_byte_level_decoder(const json& decoder) {
   MESHNN_CHECK(!decoder.is_null(), "tokenizer.json: decoder is null; a byte-level BPE needs the ByteLevel decoder");
   const std::string& type = detail::component_type(decoder, "decoder");
@@ -43,7 +61,8 @@ class ByteLevelBpe final : public Tokenizer {
       : model_(member(root, "model")),
         normalizer_(member(root, "normalizer")),
         pre_tokenizer_(member(root, "pre_tokenizer")),
-        added_(member(root, "added_tokens"), normalizer_) {
+        added_(member(root, "added_tokens"), normalizer_),
+        adds_bos_(template_starts_with_special_token(member(root, "post_processor"))) {
     require_byte_level_decoder(member(root, "decoder"));
     build_decode_table();
   }
@@ -95,6 +114,7 @@ class ByteLevelBpe final : public Tokenizer {
   }
 
   std::string kind() const override { return "byte-level BPE"; }
+  bool adds_bos_by_default() const override { return adds_bos_; }
 
  private:
   // What each id decodes to. An added token's id takes its text (nothing for a special one) even
@@ -121,6 +141,7 @@ class ByteLevelBpe final : public Tokenizer {
   detail::Normalizer normalizer_;
   detail::PreTokenizer pre_tokenizer_;
   detail::AddedTokens added_;  // after normalizer_, which it is built with
+  bool adds_bos_;
   std::vector<std::string> bytes_of_id_;
 };
 

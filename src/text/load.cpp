@@ -40,12 +40,16 @@ TokenizerPtr parse(const std::string& name, const std::string& bytes, const std:
   }
 }
 
-bool add_bos_token(const std::optional<std::string>& tokenizer_config, const std::string& where) {
-  if (!tokenizer_config) return true;
-  const nlohmann::json j = nlohmann::json::parse(*tokenizer_config, nullptr, /*allow_exceptions=*/false);
-  MESHNN_CHECK(!j.is_discarded(), "tokenizer_config.json in {} is not valid JSON", where);
-  const auto it = j.find("add_bos_token");
-  return it == j.end() || !it->is_boolean() || it->get<bool>();
+// tokenizer_config.json's add_bos_token when it gives one, else what the tokenizer itself does.
+bool add_bos_token(const std::optional<std::string>& tokenizer_config, const Tokenizer& tokenizer,
+                   const std::string& where) {
+  if (tokenizer_config) {
+    const nlohmann::json j = nlohmann::json::parse(*tokenizer_config, nullptr, /*allow_exceptions=*/false);
+    MESHNN_CHECK(!j.is_discarded(), "tokenizer_config.json in {} is not valid JSON", where);
+    const auto it = j.find("add_bos_token");
+    if (it != j.end() && it->is_boolean()) return it->get<bool>();
+  }
+  return tokenizer.adds_bos_by_default();
 }
 
 std::optional<LoadedTokenizer> load_from(const FileSource& files) {
@@ -54,7 +58,7 @@ std::optional<LoadedTokenizer> load_from(const FileSource& files) {
     if (!bytes) continue;
     LoadedTokenizer loaded;
     loaded.tokenizer = parse(name, *bytes, files.where);
-    loaded.add_bos_token = add_bos_token(files.get("tokenizer_config.json"), files.where);
+    loaded.add_bos_token = add_bos_token(files.get("tokenizer_config.json"), *loaded.tokenizer, files.where);
     loaded.source = fmt::format("{} in {}", name, files.where);
     return loaded;
   }
@@ -78,7 +82,8 @@ std::optional<LoadedTokenizer> load_tokenizer(const std::string& path) {
   LoadedTokenizer loaded;
   loaded.tokenizer = parse(p.extension() == ".json" ? "tokenizer.json" : "tokenizer.model", read_file(p), path);
   const fs::path config = p.parent_path() / "tokenizer_config.json";
-  loaded.add_bos_token = add_bos_token(fs::exists(config) ? std::optional(read_file(config)) : std::nullopt, path);
+  loaded.add_bos_token =
+      add_bos_token(fs::exists(config) ? std::optional(read_file(config)) : std::nullopt, *loaded.tokenizer, path);
   loaded.source = path;
   return loaded;
 }

@@ -87,6 +87,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
   std::string kind() const override { return "sentencepiece"; }
+  bool adds_bos_by_default() const override { return true; }
 
  private:
   static constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581, SentencePiece's space

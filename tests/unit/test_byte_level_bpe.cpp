@@ -524,6 +524,41 @@ TEST(ByteLevelBpe, FoundInAModelDirectoryAndStreamedWhole) {
   }
 }
 
+// Whether BOS goes first when tokenizer_config.json does not say: the post_processor's template
+// decides, as in Hugging Face's fast tokenizers (Llama 3: <|begin_of_text|> first; GPT-2 and Qwen2:
+// ByteLevel, no template); an explicit add_bos_token wins.
+TEST(ByteLevelBpe, BosByDefaultWhenThePostProcessorsTemplateStartsWithASpecialToken) {
+  ASSERT_TRUE(reference().error.empty()) << reference().error;
+  EXPECT_TRUE(load("llama3")->adds_bos_by_default());
+  EXPECT_FALSE(load("gpt2")->adds_bos_by_default());
+  EXPECT_FALSE(load("qwen2")->adds_bos_by_default());
+  auto with_post_processor = [](const json& processor) {
+    json root = json::parse(tokenizer_json(bpe(json{{"a", 0}}, json::array())));
+    root["post_processor"] = processor;
+    return text::make_byte_level_bpe(root.dump())->adds_bos_by_default();
+  };
+  const json bos_first = {{"type", "TemplateProcessing"},
+                          {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                      {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}};
+  const json text_first = {{"type", "TemplateProcessing"},
+                           {"single", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                       {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}}};
+  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}};
+  EXPECT_TRUE(with_post_processor(bos_first));
+  EXPECT_FALSE(with_post_processor(text_first));
+  EXPECT_FALSE(with_post_processor(byte_level));
+  EXPECT_FALSE(with_post_processor(nullptr));
+  EXPECT_TRUE(with_post_processor({{"type", "Sequence"}, {"processors", {byte_level, bos_first}}}));  // Llama 3.1
+  EXPECT_FALSE(with_post_processor({{"type", "Sequence"}, {"processors", {byte_level, text_first}}}));
+
+  const fs::path dir = reference().dir / "qwen2_model";
+  fs::create_directories(dir);
+  fs::copy_file(reference().dir / "qwen2" / "tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "tokenizer_config.json") << R"({"add_prefix_space": false, "bos_token": null})";
+  EXPECT_FALSE(text::load_tokenizer(dir.string())->add_bos_token);
+  std::ofstream(dir / "tokenizer_config.json") << R"({"add_bos_token": true})";
+  EXPECT_TRUE(text::load_tokenizer(dir.string())->add_bos_token);
+}
 
 }  // namespace
 }  // namespace meshnn

@@ -9,7 +9,8 @@
 // utf8proc); pre_tokenizer ByteLevel, Split (Regex or String pattern, behavior Isolated) and
 // Sequence of them, with at least one ByteLevel; decoder ByteLevel; added_tokens with special,
 // normalized, lstrip, rstrip and single_word. The post_processor is not applied: encode() adds no
-// BOS, as the Tokenizer interface says.
+// BOS, as the Tokenizer interface says; adds_bos_by_default() tells whether its template starts
+// with a special token.
 //
 // Refused with meshnn::Error naming the part: any other model, normalizer, pre-tokenizer, Split
 // behavior or decoder; BPE byte_fallback (Llama 2 style tokenizer.json, whose tokenizer.model

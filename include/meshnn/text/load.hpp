@@ -11,8 +11,9 @@ namespace meshnn::text {
 
 struct LoadedTokenizer {
   TokenizerPtr tokenizer;
-  // tokenizer_config.json's add_bos_token; true when the file or the key is absent, as Llama models
-  // (and Llama 3's tokenizer.json post-processor) start every sequence with BOS.
+  // tokenizer_config.json's add_bos_token; when the file or the key is absent, the tokenizer's own
+  // default (Tokenizer::adds_bos_by_default: Llama's SentencePiece and Llama 3's tokenizer.json
+  // start every sequence with BOS, Qwen2's tokenizer.json does not).
   bool add_bos_token = true;
   std::string source;  // where it came from, for messages: "tokenizer/tokenizer.model in model.h5"
 };

@@ -34,6 +34,11 @@ class Tokenizer {
   virtual std::optional<int32_t> token_id(std::string_view token) const = 0;
   // "sentencepiece" or "byte-level BPE": printed by the jobs.
   virtual std::string kind() const = 0;
+  // Whether the model's Hugging Face tokenizer starts a sequence with BOS when tokenizer_config.json
+  // does not say (no add_bos_token): a SentencePiece model does (LlamaTokenizer's default); a
+  // tokenizer.json does when its post_processor's template begins with a special token (Llama 3's
+  // <|begin_of_text|>), not when it has none (GPT-2, Qwen2).
+  virtual bool adds_bos_by_default() const = 0;
 };
 
 using TokenizerPtr = std::unique_ptr<const Tokenizer>;
