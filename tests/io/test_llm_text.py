@@ -4,14 +4,16 @@ meshnn-llm with text prompts.
 
     test_llm_text.py BUILD_DIR WORK_DIR MPIEXEC [MPIEXEC_FLAGS...]
 
-Two tokenizers, each with an encoder and decoder independent of meshnn's: a tokenizer.model
+Three tokenizers, each with an encoder and decoder independent of meshnn's: a tokenizer.model
 trained here with Debian's spm_train (Llama 2's settings) against python3-sentencepiece, and a
-Llama 3-style tokenizer.json (byte-level BPE, special tokens) trained by tests/text/bpe_reference.py
-against that script's own encoder. Text sanitizing is Python's bytes.decode(errors="replace").
+Llama 3-style and a Qwen2-style tokenizer.json (byte-level BPE, special tokens; Qwen2's with NFC
+and no BOS template, on a Qwen2 model whose config names a bos_token_id all the same) trained by
+tests/text/bpe_reference.py against that script's own encoder. Text sanitizing is Python's
+bytes.decode(errors="replace").
 
 1. Prompts given as text (--prompts JSONL with per-request max_tokens, and --prompt) generate
-   exactly the tokens that the same prompts tokenized independently (BOS first) generate through
-   --tokens, on 1 and 2 ranks.
+   exactly the tokens that the same prompts tokenized independently (BOS first, except for Qwen2)
+   generate through --tokens, on 1 and 2 ranks.
 2. The output file's `text` is each request's tokens decoded independently; `prompts` holds the
    prompt texts; stdout streams request 0 (its prompt, then its text) whole.
 3. Bad input: a weights file without a tokenizer, a JSONL line with a misspelt key or bad JSON, and
@@ -94,6 +96,19 @@ def byte_level_bpe_tokenizer(model_dir):
             lambda ids: bpe_reference.decode(tok, ids).decode("utf-8", errors="replace"))
 
 
+def qwen2_tokenizer(model_dir):
+    """Qwen2's form: tokenizer.json with NFC, no BOS in its post_processor, and a
+    tokenizer_config.json without add_bos_token, as Qwen2.5 ships it."""
+    os.remove(os.path.join(model_dir, "tokenizer.model"))
+    tok = bpe_reference.qwen2_form()
+    with open(os.path.join(model_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tok, f, ensure_ascii=False)
+    with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"add_prefix_space": False, "bos_token": None, "eos_token": "<|im_end|>"}, f)
+    return (lambda text: bpe_reference.encode(tok, text),
+            lambda ids: bpe_reference.decode(tok, ids).decode("utf-8", errors="replace"))
+
+
 def sentencepiece_text(sp, ids):
     """Decoding written apart from meshnn's: pieces to bytes by hand, then Python's lossy UTF-8."""
     out, first = b"", True
@@ -153,8 +168,8 @@ def check_text_job(kind, weights, encode, decode, bos):
         for text, n in PROMPTS:
             f.write(json.dumps({"prompt": text, "max_tokens": n}, ensure_ascii=False) + "\n\n")
 
-    # The same prompts as ids, tokenized independently, BOS first.
-    ids = [[bos] + encode(text) for text, _ in PROMPTS]
+    # The same prompts as ids, tokenized independently, BOS first (bos None: none).
+    ids = [([bos] if bos is not None else []) + encode(text) for text, _ in PROMPTS]
     tokens_file = os.path.join(WORK, f"{kind}_tokens.h5")
     width = max(len(x) for x in ids)
     with h5py.File(tokens_file, "w") as f:
@@ -201,6 +216,13 @@ def main():
     bpe_config = dict(CONFIG, vocab_size=640, bos_token_id=bos, eos_token_id=special["<|eot_id|>"])
     bpe_weights, encode, decode = converted_model("byte_level_bpe", byte_level_bpe_tokenizer, bpe_config)
     check_text_job("byte_level_bpe", bpe_weights, encode, decode, bos)
+
+    special = {t["content"]: t["id"] for t in bpe_reference.qwen2_form()["added_tokens"]}
+    qwen2_config = dict(CONFIG, architectures=["Qwen2ForCausalLM"], model_type="qwen2", vocab_size=640,
+                        tie_word_embeddings=True, bos_token_id=special["<|endoftext|>"],
+                        eos_token_id=special["<|im_end|>"])
+    qwen2_weights, encode, decode = converted_model("qwen2", qwen2_tokenizer, qwen2_config)
+    check_text_job("qwen2", qwen2_weights, encode, decode, None)
 
     weights, encode, decode = converted_model("sentencepiece", sentencepiece_tokenizer, CONFIG)
     tokens_file = check_text_job("sentencepiece", weights, encode, decode, CONFIG["bos_token_id"])
