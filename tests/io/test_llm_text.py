@@ -134,9 +134,10 @@ def llm(ranks, weights, *args):
 def outputs(path):
     with h5py.File(path, "r") as f:
         tokens = f["tokens"][...]
+        logits = f["logits"][...] if "logits" in f else None
         text = [t.decode("utf-8") for t in f["text"][...]] if "text" in f else None
         prompts = [t.decode("utf-8") for t in f["prompts"][...]] if "prompts" in f else None
-    return tokens, text, prompts
+    return tokens, text, prompts, logits
 
 
 def run_attributes(path, ranks):
@@ -181,16 +182,18 @@ def check_text_job(kind, weights, encode, decode, bos):
     for ranks in (1, 2):
         text_out, ids_out = (os.path.join(WORK, f"{kind}_text_np{ranks}.h5"),
                              os.path.join(WORK, f"{kind}_ids_np{ranks}.h5"))
-        rt = llm(ranks, weights, "--prompts", jsonl, "--output", text_out)
-        ri = llm(ranks, weights, "--tokens", tokens_file, "--output", ids_out)
+        rt = llm(ranks, weights, "--prompts", jsonl, "--output", text_out, "--save-logits")
+        ri = llm(ranks, weights, "--tokens", tokens_file, "--output", ids_out, "--save-logits")
         if rt.returncode != 0 or ri.returncode != 0:
             print((rt.stdout + rt.stderr + ri.stdout + ri.stderr).decode(errors="replace")[-4000:])
             check(False, f"{kind}: meshnn-llm with text prompts and with ids on {ranks} rank(s)")
             continue
-        (t_tokens, t_text, t_prompts), (i_tokens, i_text, _) = outputs(text_out), outputs(ids_out)
+        (t_tokens, t_text, t_prompts, t_logits), (i_tokens, i_text, _, i_logits) = outputs(text_out), outputs(ids_out)
         results[ranks] = t_tokens
-        check(np.array_equal(t_tokens, i_tokens),
-              f"{kind}, {ranks} rank(s): text prompts generate the tokens the independent encoder's ids generate")
+        # The logits too: a tied model's greedy tokens may not notice a BOS more or less.
+        check(np.array_equal(t_tokens, i_tokens) and np.array_equal(t_logits, i_logits),
+              f"{kind}, {ranks} rank(s): text prompts generate the tokens and logits the independent encoder's ids "
+              "generate")
         expected = [decode([int(t) for t in row if t >= 0]) for row in t_tokens]
         check(t_text == expected and i_text == expected,
               f"{kind}, {ranks} rank(s): the output file's text is the tokens decoded independently")
@@ -230,7 +233,7 @@ def main():
     # --prompt (repeatable) and the stream of a prompt with multi-byte characters.
     r = llm(2, weights, "--prompt", PROMPTS[1][0], "--max-new-tokens", "5", "--output", os.path.join(WORK, "one.h5"))
     if r.returncode == 0:
-        tokens, text, _ = outputs(os.path.join(WORK, "one.h5"))
+        tokens, text, _, _ = outputs(os.path.join(WORK, "one.h5"))
         check(tokens.shape == (1, 5) and ("request 0:\n" + PROMPTS[1][0] + text[0] + "\n") in r.stdout.decode("utf-8"),
               "--prompt with multi-byte characters streams prompt and text")
     else:
