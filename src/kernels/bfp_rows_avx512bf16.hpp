@@ -143,16 +143,127 @@ inline void bfp_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float* 
     }
 }
 
+// bfloat16 bits of the integers 0..127 (exact: 7 bits fit bfloat16's 8), as byte tables for the
+// lookups of bfp8_tile_scaled: low bytes, then high bytes.
+struct SmallIntegerBf16 {
+  alignas(64) uint8_t low[128];
+  alignas(64) uint8_t high[128];
+  alignas(64) uint16_t words[128];  // the same as words, for the lookup without VBMI
+};
+inline const SmallIntegerBf16& small_integer_bf16() {
+  static const SmallIntegerBf16 table = [] {
+    SmallIntegerBf16 t{};
+    for (int m = 0; m < 128; ++m) {
+      const float f = static_cast<float>(m);
+      uint32_t bits;
+      __builtin_memcpy(&bits, &f, sizeof bits);
+      t.words[m] = static_cast<uint16_t>(bits >> 16);
+      t.low[m] = static_cast<uint8_t>(t.words[m] & 0xFF);
+      t.high[m] = static_cast<uint8_t>(t.words[m] >> 8);
+    }
+    return t;
+  }();
+  return table;
+}
+
+// Small M (3 to kScaledMaxRows rows) on bfloat8_b, one tile, with one vdpbf16ps per row and 32
+// weights instead of bfp_tile_dp's two. A code (sign, 7-bit magnitude m) of a block with exponent E
+// is m * 2^(E-133): the weights enter as the integers +-m, exact in bfloat16 (a table lookup on
+// m), and the block's scale moves to A: each row's 32 values are multiplied by 2^(E-133) of each
+// face row (vscalefps, exact) and made bfloat16 again (exact), once per tile and row. The products
+// are then those of bfp_tile_dp (the value times the activation, exact in float32) except where
+// an activation times its block's scale leaves float32's normal range: below 2^-126 it flushes to
+// zero (as a denormal weight does in bfp_tile_dp), above it gives an infinity (NaN on a zero
+// code). At two rows and below, bfp_tile_dp is as fast or faster (its decode is lighter), so it
+// keeps them.
+// Sums: per row of A and column half, one chain over faces and row pairs in order, then added to C.
+// bf16_emulated.cpp repeats this order exactly.
+inline constexpr int kScaledMinRows = 3, kScaledMaxRows = 6;
+
+template <int M, bool kVbmi>
+inline void bfp8_tile_scaled(const uint8_t* t8, const float* ak, int64_t lda, float* c, int64_t ldc) {
+  static_assert(M >= kScaledMinRows && M <= kScaledMaxRows);
+  const SmallIntegerBf16& table = small_integer_bf16();
+  // Row i's values of K half kh (16 per face row of faces 2kh and 2kh + 1) times each face's
+  // scales, as pairs: [h * 8 + q] is face (2kh + h)'s rows (2q, 2q + 1).
+  alignas(64) uint32_t scaled[M][2][16];
+  for (int kh = 0; kh < 2; ++kh) {
+    __m512 scale[2];
+    for (int h = 0; h < 2; ++h)
+      scale[h] = _mm512_sub_ps(
+          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t8 + (2 * kh + h) * 16)))),
+          _mm512_set1_ps(133.0f));
+    for (int i = 0; i < M; ++i) {
+      const __m512 a = _mm512_loadu_ps(ak + i * lda + kh * 16);
+      _mm512_store_si512(scaled[i][kh], (__m512i)_mm512_cvtne2ps_pbh(_mm512_scalef_ps(a, scale[1]),
+                                                                     _mm512_scalef_ps(a, scale[0])));
+    }
+  }
+  asm volatile("" ::: "memory");  // broadcasts from memory, as in bfp_tile_dp
+  const __m512i sign = _mm512_set1_epi16(static_cast<short>(0x8000));
+  __m512i t0, t1, t2, t3;  // the tables in registers
+  if constexpr (kVbmi) {
+    t0 = _mm512_load_si512(table.low);
+    t1 = _mm512_load_si512(table.low + 64);
+    t2 = _mm512_load_si512(table.high);
+    t3 = _mm512_load_si512(table.high + 64);
+  } else {
+    t0 = _mm512_load_si512(table.words);
+    t1 = _mm512_load_si512(table.words + 32);
+    t2 = _mm512_load_si512(table.words + 64);
+    t3 = _mm512_load_si512(table.words + 96);
+  }
+  __m512 acc[M][2];
+  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int f = 0; f < 4; ++f) {
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      // Face rows 2q and 2q + 1 -> pairs of words holding the code's sign in bit 15 and m in bits
+      // 6..0 (code_pairs), then each word -> +-m in bfloat16.
+      const __m512i codes =
+          code_pairs<kVbmi>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t8 + 64 + (f * 16 + 2 * q) * 16)));
+      __m512i magnitude;
+      if constexpr (kVbmi) {
+        // Each code sits in both bytes of its word: the low byte looks up the low table, keeping
+        // the high byte's code, which then looks up the high table (two byte permutes, no blend).
+        const __m512i low = _mm512_mask2_permutex2var_epi8(t0, codes, 0x5555555555555555ull, t1);
+        magnitude = _mm512_mask2_permutex2var_epi8(t2, low, 0xAAAAAAAAAAAAAAAAull, t3);
+      } else {
+        // Word lookups take 6 bits: m below 64 from the first half of the table, else the second.
+        const __m512i below = _mm512_permutex2var_epi16(t0, codes, t1), above = _mm512_permutex2var_epi16(t2, codes, t3);
+        magnitude = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(codes, _mm512_set1_epi16(0x40)), below, above);
+      }
+      // bit 15 <- the code's sign (imm 0xD8: sign ? codes : magnitude).
+      const __m512i words = _mm512_ternarylogic_epi32(magnitude, codes, sign, 0xD8);
+      for (int i = 0; i < M; ++i) {
+        const __m512bh ap = (__m512bh)_mm512_set1_epi32(static_cast<int>(scaled[i][f / 2][(f % 2) * 8 + q]));
+        acc[i][f % 2] = _mm512_dpbf16_ps(acc[i][f % 2], ap, (__m512bh)words);
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i)
+    for (int h = 0; h < 2; ++h) {
+      float* ci = c + i * ldc + h * 16;
+      _mm512_storeu_ps(ci, _mm512_add_ps(_mm512_loadu_ps(ci), acc[i][h]));
+    }
+}
+
 template <DataType D, int M, bool kVbmi>
 void small_m_bfp(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
                  int64_t ldc) {
   for (int i = 0; i < M; ++i)
     for (int64_t j = nt_begin * 32; j < nt_end * 32; j += 16) _mm512_storeu_ps(c + i * ldc + j, _mm512_setzero_ps());
   stream_tiles<D, kPrefetchBytesBf16>(b, nt_begin, nt_end, [&](const std::byte* tile, int64_t kt, int64_t nt) {
-    bfp_tile_dp<D, M, kVbmi>(reinterpret_cast<const uint8_t*>(tile), a + kt * 32, lda, c + nt * 32, ldc);
+    const uint8_t* t8 = reinterpret_cast<const uint8_t*>(tile);
+    if constexpr (D == DataType::BFLOAT8_B && M >= kScaledMinRows)
+      bfp8_tile_scaled<M, kVbmi>(t8, a + kt * 32, lda, c + nt * 32, ldc);
+    else
+      bfp_tile_dp<D, M, kVbmi>(t8, a + kt * 32, lda, c + nt * 32, ldc);
   });
 }
 
+// bfloat8_b takes up to kScaledMaxRows rows, bfloat4_b up to 4 (small_m_bf16_applies).
 template <DataType D, bool kVbmi>
 void small_m_bfp_rows(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
                       float* c, int64_t ldc) {
@@ -160,7 +271,11 @@ void small_m_bfp_rows(int m, const float* a, int64_t lda, const TileMatrix& b, i
     case 1: return small_m_bfp<D, 1, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
     case 2: return small_m_bfp<D, 2, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
     case 3: return small_m_bfp<D, 3, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
-    default: return small_m_bfp<D, 4, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
+    case 4: return small_m_bfp<D, 4, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
+  }
+  if constexpr (D == DataType::BFLOAT8_B) {
+    if (m == 5) return small_m_bfp<D, 5, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
+    return small_m_bfp<D, 6, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
   }
 }
 

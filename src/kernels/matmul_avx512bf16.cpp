@@ -210,6 +210,7 @@ const KernelSet& avx512_bf16_kernel_set() {
     const bool vbmi = __builtin_cpu_supports("avx512vbmi");
     s.small_m_bf16 = vbmi ? small_m_bf16_vbmi : small_m_bf16<false>;
     s.small_m_bf16_bfloat4 = vbmi;
+    s.small_m_bf16_max = kScaledMaxRows;
     s.small_m_bf16_path = "avx512-bf16";
     return s;
   }();

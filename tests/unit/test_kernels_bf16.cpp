@@ -9,11 +9,13 @@
 // product of the original float activations, rounding A to bfloat16 adds at most
 // 2^-8 sum_k |a_k b_k| (relative error of round-to-nearest bfloat16: half of 2^-7).
 //
-// Decode rows (at most 4) on bfloat8_b weights take a kernel of their own that multiplies A by
-// w' = +-(1 + m/128) 2^(E-127) and by +-2^(E-127) and doubles the difference. Its two sums of
-// products are bounded by 2 s and s per term, s = 2^(E-127) <= the largest |b| of the term's block
-// (the block's largest magnitude is at least 64 of 127), so |C - C64| <= 2 * gamma_K * 3 sum_k
-// |a_k| s_k, plus the denormal flushes.
+// Decode rows (at most 4 on bfloat4_b, 6 on bfloat8_b) take a kernel of their own. Up to 2 rows
+// (and on bfloat4_b) it multiplies A by w' = +-(1 + m/128) 2^(E-127) and by +-2^(E-127) and
+// doubles the difference. Its two sums of products are bounded by 2 s and s per term,
+// s = 2^(E-127) <= the largest |b| of the term's block (the block's largest magnitude is at least
+// 64 of 127), so |C - C64| <= 2 * gamma_K * 3 sum_k |a_k| s_k, plus the denormal flushes. From 3
+// rows on bfloat8_b it multiplies a_k 2^(E-133) by the integer +-m: exact products in one sum,
+// within gamma_K sum_k |a_k b_k|, which the bound above covers.
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
@@ -175,7 +177,7 @@ struct Bf16Path {
   const char* name;
   Bf16Emulation emulation;
   Isa isa;                   // a hardware path's instruction set (the cap while it runs)
-  const char* small_m_name;  // the path's decode rows (at most 4) on bfloat8_b (and bfloat4_b)
+  const char* small_m_name;  // the path's decode rows (at most 6) on bfloat8_b (at most 4 on bfloat4_b)
 };
 
 const Bf16Path kVdpEmulated{"bf16-emulated", Bf16Emulation::VDPBF16PS, Isa::PORTABLE, "bf16-emulated"};
@@ -247,13 +249,13 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
-      {{5, 33}, {33, 31}},           // the fewest rows the path takes; one padded tile each way
+      {{7, 33}, {33, 31}},           // the fewest rows the path takes on bfloat8_b (on the others 5); one padded tile each way
       {{7, 100}, {100, 65}},         // rows not a multiple of the micro-kernel's
       {{37, 300}, {300, 129}},       // K over one K block (256), odd K (a pair straddles the padding)
       {{29, 47}, {47, 96}},          // odd K inside one tile
       {{2, 17, 40}, {40, 50}},       // batched a, one b (rows folded)
       {{19, 40}, {3, 40, 35}},       // one a, batched b
-      {{3, 6, 64}, {3, 64, 33}},     // both batched
+      {{3, 7, 64}, {3, 64, 33}},     // both batched
       {{530, 70}, {70, 40}},         // more rows than one A block (480)
       {{40, 1100}, {1100, 70}},      // K over the bf16 K block (512): later blocks add into C
   };
@@ -290,11 +292,12 @@ void check_against_float64(const Bf16Path& path, const Case& cs, DataType weight
 
 class Bf16MatmulPath : public ::testing::TestWithParam<Bf16Path> {};
 
-// Decode shapes: 1 to 4 rows (also folded from a batch), odd K and N with padded tiles.
+// Decode shapes: 1 to 6 rows (bfloat8_b's kernel takes 6, bfloat4_b's 4; also folded from a
+// batch), odd K and N with padded tiles.
 const std::vector<Case>& decode_cases() {
   static const std::vector<Case> all = {
-      {{1, 300}, {300, 97}},   {{2, 64}, {64, 64}},       {{3, 45}, {45, 130}},
-      {{4, 1000}, {1000, 40}}, {{2, 1, 100}, {100, 33}},
+      {{1, 300}, {300, 97}},    {{2, 64}, {64, 64}},   {{3, 45}, {45, 130}}, {{4, 1000}, {1000, 40}},
+      {{2, 1, 100}, {100, 33}}, {{5, 200}, {200, 70}}, {{6, 64}, {64, 96}},  {{3, 2, 70}, {70, 50}},
   };
   return all;
 }
@@ -319,6 +322,7 @@ TEST_P(Bf16MatmulPath, DecodeRowsOnBlockFloatMatchFloat64) {
       if (weight == DataType::BFLOAT4_B && GetParam().emulation == Bf16Emulation::NONE &&
           !kernels::avx512_bf16_kernel_set().small_m_bf16_bfloat4)
         continue;
+      if (weight == DataType::BFLOAT4_B && rows > 4) continue;  // the blocked path's (cases())
       ASSERT_STREQ(kernel_path(GetParam(), weight, rows), GetParam().small_m_name);
       const std::vector<float> got = product(GetParam(), a, b);
       const std::vector<float> av = a.to_float(), bq = b.to_float();
@@ -402,7 +406,8 @@ TEST(Bf16Matmul, DecodeRowsWithAndWithoutVbmiGiveTheSameBits) {
   // avx512-bf16's bfloat8_b decode rows turn codes into pairs with one byte permute where the CPU
   // has AVX512-VBMI, else with a widening and a word permute; matmul takes the first on such a CPU,
   // so the second is called here directly, against the set matmul uses. Blocks of exponents from
-  // 2^-20 to 2^20 and every row count of the kernel (1-4), several tile rows and columns.
+  // 2^-20 to 2^20 and every row count of the kernel (1-6: from 3 rows on, its integer codes and
+  // scaled rows of A, looked up with byte or word permutes), several tile rows and columns.
   if (!hardware_has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   const kernels::KernelSet& with = kernels::avx512_bf16_kernel_set();
   const kernels::KernelSet& without = kernels::avx512_bf16_kernel_set_without_vbmi();
@@ -413,7 +418,8 @@ TEST(Bf16Matmul, DecodeRowsWithAndWithoutVbmiGiveTheSameBits) {
       w[k * N + n] = std::ldexp(w[k * N + n], static_cast<int>((k * 7 + n / 16) % 41) - 20);
   const Tensor b = Tensor::from_float(w, Shape{K, N}, DataType::BFLOAT8_B, Layout::TILE);
   const kernels::TileMatrix tiles{b.bytes().data(), DataType::BFLOAT8_B, K / 32, N / 32};
-  for (int m = 1; m <= 4; ++m) {
+  ASSERT_EQ(with.small_m_bf16_max, 6);
+  for (int m = 1; m <= with.small_m_bf16_max; ++m) {
     // A's rows hold bfloat16 values as floats, as matmul hands them to the kernel.
     const Tensor a16 = Tensor::from_float(normal_values(m * K, 72 + m), Shape{m, K}, DataType::BFLOAT16,
                                           Layout::ROW_MAJOR);
@@ -422,6 +428,50 @@ TEST(Bf16Matmul, DecodeRowsWithAndWithoutVbmiGiveTheSameBits) {
     with.small_m_bf16(m, a.data(), K, tiles, 0, N / 32, c_with.data(), N);
     without.small_m_bf16(m, a.data(), K, tiles, 0, N / 32, c_without.data(), N);
     EXPECT_EQ(c_with, c_without) << "M=" << m;
+  }
+}
+
+// bfloat8_b's decode rows from 3 on scale A's values by their blocks' 2^(E-133): at the ends of
+// float32's range the hardware (vscalefps, then vcvtne2ps2bf16 reading denormals as zero) and the
+// emulation must flush and overflow alike. Blocks of 2^-125 to 2^-95 and 2^95 to 2^125 against
+// activations of 2^-40 to 2^-20 and 2^10 to 2^40: products that flush, that overflow (NaN on a zero
+// code) and that stay normal, in one tile.
+TEST(Bf16Matmul, ScaledDecodeRowsFlushAndOverflowAsTheEmulation) {
+  if (!hardware_has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const int64_t K = 96, N = 64;
+  std::vector<float> w = normal_values(K * N, 91, 0.5f);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      // Columns 0-15 small blocks only (their sums are all flushes and tiny products), 16-31
+      // small and large by turns, 32-63 large only.
+      const int spread = static_cast<int>((k * 5 + n / 16 * 3) % 31);
+      const bool small = n < 16 || (n < 32 && k % 2 == 0);
+      w[k * N + n] = std::ldexp(w[k * N + n], small ? -125 + spread : 95 + spread);
+    }
+  const Tensor b = Tensor::from_float(w, Shape{K, N}, DataType::BFLOAT8_B, Layout::TILE);
+  const kernels::TileMatrix tiles{b.bytes().data(), DataType::BFLOAT8_B, K / 32, N / 32};
+  for (int m = 3; m <= 6; ++m) {
+    std::vector<float> a0 = normal_values(m * K, 92 + m);
+    // Rows 0 and 1 small (2^-40 to 2^-20: flushes against the small blocks, finite against the
+    // large ones), the others large (2^10 to 2^40: overflows against the large blocks).
+    for (int64_t i = 0; i < m * K; ++i)
+      a0[i] = std::ldexp(a0[i], i / K < 2 ? static_cast<int>(i * 7 % 21) - 40 : static_cast<int>(i * 7 % 31) + 10);
+    const std::vector<float> a =
+        Tensor::from_float(a0, Shape{m, K}, DataType::BFLOAT16, Layout::ROW_MAJOR).to_float();
+    std::vector<float> hardware(static_cast<size_t>(m * N)), emulated(hardware.size());
+    kernels::avx512_bf16_kernel_set().small_m_bf16(m, a.data(), K, tiles, 0, N / 32, hardware.data(), N);
+    kernels::emulated_bf16_kernel_set().small_m_bf16(m, a.data(), K, tiles, 0, N / 32, emulated.data(), N);
+    int special = 0, normal = 0;
+    for (size_t i = 0; i < hardware.size(); ++i) {
+      special += !std::isfinite(hardware[i]);
+      normal += std::isfinite(hardware[i]) && hardware[i] != 0.0f;
+      if (std::isnan(hardware[i]) || std::isnan(emulated[i]))
+        EXPECT_TRUE(std::isnan(hardware[i]) && std::isnan(emulated[i])) << "M=" << m << " value " << i;
+      else
+        EXPECT_EQ(hardware[i], emulated[i]) << "M=" << m << " value " << i;
+    }
+    EXPECT_GT(special, 0) << "M=" << m << ": no value overflowed";
+    EXPECT_GT(normal, static_cast<int>(hardware.size()) / 4) << "M=" << m << ": too few finite values to compare";
   }
 }
 
