@@ -59,13 +59,23 @@ constexpr int64_t kRowsInFlight = 4;
 // The small-M kernels' walk over B (small_m_walk(): LINEAR or ROWS_IN_FLIGHT), every tile of
 // columns [nt_begin, nt_end) once; accumulate(tile, kt, nt) adds one tile's products to C. For
 // each output column the tiles come in increasing kt either way, so the sums are the same.
-template <DataType D, size_t kPrefetchAhead = kPrefetchBytes, class Accumulate>
+// kLinearPrefetch: the LINEAR walk too fetches kPrefetchAhead bytes ahead of each tile, for the
+// kernels that spend long enough on a tile for the hardware prefetchers alone to fall behind
+// (bfp8_tile_scaled; docs/performance.md, session 34).
+template <DataType D, size_t kPrefetchAhead = kPrefetchBytes, bool kLinearPrefetch = false, class Accumulate>
 inline void stream_tiles(const TileMatrix& b, int64_t nt_begin, int64_t nt_end, Accumulate&& accumulate) {
   constexpr size_t bytes = tile_bytes(D);  // a constant: no call into the header's inline code
   if (small_m_walk() == SmallMWalk::LINEAR) {
-    // Memory order: the hardware prefetchers follow it alone (software prefetches slowed it).
+    // Memory order: the hardware prefetchers follow it alone (software prefetches slowed the
+    // one-row kernels, which stream at the memory's speed).
     for (int64_t kt = 0; kt < b.tile_rows; ++kt)
-      for (int64_t nt = nt_begin; nt < nt_end; ++nt) accumulate(tile_at(b, kt, nt, bytes), kt, nt);
+      for (int64_t nt = nt_begin; nt < nt_end; ++nt) {
+        const std::byte* tile = tile_at(b, kt, nt, bytes);
+        if constexpr (kLinearPrefetch)
+          for (size_t line = 0; line < bytes; line += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(tile) + kPrefetchAhead + line, _MM_HINT_T0);
+        accumulate(tile, kt, nt);
+      }
     return;
   }
   for (int64_t kt0 = 0; kt0 < b.tile_rows; kt0 += kRowsInFlight) {
