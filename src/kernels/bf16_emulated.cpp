@@ -86,9 +86,11 @@ void small_m_bf16_scaled(int m, const float* a, int64_t lda, const TileMatrix& b
         for (int f = 0; f < 4; ++f)
           for (int q = 0; q < 8; ++q) {
             const uint32_t a_pair = bf16_pair(scaled(f, 2 * q), scaled(f, 2 * q + 1));
-            const uint8_t* even = t8 + 64 + (f * 16 + 2 * q) * 16;
-            for (int j = 0; j < 16; ++j)
-              acc[f % 2][j] = dpbf16_lane(acc[f % 2][j], a_pair, bf16_pair(integer_bf16(even[j]), integer_bf16(even[16 + j])));
+            const uint8_t* even = t8 + 64 + (f * 16 + 2 * q) * 16;  // then the odd row's 16 codes
+            for (int j = 0; j < 16; ++j) {
+              const uint32_t b_pair = bf16_pair(integer_bf16(even[j]), integer_bf16(even[16 + j]));
+              acc[f % 2][j] = dpbf16_lane(acc[f % 2][j], a_pair, b_pair);
+            }
           }
         for (int h = 0; h < 2; ++h)
           for (int j = 0; j < 16; ++j) {

@@ -148,7 +148,7 @@ inline void bfp_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float* 
 struct SmallIntegerBf16 {
   alignas(64) uint8_t low[128];
   alignas(64) uint8_t high[128];
-  alignas(64) uint16_t words[128];  // the same as words, for the lookup without VBMI
+  alignas(64) uint16_t words[128];  // the same as whole words, for the lookup without VBMI
 };
 inline const SmallIntegerBf16& small_integer_bf16() {
   static const SmallIntegerBf16 table = [] {
@@ -190,10 +190,10 @@ inline void bfp8_tile_scaled(const uint8_t* t8, const float* ak, int64_t lda, fl
   alignas(64) uint32_t scaled[M][2][16];
   for (int kh = 0; kh < 2; ++kh) {
     __m512 scale[2];
-    for (int h = 0; h < 2; ++h)
-      scale[h] = _mm512_sub_ps(
-          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t8 + (2 * kh + h) * 16)))),
-          _mm512_set1_ps(133.0f));
+    for (int h = 0; h < 2; ++h) {
+      const __m128i exponents = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t8 + (2 * kh + h) * 16));
+      scale[h] = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(exponents)), _mm512_set1_ps(133.0f));
+    }
     for (int i = 0; i < M; ++i) {
       const __m512 a = _mm512_loadu_ps(ak + i * lda + kh * 16);
       _mm512_store_si512(scaled[i][kh], (__m512i)_mm512_cvtne2ps_pbh(_mm512_scalef_ps(a, scale[1]),
@@ -232,7 +232,8 @@ inline void bfp8_tile_scaled(const uint8_t* t8, const float* ak, int64_t lda, fl
         magnitude = _mm512_mask2_permutex2var_epi8(t2, low, 0xAAAAAAAAAAAAAAAAull, t3);
       } else {
         // Word lookups take 6 bits: m below 64 from the first half of the table, else the second.
-        const __m512i below = _mm512_permutex2var_epi16(t0, codes, t1), above = _mm512_permutex2var_epi16(t2, codes, t3);
+        const __m512i below = _mm512_permutex2var_epi16(t0, codes, t1);
+        const __m512i above = _mm512_permutex2var_epi16(t2, codes, t3);
         magnitude = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(codes, _mm512_set1_epi16(0x40)), below, above);
       }
       // bit 15 <- the code's sign (imm 0xD8: sign ? codes : magnitude).
@@ -256,10 +257,11 @@ void small_m_bfp(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_be
   for (int i = 0; i < M; ++i)
     for (int64_t j = nt_begin * 32; j < nt_end * 32; j += 16) _mm512_storeu_ps(c + i * ldc + j, _mm512_setzero_ps());
   if constexpr (D == DataType::BFLOAT8_B && M >= kScaledMinRows) {
-    // 2 KiB ahead in the linear walk: from DRAM, 1.13-1.3x at 4-6 rows (docs/performance.md).
-    stream_tiles<D, kPrefetchBytesScaled, true>(b, nt_begin, nt_end, [&](const std::byte* tile, int64_t kt, int64_t nt) {
+    // Fetched ahead in the linear walk too (docs/performance.md, session 34).
+    auto tile_product = [&](const std::byte* tile, int64_t kt, int64_t nt) {
       bfp8_tile_scaled<M, kVbmi>(reinterpret_cast<const uint8_t*>(tile), a + kt * 32, lda, c + nt * 32, ldc);
-    });
+    };
+    stream_tiles<D, kPrefetchBytesScaled, true>(b, nt_begin, nt_end, tile_product);
   } else {
     stream_tiles<D, kPrefetchBytesBf16>(b, nt_begin, nt_end, [&](const std::byte* tile, int64_t kt, int64_t nt) {
       bfp_tile_dp<D, M, kVbmi>(reinterpret_cast<const uint8_t*>(tile), a + kt * 32, lda, c + nt * 32, ldc);

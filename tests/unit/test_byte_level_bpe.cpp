@@ -553,7 +553,8 @@ TEST(ByteLevelBpe, BosByDefaultWhenThePostProcessorsTemplateStartsWithASpecialTo
 
   const fs::path dir = reference().dir / "qwen2_model";
   fs::create_directories(dir);
-  fs::copy_file(reference().dir / "qwen2" / "tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(reference().dir / "qwen2" / "tokenizer.json", dir / "tokenizer.json",
+                fs::copy_options::overwrite_existing);
   std::ofstream(dir / "tokenizer_config.json") << R"({"add_prefix_space": false, "bos_token": null})";
   EXPECT_FALSE(text::load_tokenizer(dir.string())->add_bos_token);
   std::ofstream(dir / "tokenizer_config.json") << R"({"add_bos_token": true})";

@@ -249,7 +249,7 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
-      {{7, 33}, {33, 31}},           // the fewest rows the path takes on bfloat8_b (on the others 5); one padded tile each way
+      {{7, 33}, {33, 31}},           // the fewest rows the path takes on bfloat8_b (5 on the others); one padded tile
       {{7, 100}, {100, 65}},         // rows not a multiple of the micro-kernel's
       {{37, 300}, {300, 129}},       // K over one K block (256), odd K (a pair straddles the padding)
       {{29, 47}, {47, 96}},          // odd K inside one tile
