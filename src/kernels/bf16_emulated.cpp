@@ -59,46 +59,51 @@ void micro_kernel_from_tiles(int mr, int64_t kc, const uint32_t* a, const Stored
   micro_kernel(mr, kc, a, b, c, ldc, accumulate);
 }
 
+// The small-M kernels' shape: C's rows zeroed, then for each tile (column after column, K in
+// order) and each row of A, fn(tile bytes, the row's 32 values of this tile, C's 32 outputs) adds
+// the tile's products.
+template <class F>
+void each_tile_and_row(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
+                       float* c, int64_t ldc, F&& fn) {
+  const size_t bytes = tile_bytes(b.dtype);
+  for (int i = 0; i < m; ++i)
+    for (int64_t j = nt_begin * 32; j < nt_end * 32; ++j) c[i * ldc + j] = 0.0f;
+  for (int64_t nt = nt_begin; nt < nt_end; ++nt)
+    for (int64_t kt = 0; kt < b.tile_rows; ++kt) {
+      const uint8_t* t8 = reinterpret_cast<const uint8_t*>(b.data + static_cast<size_t>(kt * b.tile_cols + nt) * bytes);
+      for (int i = 0; i < m; ++i) fn(t8, a + i * lda + kt * 32, c + i * ldc + nt * 32);
+    }
+}
+
 // avx512-bf16's small-M kernel on bfloat8_b from 3 rows on (bfp_rows_avx512bf16.hpp,
 // bfp8_tile_scaled), lane by lane: A's values times 2^(E-133) of each face row (denormal results
 // flush to zero, as vcvtne2ps2bf16 reads them), the codes as the integers +-m, one chain per row
 // and column half, faces and row pairs in order.
 void small_m_bf16_scaled(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
                          float* c, int64_t ldc) {
-  const size_t bytes = tile_bytes(b.dtype);
   auto integer_bf16 = [](uint8_t code) {  // +-m, exact in bfloat16
     const float v = static_cast<float>(code & 0x7Fu);
     return static_cast<uint16_t>((to_bits(v) >> 16) | (code & 0x80u) << 8);
   };
-  for (int i = 0; i < m; ++i)
-    for (int64_t j = nt_begin * 32; j < nt_end * 32; ++j) c[i * ldc + j] = 0.0f;
-  for (int64_t nt = nt_begin; nt < nt_end; ++nt)
-    for (int64_t kt = 0; kt < b.tile_rows; ++kt) {
-      const uint8_t* t8 = reinterpret_cast<const uint8_t*>(b.data + static_cast<size_t>(kt * b.tile_cols + nt) * bytes);
-      for (int i = 0; i < m; ++i) {
-        const float* ak = a + i * lda + kt * 32;
-        // Value k (of face row r = k % 16) of face f, scaled: exact unless it leaves the normal range.
-        auto scaled = [&](int f, int r) {
-          const float x = flush_denormal(std::ldexp(ak[(f / 2) * 16 + r], static_cast<int>(t8[f * 16 + r]) - 133));
-          return static_cast<uint16_t>(to_bits(x) >> 16);
-        };
-        float acc[2][16] = {};  // [half][column]
-        for (int f = 0; f < 4; ++f)
-          for (int q = 0; q < 8; ++q) {
-            const uint32_t a_pair = bf16_pair(scaled(f, 2 * q), scaled(f, 2 * q + 1));
-            const uint8_t* even = t8 + 64 + (f * 16 + 2 * q) * 16;  // then the odd row's 16 codes
-            for (int j = 0; j < 16; ++j) {
-              const uint32_t b_pair = bf16_pair(integer_bf16(even[j]), integer_bf16(even[16 + j]));
-              acc[f % 2][j] = dpbf16_lane(acc[f % 2][j], a_pair, b_pair);
-            }
-          }
-        for (int h = 0; h < 2; ++h)
-          for (int j = 0; j < 16; ++j) {
-            float& out = c[i * ldc + nt * 32 + h * 16 + j];
-            out = out + acc[h][j];
-          }
+  each_tile_and_row(m, a, lda, b, nt_begin, nt_end, c, ldc, [&](const uint8_t* t8, const float* ak, float* out) {
+    // Value k (of face row r = k % 16) of face f, scaled: exact unless it leaves the normal range.
+    auto scaled = [&](int f, int r) {
+      const float x = flush_denormal(std::ldexp(ak[(f / 2) * 16 + r], static_cast<int>(t8[f * 16 + r]) - 133));
+      return static_cast<uint16_t>(to_bits(x) >> 16);
+    };
+    float acc[2][16] = {};  // [half][column]
+    for (int f = 0; f < 4; ++f)
+      for (int q = 0; q < 8; ++q) {
+        const uint32_t a_pair = bf16_pair(scaled(f, 2 * q), scaled(f, 2 * q + 1));
+        const uint8_t* even = t8 + 64 + (f * 16 + 2 * q) * 16;  // then the odd row's 16 codes
+        for (int j = 0; j < 16; ++j) {
+          const uint32_t b_pair = bf16_pair(integer_bf16(even[j]), integer_bf16(even[16 + j]));
+          acc[f % 2][j] = dpbf16_lane(acc[f % 2][j], a_pair, b_pair);
+        }
       }
-    }
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < 16; ++j) out[h * 16 + j] = out[h * 16 + j] + acc[h][j];
+  });
 }
 
 // avx512-bf16's small-M kernel on bfloat8_b and bfloat4_b (bfp_rows_avx512bf16.hpp, bfp_tile_dp)
@@ -108,7 +113,6 @@ void small_m_bf16(int m, const float* a, int64_t lda, const TileMatrix& b, int64
   if (b.dtype == DataType::BFLOAT8_B && m >= 3) return small_m_bf16_scaled(m, a, lda, b, nt_begin, nt_end, c, ldc);
   const int chains = m <= 2 ? 2 : 1;
   const bool bfp8 = b.dtype == DataType::BFLOAT8_B;
-  const size_t bytes = tile_bytes(b.dtype);
   // One code of face f's row r as the words the kernel builds: the sign in bit 15, the block's
   // exponent in bits 14..7, the magnitude in bits 6..0 (bfloat8_b) or 6..4 (bfloat4_b, whose row
   // holds column j in the low nibble of byte j / 2 when j is even, the high one when odd).
@@ -121,36 +125,28 @@ void small_m_bf16(int m, const float* a, int64_t lda, const TileMatrix& b, int64
     const uint32_t code = (t8[64 + (f * 16 + r) * 8 + j / 2] >> (j % 2 * 4)) & 0xFu;
     return static_cast<uint16_t>((code & 0x8u) << 12 | exponent | (code & 0x7u) << 4);
   };
-  for (int i = 0; i < m; ++i)
-    for (int64_t j = nt_begin * 32; j < nt_end * 32; ++j) c[i * ldc + j] = 0.0f;
-  for (int64_t nt = nt_begin; nt < nt_end; ++nt)
-    for (int64_t kt = 0; kt < b.tile_rows; ++kt) {
-      const uint8_t* t8 = reinterpret_cast<const uint8_t*>(b.data + static_cast<size_t>(kt * b.tile_cols + nt) * bytes);
-      for (int i = 0; i < m; ++i) {
-        const float* ak = a + i * lda + kt * 32;
-        float with_m[2][2][16] = {}, without_m[2][2][16] = {};  // [half][chain][column]
-        for (int f = 0; f < 4; ++f)
-          for (int q = 0; q < 8; ++q) {
-            const int k = (f / 2) * 16 + 2 * q;
-            const uint32_t a_pair = bf16_pair(static_cast<uint16_t>(to_bits(ak[k]) >> 16),
-                                              static_cast<uint16_t>(to_bits(ak[k + 1]) >> 16));
-            for (int j = 0; j < 16; ++j) {
-              const uint16_t even = word(t8, f, 2 * q, j), odd = word(t8, f, 2 * q + 1, j);
-              float& hi = with_m[f % 2][q % chains][j];
-              float& lo = without_m[f % 2][q % chains][j];
-              hi = dpbf16_lane(hi, a_pair, bf16_pair(even, odd));
-              lo = dpbf16_lane(lo, a_pair, bf16_pair(even & 0xFF80u, odd & 0xFF80u));
-            }
-          }
-        for (int h = 0; h < 2; ++h)
-          for (int j = 0; j < 16; ++j) {
-            float sum = with_m[h][0][j] - without_m[h][0][j];
-            for (int ch = 1; ch < chains; ++ch) sum = sum + (with_m[h][ch][j] - without_m[h][ch][j]);
-            float& out = c[i * ldc + nt * 32 + h * 16 + j];
-            out = out + (sum + sum);
-          }
+  each_tile_and_row(m, a, lda, b, nt_begin, nt_end, c, ldc, [&](const uint8_t* t8, const float* ak, float* out) {
+    float with_m[2][2][16] = {}, without_m[2][2][16] = {};  // [half][chain][column]
+    for (int f = 0; f < 4; ++f)
+      for (int q = 0; q < 8; ++q) {
+        const int k = (f / 2) * 16 + 2 * q;
+        const uint32_t a_pair = bf16_pair(static_cast<uint16_t>(to_bits(ak[k]) >> 16),
+                                          static_cast<uint16_t>(to_bits(ak[k + 1]) >> 16));
+        for (int j = 0; j < 16; ++j) {
+          const uint16_t even = word(t8, f, 2 * q, j), odd = word(t8, f, 2 * q + 1, j);
+          float& hi = with_m[f % 2][q % chains][j];
+          float& lo = without_m[f % 2][q % chains][j];
+          hi = dpbf16_lane(hi, a_pair, bf16_pair(even, odd));
+          lo = dpbf16_lane(lo, a_pair, bf16_pair(even & 0xFF80u, odd & 0xFF80u));
+        }
       }
-    }
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < 16; ++j) {
+        float sum = with_m[h][0][j] - without_m[h][0][j];
+        for (int ch = 1; ch < chains; ++ch) sum = sum + (with_m[h][ch][j] - without_m[h][ch][j]);
+        out[h * 16 + j] = out[h * 16 + j] + (sum + sum);
+      }
+  });
 }
 
 }  // namespace

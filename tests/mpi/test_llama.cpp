@@ -26,24 +26,32 @@ using testing::all_ranks_ok;
 using testing::world_rank;
 using testing::world_size;
 
-// The tiny preset (hidden 112, 8 heads / 2 KV heads of 14, intermediate 200, vocab 250), written
-// once per test process by rank 0; tied embeddings in the second file.
-std::string model_file(bool tied) {
-  static std::string files[2];
-  std::string& f = files[tied ? 1 : 0];
-  if (!f.empty()) return f;
+// A synthetic checkpoint of the tiny preset, changed by `configure`, written once per test process
+// by rank 0 (float32 storage) and named by `tag`; every rank gets the path.
+template <class Configure>
+std::string shared_tiny_file(const std::string& tag, uint64_t seed, Configure&& configure) {
   int pid = static_cast<int>(getpid());
   MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  f = fmt::format("{}/meshnn_llama_test_{}_{}.h5", ::testing::TempDir(), pid, tied ? "tied" : "untied");
+  const std::string f = fmt::format("{}/meshnn_llama_test_{}_{}.h5", ::testing::TempDir(), pid, tag);
   if (world_rank() == 0) {
     SyntheticLlama spec;
     spec.config = llama_preset("tiny");
-    spec.config.tie_word_embeddings = tied;
+    configure(spec.config);
     spec.storage = io::StoredType::FLOAT32;
-    spec.seed = tied ? 7 : 5;
+    spec.seed = seed;
     write_synthetic_llama(f, spec);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+  return f;
+}
+
+// The tiny preset (hidden 112, 8 heads / 2 KV heads of 14, intermediate 200, vocab 250); tied
+// embeddings in the second file.
+std::string model_file(bool tied) {
+  static std::string files[2];
+  std::string& f = files[tied ? 1 : 0];
+  if (f.empty())
+    f = shared_tiny_file(tied ? "tied" : "untied", tied ? 7 : 5, [&](LlamaConfig& c) { c.tie_word_embeddings = tied; });
   return f;
 }
 
@@ -51,44 +59,18 @@ std::string model_file(bool tied) {
 // sliding window (20 positions: prompts of 31 to 45 tokens run past it, within a tile and across
 // tile boundaries).
 std::string long_context_file(bool rope_scaling, bool sliding_window) {
-  int pid = static_cast<int>(getpid());
-  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  const std::string f = fmt::format("{}/meshnn_llama_test_{}_rope{}_window{}.h5", ::testing::TempDir(), pid,
-                                    int{rope_scaling}, int{sliding_window});
-  if (world_rank() == 0) {
-    SyntheticLlama spec;
-    spec.config = llama_preset("tiny");
-    if (rope_scaling) {
-      // Frequencies on every side of the llama3 bands: wavelengths 6 and 23 under 128 / 4 are
-      // kept, 86 is interpolated, 316 and longer over 128 / 1 are divided.
-      spec.config.rope_scaling = {RopeScaling::Type::LLAMA3, 8.0, 1.0, 4.0, 128};
-    }
-    if (sliding_window) spec.config.sliding_window = 20;
-    spec.storage = io::StoredType::FLOAT32;
-    spec.seed = 5;
-    write_synthetic_llama(f, spec);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  return f;
+  return shared_tiny_file(fmt::format("rope{}_window{}", int{rope_scaling}, int{sliding_window}), 5, [&](LlamaConfig& c) {
+    // Frequencies on every side of the llama3 bands: wavelengths 6 and 23 under 128 / 4 are kept,
+    // 86 is interpolated, 316 and longer over 128 / 1 are divided.
+    if (rope_scaling) c.rope_scaling = {RopeScaling::Type::LLAMA3, 8.0, 1.0, 4.0, 128};
+    if (sliding_window) c.sliding_window = 20;
+  });
 }
 
 // The tiny preset as Qwen2 writes it: the untied file's weights (same seed, same tensor ids) plus
 // q/k/v biases, so that the untied file is this model without its biases.
 std::string qwen2_file() {
-  static std::string f;
-  if (!f.empty()) return f;
-  int pid = static_cast<int>(getpid());
-  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  f = fmt::format("{}/meshnn_llama_test_{}_qwen2.h5", ::testing::TempDir(), pid);
-  if (world_rank() == 0) {
-    SyntheticLlama spec;
-    spec.config = llama_preset("tiny");
-    spec.config.qkv_bias = true;
-    spec.storage = io::StoredType::FLOAT32;
-    spec.seed = 5;
-    write_synthetic_llama(f, spec);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
+  static const std::string f = shared_tiny_file("qwen2", 5, [](LlamaConfig& c) { c.qkv_bias = true; });
   return f;
 }
 
