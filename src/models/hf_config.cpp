@@ -40,21 +40,30 @@ std::vector<int64_t> token_ids(const json& v, const std::string& file, const cha
   return ids;
 }
 
-// bos_token_id / eos_token_id from config.json, else from generation_config.json.
+// bos_token_id from config.json, else from generation_config.json. eos_token_id likewise, and
+// every eos id of both files: Hugging Face's generate() stops at generation_config.json's, which
+// may name more than config.json does (Qwen2.5-Instruct: <|im_end|> there, <|endoftext|> too here).
 void special_tokens(const HfConfigFile& c, const fs::path& dir, int64_t vocab, HfModelConfig& m) {
   std::optional<HfConfigFile> generation;
   if (fs::exists(dir / "generation_config.json"))
     generation.emplace(read_json(dir / "generation_config.json"), (dir / "generation_config.json").string());
   for (const char* key : {"bos_token_id", "eos_token_id"}) {
-    const HfConfigFile* source = c.has(key) ? &c : (generation && generation->has(key) ? &*generation : nullptr);
-    if (source == nullptr) continue;
-    const std::vector<int64_t> ids = token_ids(source->at(key), source->file(), key);
+    std::vector<int64_t> ids;
+    bool listed = false;  // a list in either file, or ids from both
+    const HfConfigFile* sources[] = {&c, generation ? &*generation : nullptr};
+    for (const HfConfigFile* source : sources) {
+      if (source == nullptr || !source->has(key)) continue;
+      for (int64_t id : token_ids(source->at(key), source->file(), key)) {
+        MESHNN_CHECK(id >= 0 && id < vocab, "{}: {} {} is outside the vocabulary [0, {}) of vocab_size",
+                     source->file(), key, id, vocab);
+        if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+      }
+      listed |= source->at(key).is_array();
+      if (std::string(key) == "bos_token_id") break;  // the first file that names it
+    }
     if (ids.empty()) continue;
-    for (int64_t id : ids)
-      MESHNN_CHECK(id >= 0 && id < vocab, "{}: {} {} is outside the vocabulary [0, {}) of vocab_size", source->file(),
-                   key, id, vocab);
     m.attributes[key] = ids.front();
-    if (std::string(key) == "eos_token_id" && source->at(key).is_array()) m.eos_token_ids = ids;
+    if (std::string(key) == "eos_token_id" && (listed || ids.size() > 1)) m.eos_token_ids = ids;
   }
 }
 

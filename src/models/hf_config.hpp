@@ -22,7 +22,9 @@ namespace meshnn::models {
 struct HfModelConfig {
   std::string architecture;  // as config.json names it, e.g. "LlamaForCausalLM"
   io::Attributes attributes;           // root attributes, Hugging Face names
-  std::vector<int64_t> eos_token_ids;  // when config gives a list (Llama 3); attributes hold the first
+  // Every eos id of config.json and generation_config.json, when they give a list (Llama 3) or more
+  // than one id between them; attributes hold the first.
+  std::vector<int64_t> eos_token_ids;
   // Tensor name -> the shape config.json implies; every one must be in the checkpoint.
   std::map<std::string, std::vector<int64_t>> expected_tensors;
   std::string shape_source;  // the config values the shapes come from, for error messages

@@ -72,7 +72,7 @@ QWEN2 = dict(LLAMA, architectures=["Qwen2ForCausalLM"], model_type="qwen2", tie_
              rope_theta=1000000.0, rms_norm_eps=1e-6, use_sliding_window=False, sliding_window=4096,
              max_window_layers=2, bos_token_id=1, eos_token_id=3)
 QWEN2_ATTRS = dict(LLAMA_ATTRS, model_type="qwen2", tie_word_embeddings=1, rope_theta=1000000.0, rms_norm_eps=1e-6,
-                   eos_token_id=3)
+                   eos_token_id=3, eos_token_ids=[3, 5])
 
 
 def expected_array(dtype, array, target):
@@ -206,8 +206,11 @@ def test_conversions():
 
     # Qwen2 as Qwen2.5-0.5B's config.json has it: tied embeddings, rope_theta 1e6, a sliding window
     # that is off (use_sliding_window false), so the file has none.
+    # Its generation_config.json names one eos id more than config.json, as Qwen2.5-Instruct's does.
     d = os.path.join(WORK, "qwen2")
     kept = hf.write_model_dir(d, QWEN2, hf.llama_shapes(QWEN2), lambda n: "BF16", seed=7)
+    with open(os.path.join(d, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": 1, "eos_token_id": [5, 3]}, f)
     r = convert(d, os.path.join(WORK, "qwen2.h5"))
     check(r.returncode == 0 and "Qwen2ForCausalLM" in r.stdout, "qwen2 (q/k/v biases, tied) converts")
     check_converted("qwen2", os.path.join(WORK, "qwen2.h5"), kept, QWEN2_ATTRS, model_dir=d)
