@@ -61,7 +61,7 @@ constexpr int64_t kRowsInFlight = 4;
 // each output column the tiles come in increasing kt either way, so the sums are the same.
 // kLinearPrefetch: the LINEAR walk too fetches kPrefetchAhead bytes ahead of each tile, for the
 // kernels that spend long enough on a tile for the hardware prefetchers alone to fall behind
-// (bfp8_tile_scaled; docs/performance.md, session 34).
+// (bfp_tile_scaled; docs/performance.md, session 34).
 template <DataType D, size_t kPrefetchAhead = kPrefetchBytes, bool kLinearPrefetch = false, class Accumulate>
 inline void stream_tiles(const TileMatrix& b, int64_t nt_begin, int64_t nt_end, Accumulate&& accumulate) {
   constexpr size_t bytes = tile_bytes(D);  // a constant: no call into the header's inline code

@@ -75,29 +75,34 @@ void each_tile_and_row(int m, const float* a, int64_t lda, const TileMatrix& b, 
     }
 }
 
-// avx512-bf16's small-M kernel on bfloat8_b from 3 rows on (bfp_rows_avx512bf16.hpp,
-// bfp8_tile_scaled), lane by lane: A's values times 2^(E-133) of each face row (denormal results
-// flush to zero, as vcvtne2ps2bf16 reads them), the codes as the integers +-m, one chain per row
-// and column half, faces and row pairs in order.
+// avx512-bf16's small-M kernel on block-float weights from 3 rows on (bfp_rows_avx512bf16.hpp,
+// bfp_tile_scaled), lane by lane: A's values times 2^(E-133) (bfloat8_b) or 2^(E-129) (bfloat4_b)
+// of each face row (denormal results flush to zero, as vcvtne2ps2bf16 reads them), the codes as
+// the integers +-m, one chain per row and column half, faces and row pairs in order.
 void small_m_bf16_scaled(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
                          float* c, int64_t ldc) {
-  auto integer_bf16 = [](uint8_t code) {  // +-m, exact in bfloat16
-    const float v = static_cast<float>(code & 0x7Fu);
-    return static_cast<uint16_t>((to_bits(v) >> 16) | (code & 0x80u) << 8);
+  const bool bfp8 = b.dtype == DataType::BFLOAT8_B;
+  const int bias = bfp8 ? 133 : 129;
+  // Code j of face f's row r as +-m in bfloat16 (exact). bfloat4_b rows hold column j in the low
+  // nibble of byte j / 2 when j is even, the high one when odd; the sign is the code's top bit.
+  auto integer_bf16 = [bfp8](const uint8_t* t8, int f, int r, int j) {
+    const uint32_t code = bfp8 ? t8[64 + (f * 16 + r) * 16 + j] : (t8[64 + (f * 16 + r) * 8 + j / 2] >> (j % 2 * 4)) & 0xFu;
+    const uint32_t sign = bfp8 ? code & 0x80u : (code & 0x8u) << 4;
+    const float v = static_cast<float>(code & (bfp8 ? 0x7Fu : 0x7u));
+    return static_cast<uint16_t>((to_bits(v) >> 16) | sign << 8);
   };
   each_tile_and_row(m, a, lda, b, nt_begin, nt_end, c, ldc, [&](const uint8_t* t8, const float* ak, float* out) {
     // Value k (of face row r = k % 16) of face f, scaled: exact unless it leaves the normal range.
     auto scaled = [&](int f, int r) {
-      const float x = flush_denormal(std::ldexp(ak[(f / 2) * 16 + r], static_cast<int>(t8[f * 16 + r]) - 133));
+      const float x = flush_denormal(std::ldexp(ak[(f / 2) * 16 + r], static_cast<int>(t8[f * 16 + r]) - bias));
       return static_cast<uint16_t>(to_bits(x) >> 16);
     };
     float acc[2][16] = {};  // [half][column]
     for (int f = 0; f < 4; ++f)
       for (int q = 0; q < 8; ++q) {
         const uint32_t a_pair = bf16_pair(scaled(f, 2 * q), scaled(f, 2 * q + 1));
-        const uint8_t* even = t8 + 64 + (f * 16 + 2 * q) * 16;  // then the odd row's 16 codes
         for (int j = 0; j < 16; ++j) {
-          const uint32_t b_pair = bf16_pair(integer_bf16(even[j]), integer_bf16(even[16 + j]));
+          const uint32_t b_pair = bf16_pair(integer_bf16(t8, f, 2 * q, j), integer_bf16(t8, f, 2 * q + 1, j));
           acc[f % 2][j] = dpbf16_lane(acc[f % 2][j], a_pair, b_pair);
         }
       }
@@ -110,7 +115,7 @@ void small_m_bf16_scaled(int m, const float* a, int64_t lda, const TileMatrix& b
 // lane by lane: the same bfloat16 words, the same chains and the same order of sums.
 void small_m_bf16(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
                   int64_t ldc) {
-  if (b.dtype == DataType::BFLOAT8_B && m >= 3) return small_m_bf16_scaled(m, a, lda, b, nt_begin, nt_end, c, ldc);
+  if (m >= 3) return small_m_bf16_scaled(m, a, lda, b, nt_begin, nt_end, c, ldc);
   const int chains = m <= 2 ? 2 : 1;
   const bool bfp8 = b.dtype == DataType::BFLOAT8_B;
   // One code of face f's row r as the words the kernel builds: the sign in bit 15, the block's

@@ -144,12 +144,32 @@ inline void bfp_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float* 
 }
 
 // bfloat16 bits of the integers 0..127 (exact: 7 bits fit bfloat16's 8), as byte tables for the
-// lookups of bfp8_tile_scaled: low bytes, then high bytes.
+// lookups of IntegerCodes: low bytes, then high bytes.
 struct SmallIntegerBf16 {
   alignas(64) uint8_t low[128];
   alignas(64) uint8_t high[128];
   alignas(64) uint16_t words[128];  // the same as whole words, for the lookup without VBMI
 };
+// bfloat16 bits of the bfloat4_b codes as integers: code c (sign in bit 3, magnitude m in bits
+// 2..0) -> +-m, twice over (a word permute's index keeps 5 bits; bit 4 is not the code's).
+struct NibbleIntegerBf16 {
+  alignas(64) uint16_t words[32];
+};
+inline const NibbleIntegerBf16& nibble_integer_bf16() {
+  static const NibbleIntegerBf16 table = [] {
+    NibbleIntegerBf16 t{};
+    for (int i = 0; i < 32; ++i) {
+      const int code = i % 16;
+      const float f = static_cast<float>(code & 7) * (code & 8 ? -1.0f : 1.0f);
+      uint32_t bits;
+      __builtin_memcpy(&bits, &f, sizeof bits);
+      t.words[i] = static_cast<uint16_t>(bits >> 16);
+    }
+    return t;
+  }();
+  return table;
+}
+
 inline const SmallIntegerBf16& small_integer_bf16() {
   static const SmallIntegerBf16 table = [] {
     SmallIntegerBf16 t{};
@@ -166,11 +186,12 @@ inline const SmallIntegerBf16& small_integer_bf16() {
   return table;
 }
 
-// Small M (3 to kScaledMaxRows rows) on bfloat8_b, one tile, with one vdpbf16ps per row and 32
-// weights instead of bfp_tile_dp's two. A code (sign, 7-bit magnitude m) of a block with exponent E
-// is m * 2^(E-133): the weights enter as the integers +-m, exact in bfloat16 (a table lookup on
-// m), and the block's scale moves to A: each row's 32 values are multiplied by 2^(E-133) of each
-// face row (vscalefps, exact) and made bfloat16 again (exact), once per tile and row. The products
+// Small M (3 to kScaledMaxRows rows) on block-float weights, one tile, with one vdpbf16ps per row
+// and 32 weights instead of bfp_tile_dp's two. A code (sign, magnitude m) of a block with exponent
+// E is m * 2^(E-133) on bfloat8_b (7-bit m), m * 2^(E-129) on bfloat4_b (3-bit m): the weights
+// enter as the integers +-m, exact in bfloat16 (table lookups, IntegerCodes), and the block's scale
+// moves to A: each row's 32 values are multiplied by the scale of each face row (vscalefps,
+// exact) and made bfloat16 again (exact), once per tile and row. The products
 // are then those of bfp_tile_dp (the value times the activation, exact in float32) except where
 // an activation times its block's scale leaves float32's normal range: below 2^-126 it flushes to
 // zero (as a denormal weight does in bfp_tile_dp), above it gives an infinity (NaN on a zero
@@ -181,47 +202,38 @@ inline const SmallIntegerBf16& small_integer_bf16() {
 inline constexpr int kScaledMinRows = 3, kScaledMaxRows = 6;
 inline constexpr size_t kPrefetchBytesScaled = 2048;  // its walk's distance ahead (stream_tiles)
 
-template <int M, bool kVbmi>
-inline void bfp8_tile_scaled(const uint8_t* t8, const float* ak, int64_t lda, float* c, int64_t ldc) {
-  static_assert(M >= kScaledMinRows && M <= kScaledMaxRows);
-  const SmallIntegerBf16& table = small_integer_bf16();
-  // Row i's values of K half kh (16 per face row of faces 2kh and 2kh + 1) times each face's
-  // scales, as pairs: [h * 8 + q] is face (2kh + h)'s rows (2q, 2q + 1).
-  alignas(64) uint32_t scaled[M][2][16];
-  for (int kh = 0; kh < 2; ++kh) {
-    __m512 scale[2];
-    for (int h = 0; h < 2; ++h) {
-      const __m128i exponents = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t8 + (2 * kh + h) * 16));
-      scale[h] = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(exponents)), _mm512_set1_ps(133.0f));
-    }
-    for (int i = 0; i < M; ++i) {
-      const __m512 a = _mm512_loadu_ps(ak + i * lda + kh * 16);
-      _mm512_store_si512(scaled[i][kh], (__m512i)_mm512_cvtne2ps_pbh(_mm512_scalef_ps(a, scale[1]),
-                                                                     _mm512_scalef_ps(a, scale[0])));
-    }
-  }
-  asm volatile("" ::: "memory");  // broadcasts from memory, as in bfp_tile_dp
-  const __m512i sign = _mm512_set1_epi16(static_cast<short>(0x8000));
+// Two face rows (2q, 2q + 1) of face f -> 16 pairs of words along K, each +-m in bfloat16.
+// bfloat8_b: the codes (code_pairs) looked up in the 128-entry tables, then the sign set.
+// bfloat4_b (VBMI only): each word's nibble moved to its low bits (even columns sit in bits 11..8
+// after the byte permute, odd ones in 15..12) and looked up in the 32-entry table, sign included.
+template <DataType D, bool kVbmi>
+struct IntegerCodes {
   __m512i t0, t1, t2, t3;  // the tables in registers
-  if constexpr (kVbmi) {
-    t0 = _mm512_load_si512(table.low);
-    t1 = _mm512_load_si512(table.low + 64);
-    t2 = _mm512_load_si512(table.high);
-    t3 = _mm512_load_si512(table.high + 64);
-  } else {
-    t0 = _mm512_load_si512(table.words);
-    t1 = _mm512_load_si512(table.words + 32);
-    t2 = _mm512_load_si512(table.words + 64);
-    t3 = _mm512_load_si512(table.words + 96);
+  IntegerCodes() {
+    if constexpr (D == DataType::BFLOAT4_B) {
+      t0 = _mm512_load_si512(nibble_integer_bf16().words);
+    } else if constexpr (kVbmi) {
+      const SmallIntegerBf16& table = small_integer_bf16();
+      t0 = _mm512_load_si512(table.low);
+      t1 = _mm512_load_si512(table.low + 64);
+      t2 = _mm512_load_si512(table.high);
+      t3 = _mm512_load_si512(table.high + 64);
+    } else {
+      const SmallIntegerBf16& table = small_integer_bf16();
+      t0 = _mm512_load_si512(table.words);
+      t1 = _mm512_load_si512(table.words + 32);
+      t2 = _mm512_load_si512(table.words + 64);
+      t3 = _mm512_load_si512(table.words + 96);
+    }
   }
-  __m512 acc[M][2];
-  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-#pragma GCC unroll 4
-  for (int f = 0; f < 4; ++f) {
-#pragma GCC unroll 8
-    for (int q = 0; q < 8; ++q) {
-      // Face rows 2q and 2q + 1 -> pairs of words holding the code's sign in bit 15 and m in bits
-      // 6..0 (code_pairs), then each word -> +-m in bfloat16.
+  __m512i pairs(const uint8_t* t8, int f, int q) const {
+    if constexpr (D == DataType::BFLOAT4_B) {
+      static_assert(kVbmi);
+      const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t8 + 64 + (f * 16 + 2 * q) * 8));
+      const __m512i bytes = _mm512_permutexvar_epi8(_mm512_load_si512(kNibblePairBytes), _mm512_castsi128_si512(codes));
+      const __m512i to_low_bits = _mm512_set1_epi64(0x000C000C00080008LL);  // words of columns 2j, 2j + 1
+      return _mm512_permutexvar_epi16(_mm512_srlv_epi16(bytes, to_low_bits), t0);
+    } else {
       const __m512i codes =
           code_pairs<kVbmi>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t8 + 64 + (f * 16 + 2 * q) * 16)));
       __m512i magnitude;
@@ -237,7 +249,40 @@ inline void bfp8_tile_scaled(const uint8_t* t8, const float* ak, int64_t lda, fl
         magnitude = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(codes, _mm512_set1_epi16(0x40)), below, above);
       }
       // bit 15 <- the code's sign (imm 0xD8: sign ? codes : magnitude).
-      const __m512i words = _mm512_ternarylogic_epi32(magnitude, codes, sign, 0xD8);
+      return _mm512_ternarylogic_epi32(magnitude, codes, _mm512_set1_epi16(static_cast<short>(0x8000)), 0xD8);
+    }
+  }
+};
+
+template <DataType D, int M, bool kVbmi>
+inline void bfp_tile_scaled(const uint8_t* t8, const float* ak, int64_t lda, float* c, int64_t ldc) {
+  static_assert(M >= kScaledMinRows && M <= kScaledMaxRows);
+  // A code's value is m * 2^(E - bias): 2^(E-127) times m / 64 (bfloat8_b) or m / 4 (bfloat4_b).
+  constexpr float kBias = D == DataType::BFLOAT8_B ? 133.0f : 129.0f;
+  // Row i's values of K half kh (16 per face row of faces 2kh and 2kh + 1) times each face's
+  // scales, as pairs: [h * 8 + q] is face (2kh + h)'s rows (2q, 2q + 1).
+  alignas(64) uint32_t scaled[M][2][16];
+  for (int kh = 0; kh < 2; ++kh) {
+    __m512 scale[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m128i exponents = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t8 + (2 * kh + h) * 16));
+      scale[h] = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(exponents)), _mm512_set1_ps(kBias));
+    }
+    for (int i = 0; i < M; ++i) {
+      const __m512 a = _mm512_loadu_ps(ak + i * lda + kh * 16);
+      _mm512_store_si512(scaled[i][kh], (__m512i)_mm512_cvtne2ps_pbh(_mm512_scalef_ps(a, scale[1]),
+                                                                     _mm512_scalef_ps(a, scale[0])));
+    }
+  }
+  asm volatile("" ::: "memory");  // broadcasts from memory, as in bfp_tile_dp
+  const IntegerCodes<D, kVbmi> codes;
+  __m512 acc[M][2];
+  for (int i = 0; i < M; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int f = 0; f < 4; ++f) {
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      const __m512i words = codes.pairs(t8, f, q);
       for (int i = 0; i < M; ++i) {
         const __m512bh ap = (__m512bh)_mm512_set1_epi32(static_cast<int>(scaled[i][f / 2][(f % 2) * 8 + q]));
         acc[i][f % 2] = _mm512_dpbf16_ps(acc[i][f % 2], ap, (__m512bh)words);
@@ -256,10 +301,10 @@ void small_m_bfp(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_be
                  int64_t ldc) {
   for (int i = 0; i < M; ++i)
     for (int64_t j = nt_begin * 32; j < nt_end * 32; j += 16) _mm512_storeu_ps(c + i * ldc + j, _mm512_setzero_ps());
-  if constexpr (D == DataType::BFLOAT8_B && M >= kScaledMinRows) {
+  if constexpr (M >= kScaledMinRows) {
     // Fetched ahead in the linear walk too (docs/performance.md, session 34).
     auto tile_product = [&](const std::byte* tile, int64_t kt, int64_t nt) {
-      bfp8_tile_scaled<M, kVbmi>(reinterpret_cast<const uint8_t*>(tile), a + kt * 32, lda, c + nt * 32, ldc);
+      bfp_tile_scaled<D, M, kVbmi>(reinterpret_cast<const uint8_t*>(tile), a + kt * 32, lda, c + nt * 32, ldc);
     };
     stream_tiles<D, kPrefetchBytesScaled, true>(b, nt_begin, nt_end, tile_product);
   } else {
@@ -269,7 +314,7 @@ void small_m_bfp(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_be
   }
 }
 
-// bfloat8_b takes up to kScaledMaxRows rows, bfloat4_b up to 4 (small_m_bf16_applies).
+// Up to kScaledMaxRows rows (small_m_bf16_applies).
 template <DataType D, bool kVbmi>
 void small_m_bfp_rows(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
                       float* c, int64_t ldc) {
@@ -278,10 +323,8 @@ void small_m_bfp_rows(int m, const float* a, int64_t lda, const TileMatrix& b, i
     case 2: return small_m_bfp<D, 2, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
     case 3: return small_m_bfp<D, 3, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
     case 4: return small_m_bfp<D, 4, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
-  }
-  if constexpr (D == DataType::BFLOAT8_B) {
-    if (m == 5) return small_m_bfp<D, 5, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
-    return small_m_bfp<D, 6, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
+    case 5: return small_m_bfp<D, 5, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
+    default: return small_m_bfp<D, 6, kVbmi>(a, lda, b, nt_begin, nt_end, c, ldc);
   }
 }
 

@@ -389,10 +389,9 @@ void gemm_tile_b_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t ld
 }
 
 bool small_m_bf16_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed) {
-  const bool bfloat8 = b_dtype == DataType::BFLOAT8_B;
-  const bool weights = bfloat8 || (b_dtype == DataType::BFLOAT4_B && ks.small_m_bf16_bfloat4);
+  const bool weights = b_dtype == DataType::BFLOAT8_B || (b_dtype == DataType::BFLOAT4_B && ks.small_m_bf16_bfloat4);
   return ks.small_m_bf16 != nullptr && a_dtype == DataType::BFLOAT16 && weights && !b_transposed &&
-         rows <= (bfloat8 ? ks.small_m_bf16_max : ks.small_m_max);
+         rows <= ks.small_m_bf16_max;
 }
 
 bool bf16_path_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed) {

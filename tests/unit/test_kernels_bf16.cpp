@@ -9,13 +9,12 @@
 // product of the original float activations, rounding A to bfloat16 adds at most
 // 2^-8 sum_k |a_k b_k| (relative error of round-to-nearest bfloat16: half of 2^-7).
 //
-// Decode rows (at most 4 on bfloat4_b, 6 on bfloat8_b) take a kernel of their own. Up to 2 rows
-// (and on bfloat4_b) it multiplies A by w' = +-(1 + m/128) 2^(E-127) and by +-2^(E-127) and
-// doubles the difference. Its two sums of products are bounded by 2 s and s per term,
+// Decode rows (at most 6) on block-float weights take a kernel of their own. Up to 2 rows it
+// multiplies A by w' = +-(1 + m/128) 2^(E-127) and by +-2^(E-127) and doubles the difference. Its two sums of products are bounded by 2 s and s per term,
 // s = 2^(E-127) <= the largest |b| of the term's block (the block's largest magnitude is at least
 // 64 of 127), so |C - C64| <= 2 * gamma_K * 3 sum_k |a_k| s_k, plus the denormal flushes. From 3
-// rows on bfloat8_b it multiplies a_k 2^(E-133) by the integer +-m: exact products in one sum,
-// within gamma_K sum_k |a_k b_k|, which the bound above covers.
+// rows it multiplies a_k 2^(E-133) (bfloat4_b: 2^(E-129)) by the integer +-m: exact products in
+// one sum, within gamma_K sum_k |a_k b_k|, which the bound above covers.
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
@@ -177,7 +176,7 @@ struct Bf16Path {
   const char* name;
   Bf16Emulation emulation;
   Isa isa;                   // a hardware path's instruction set (the cap while it runs)
-  const char* small_m_name;  // the path's decode rows (at most 6) on bfloat8_b (at most 4 on bfloat4_b)
+  const char* small_m_name;  // the path's decode rows (at most 6) on bfloat8_b and bfloat4_b
 };
 
 const Bf16Path kVdpEmulated{"bf16-emulated", Bf16Emulation::VDPBF16PS, Isa::PORTABLE, "bf16-emulated"};
@@ -249,7 +248,7 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
-      {{7, 33}, {33, 31}},           // the fewest rows the path takes on bfloat8_b (5 on the others); one padded tile
+      {{7, 33}, {33, 31}},           // the fewest rows the path takes on block floats (5 on the others); one padded tile
       {{7, 100}, {100, 65}},         // rows not a multiple of the micro-kernel's
       {{37, 300}, {300, 129}},       // K over one K block (256), odd K (a pair straddles the padding)
       {{29, 47}, {47, 96}},          // odd K inside one tile
@@ -292,8 +291,7 @@ void check_against_float64(const Bf16Path& path, const Case& cs, DataType weight
 
 class Bf16MatmulPath : public ::testing::TestWithParam<Bf16Path> {};
 
-// Decode shapes: 1 to 6 rows (bfloat8_b's kernel takes 6, bfloat4_b's 4; also folded from a
-// batch), odd K and N with padded tiles.
+// Decode shapes: 1 to 6 rows (also folded from a batch), odd K and N with padded tiles.
 const std::vector<Case>& decode_cases() {
   static const std::vector<Case> all = {
       {{1, 300}, {300, 97}},    {{2, 64}, {64, 64}},   {{3, 45}, {45, 130}}, {{4, 1000}, {1000, 40}},
@@ -322,7 +320,6 @@ TEST_P(Bf16MatmulPath, DecodeRowsOnBlockFloatMatchFloat64) {
       if (weight == DataType::BFLOAT4_B && GetParam().emulation == Bf16Emulation::NONE &&
           !kernels::avx512_bf16_kernel_set().small_m_bf16_bfloat4)
         continue;
-      if (weight == DataType::BFLOAT4_B && rows > 4) continue;  // the blocked path's (cases())
       ASSERT_STREQ(kernel_path(GetParam(), weight, rows), GetParam().small_m_name);
       const std::vector<float> got = product(GetParam(), a, b);
       const std::vector<float> av = a.to_float(), bq = b.to_float();
@@ -431,8 +428,8 @@ TEST(Bf16Matmul, DecodeRowsWithAndWithoutVbmiGiveTheSameBits) {
   }
 }
 
-// bfloat8_b's decode rows from 3 on scale A's values by their blocks' 2^(E-133): at the ends of
-// float32's range the hardware (vscalefps, then vcvtne2ps2bf16 reading denormals as zero) and the
+// The decode rows from 3 on scale A's values by their blocks' 2^(E-133) (bfloat8_b; 2^(E-129)
+// bfloat4_b, with VBMI): at the ends of float32's range the hardware (vscalefps, then vcvtne2ps2bf16 reading denormals as zero) and the
 // emulation must flush and overflow alike. Blocks of 2^-125 to 2^-95 and 2^95 to 2^125 against
 // activations of 2^-40 to 2^-20 and 2^10 to 2^40: products that flush, that overflow (NaN on a zero
 // code) and that stay normal, in one tile.
@@ -448,30 +445,35 @@ TEST(Bf16Matmul, ScaledDecodeRowsFlushAndOverflowAsTheEmulation) {
       const bool small = n < 16 || (n < 32 && k % 2 == 0);
       w[k * N + n] = std::ldexp(w[k * N + n], small ? -125 + spread : 95 + spread);
     }
-  const Tensor b = Tensor::from_float(w, Shape{K, N}, DataType::BFLOAT8_B, Layout::TILE);
-  const kernels::TileMatrix tiles{b.bytes().data(), DataType::BFLOAT8_B, K / 32, N / 32};
-  for (int m = 3; m <= 6; ++m) {
-    std::vector<float> a0 = normal_values(m * K, 92 + m);
-    // Rows 0 and 1 small (2^-40 to 2^-20: flushes against the small blocks, finite against the
-    // large ones), the others large (2^10 to 2^40: overflows against the large blocks).
-    for (int64_t i = 0; i < m * K; ++i)
-      a0[i] = std::ldexp(a0[i], i / K < 2 ? static_cast<int>(i * 7 % 21) - 40 : static_cast<int>(i * 7 % 31) + 10);
-    const std::vector<float> a =
-        Tensor::from_float(a0, Shape{m, K}, DataType::BFLOAT16, Layout::ROW_MAJOR).to_float();
-    std::vector<float> hardware(static_cast<size_t>(m * N)), emulated(hardware.size());
-    kernels::avx512_bf16_kernel_set().small_m_bf16(m, a.data(), K, tiles, 0, N / 32, hardware.data(), N);
-    kernels::emulated_bf16_kernel_set().small_m_bf16(m, a.data(), K, tiles, 0, N / 32, emulated.data(), N);
-    int special = 0, normal = 0;
-    for (size_t i = 0; i < hardware.size(); ++i) {
-      special += !std::isfinite(hardware[i]);
-      normal += std::isfinite(hardware[i]) && hardware[i] != 0.0f;
-      if (std::isnan(hardware[i]) || std::isnan(emulated[i]))
-        EXPECT_TRUE(std::isnan(hardware[i]) && std::isnan(emulated[i])) << "M=" << m << " value " << i;
-      else
-        EXPECT_EQ(hardware[i], emulated[i]) << "M=" << m << " value " << i;
+  const kernels::KernelSet& hardware_set = kernels::avx512_bf16_kernel_set();
+  for (DataType dtype : {DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
+    if (dtype == DataType::BFLOAT4_B && !hardware_set.small_m_bf16_bfloat4) continue;
+    const Tensor b = Tensor::from_float(w, Shape{K, N}, dtype, Layout::TILE);
+    const kernels::TileMatrix tiles{b.bytes().data(), dtype, K / 32, N / 32};
+    for (int m = 3; m <= hardware_set.small_m_bf16_max; ++m) {
+      SCOPED_TRACE(::testing::Message() << to_string(dtype) << " M=" << m);
+      std::vector<float> a0 = normal_values(m * K, 92 + m);
+      // Rows 0 and 1 small (2^-40 to 2^-20: flushes against the small blocks, finite against the
+      // large ones), the others large (2^10 to 2^40: overflows against the large blocks).
+      for (int64_t i = 0; i < m * K; ++i)
+        a0[i] = std::ldexp(a0[i], i / K < 2 ? static_cast<int>(i * 7 % 21) - 40 : static_cast<int>(i * 7 % 31) + 10);
+      const std::vector<float> a =
+          Tensor::from_float(a0, Shape{m, K}, DataType::BFLOAT16, Layout::ROW_MAJOR).to_float();
+      std::vector<float> hardware(static_cast<size_t>(m * N)), emulated(hardware.size());
+      hardware_set.small_m_bf16(m, a.data(), K, tiles, 0, N / 32, hardware.data(), N);
+      kernels::emulated_bf16_kernel_set().small_m_bf16(m, a.data(), K, tiles, 0, N / 32, emulated.data(), N);
+      int special = 0, normal = 0;
+      for (size_t i = 0; i < hardware.size(); ++i) {
+        special += !std::isfinite(hardware[i]);
+        normal += std::isfinite(hardware[i]) && hardware[i] != 0.0f;
+        if (std::isnan(hardware[i]) || std::isnan(emulated[i]))
+          EXPECT_TRUE(std::isnan(hardware[i]) && std::isnan(emulated[i])) << "value " << i;
+        else
+          EXPECT_EQ(hardware[i], emulated[i]) << "value " << i;
+      }
+      EXPECT_GT(special, 0) << "no value overflowed";
+      EXPECT_GT(normal, static_cast<int>(hardware.size()) / 4) << "too few finite values to compare";
     }
-    EXPECT_GT(special, 0) << "M=" << m << ": no value overflowed";
-    EXPECT_GT(normal, static_cast<int>(hardware.size()) / 4) << "M=" << m << ": too few finite values to compare";
   }
 }
 

@@ -104,8 +104,8 @@ struct KernelSet {
   void (*small_m_bf16)(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
                        float* c, int64_t ldc) = nullptr;
   bool small_m_bf16_bfloat4 = false;
-  // The rows small_m_bf16 takes on bfloat8_b (on bfloat4_b: small_m_max). Above small_m_max, where
-  // its one product per weight and row beats the blocked path's panel decode.
+  // The rows small_m_bf16 takes: more than small_m_max, since from 3 rows its one product per
+  // weight and row beats the blocked path's panel decode.
   int small_m_bf16_max = 0;
   const char* small_m_bf16_path = nullptr;  // its name in reports
 };
@@ -201,9 +201,8 @@ void gemm_pack_a_piece_bf16(const KernelSet& ks, int64_t m, const float* a, int6
 // from k on (the tiles' padding) are packed as zeros.
 void gemm_pack_a_piece_bf16_tiles(const KernelSet& ks, int64_t m, const uint16_t* const* rows, int64_t k, int64_t kp,
                                   int64_t piece, uint32_t* packed);
-// Whether ks.small_m_bf16 takes these operands: bfloat16 activations, bfloat8_b weights (at most
-// ks.small_m_bf16_max rows) or bfloat4_b where ks.small_m_bf16_bfloat4 (at most ks.small_m_max),
-// not transposed.
+// Whether ks.small_m_bf16 takes these operands: bfloat16 activations, bfloat8_b weights (or
+// bfloat4_b where ks.small_m_bf16_bfloat4) not transposed, at most ks.small_m_bf16_max rows.
 bool small_m_bf16_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed);
 // Whether a matmul of these operands can take the bf16 path of `ks` (products exact in bfloat16,
 // rows enough to amortise the packing: the small-M kernels stream float32 faster).
