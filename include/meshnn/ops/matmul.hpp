@@ -8,8 +8,8 @@
 // avx512-bf16 caps the choice; see kernels/matmul_kernels.hpp). With bfloat16 activations and
 // bfloat16/bfloat8_b/bfloat4_b weights on a CPU with AVX512-BF16, matmuls of more than 4 rows
 // multiply in bfloat16 and accumulate in float32 (every product is exact; only the order of the
-// float32 sums differs from the float32 path), and so do decode rows on bfloat8_b (up to 6) and,
-// with VBMI, bfloat4_b (up to 4); otherwise products are float32. Each calling thread keeps its float32 scratch
+// float32 sums differs from the float32 path), and so do decode rows (up to 6) on bfloat8_b and,
+// with VBMI, bfloat4_b; otherwise products are float32. Each calling thread keeps its float32 scratch
 // (activations as rows, the float32 accumulators: (M + ...) x (K + N) floats) between calls.
 #pragma once
 
