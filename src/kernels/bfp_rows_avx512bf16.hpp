@@ -150,6 +150,22 @@ struct SmallIntegerBf16 {
   alignas(64) uint8_t high[128];
   alignas(64) uint16_t words[128];  // the same as whole words, for the lookup without VBMI
 };
+inline const SmallIntegerBf16& small_integer_bf16() {
+  static const SmallIntegerBf16 table = [] {
+    SmallIntegerBf16 t{};
+    for (int m = 0; m < 128; ++m) {
+      const float f = static_cast<float>(m);
+      uint32_t bits;
+      __builtin_memcpy(&bits, &f, sizeof bits);
+      t.words[m] = static_cast<uint16_t>(bits >> 16);
+      t.low[m] = static_cast<uint8_t>(t.words[m] & 0xFF);
+      t.high[m] = static_cast<uint8_t>(t.words[m] >> 8);
+    }
+    return t;
+  }();
+  return table;
+}
+
 // bfloat16 bits of the bfloat4_b codes as integers: code c (sign in bit 3, magnitude m in bits
 // 2..0) -> +-m, twice over (a word permute's index keeps 5 bits; bit 4 is not the code's).
 struct NibbleIntegerBf16 {
@@ -170,33 +186,16 @@ inline const NibbleIntegerBf16& nibble_integer_bf16() {
   return table;
 }
 
-inline const SmallIntegerBf16& small_integer_bf16() {
-  static const SmallIntegerBf16 table = [] {
-    SmallIntegerBf16 t{};
-    for (int m = 0; m < 128; ++m) {
-      const float f = static_cast<float>(m);
-      uint32_t bits;
-      __builtin_memcpy(&bits, &f, sizeof bits);
-      t.words[m] = static_cast<uint16_t>(bits >> 16);
-      t.low[m] = static_cast<uint8_t>(t.words[m] & 0xFF);
-      t.high[m] = static_cast<uint8_t>(t.words[m] >> 8);
-    }
-    return t;
-  }();
-  return table;
-}
-
 // Small M (3 to kScaledMaxRows rows) on block-float weights, one tile, with one vdpbf16ps per row
 // and 32 weights instead of bfp_tile_dp's two. A code (sign, magnitude m) of a block with exponent
 // E is m * 2^(E-133) on bfloat8_b (7-bit m), m * 2^(E-129) on bfloat4_b (3-bit m): the weights
 // enter as the integers +-m, exact in bfloat16 (table lookups, IntegerCodes), and the block's scale
 // moves to A: each row's 32 values are multiplied by the scale of each face row (vscalefps,
-// exact) and made bfloat16 again (exact), once per tile and row. The products
-// are then those of bfp_tile_dp (the value times the activation, exact in float32) except where
-// an activation times its block's scale leaves float32's normal range: below 2^-126 it flushes to
-// zero (as a denormal weight does in bfp_tile_dp), above it gives an infinity (NaN on a zero
-// code). At two rows and below, bfp_tile_dp is as fast or faster (its decode is lighter), so it
-// keeps them.
+// exact) and made bfloat16 again (exact), once per tile and row. The products are then those of
+// bfp_tile_dp (the value times the activation, exact in float32) except where an activation times
+// its block's scale leaves float32's normal range: below 2^-126 it flushes to zero (as a denormal
+// weight does in bfp_tile_dp), above it gives an infinity (NaN on a zero code). At two rows and
+// below, bfp_tile_dp is as fast or faster (its decode is lighter), so it keeps them.
 // Sums: per row of A and column half, one chain over faces and row pairs in order, then added to C.
 // bf16_emulated.cpp repeats this order exactly.
 inline constexpr int kScaledMinRows = 3, kScaledMaxRows = 6;
