@@ -5,6 +5,7 @@
 // namespace for the reason isa_local.hpp gives.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -143,48 +144,43 @@ inline void bfp_tile_dp(const uint8_t* t8, const float* ak, int64_t lda, float* 
     }
 }
 
-// bfloat16 bits of the integers 0..127 (exact: 7 bits fit bfloat16's 8), as byte tables for the
-// lookups of IntegerCodes: low bytes, then high bytes.
+// bfloat16 bits of the integer v (|v| < 128: exact, 7 bits fit bfloat16's 8).
+constexpr uint16_t integer_bf16(int v) {
+  return static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(v)) >> 16);
+}
+
+// The integers 0..127 in bfloat16, as tables for IntegerCodes' lookups: low bytes and high bytes
+// (byte permutes, VBMI), and whole words (word permutes).
 struct SmallIntegerBf16 {
   alignas(64) uint8_t low[128];
   alignas(64) uint8_t high[128];
-  alignas(64) uint16_t words[128];  // the same as whole words, for the lookup without VBMI
+  alignas(64) uint16_t words[128];
 };
-inline const SmallIntegerBf16& small_integer_bf16() {
-  static const SmallIntegerBf16 table = [] {
-    SmallIntegerBf16 t{};
-    for (int m = 0; m < 128; ++m) {
-      const float f = static_cast<float>(m);
-      uint32_t bits;
-      __builtin_memcpy(&bits, &f, sizeof bits);
-      t.words[m] = static_cast<uint16_t>(bits >> 16);
-      t.low[m] = static_cast<uint8_t>(t.words[m] & 0xFF);
-      t.high[m] = static_cast<uint8_t>(t.words[m] >> 8);
-    }
-    return t;
-  }();
-  return table;
+constexpr SmallIntegerBf16 make_small_integer_bf16() {
+  SmallIntegerBf16 t{};
+  for (int m = 0; m < 128; ++m) {
+    t.words[m] = integer_bf16(m);
+    t.low[m] = static_cast<uint8_t>(t.words[m] & 0xFF);
+    t.high[m] = static_cast<uint8_t>(t.words[m] >> 8);
+  }
+  return t;
 }
+alignas(64) inline constexpr SmallIntegerBf16 kSmallIntegerBf16 = make_small_integer_bf16();
 
-// bfloat16 bits of the bfloat4_b codes as integers: code c (sign in bit 3, magnitude m in bits
-// 2..0) -> +-m, twice over (a word permute's index keeps 5 bits; bit 4 is not the code's).
+// The bfloat4_b codes as integers: code c (sign in bit 3, magnitude m in bits 2..0) -> +-m, twice
+// over (a word permute's index keeps 5 bits; bit 4 is not the code's). Code 8 is -0.
 struct NibbleIntegerBf16 {
   alignas(64) uint16_t words[32];
 };
-inline const NibbleIntegerBf16& nibble_integer_bf16() {
-  static const NibbleIntegerBf16 table = [] {
-    NibbleIntegerBf16 t{};
-    for (int i = 0; i < 32; ++i) {
-      const int code = i % 16;
-      const float f = static_cast<float>(code & 7) * (code & 8 ? -1.0f : 1.0f);
-      uint32_t bits;
-      __builtin_memcpy(&bits, &f, sizeof bits);
-      t.words[i] = static_cast<uint16_t>(bits >> 16);
-    }
-    return t;
-  }();
-  return table;
+constexpr NibbleIntegerBf16 make_nibble_integer_bf16() {
+  NibbleIntegerBf16 t{};
+  for (int i = 0; i < 32; ++i) {
+    const int code = i % 16;
+    t.words[i] = static_cast<uint16_t>(integer_bf16(code & 7) | (code & 8 ? 0x8000 : 0));
+  }
+  return t;
 }
+alignas(64) inline constexpr NibbleIntegerBf16 kNibbleIntegerBf16 = make_nibble_integer_bf16();
 
 // Small M (3 to kScaledMaxRows rows) on block-float weights, one tile, with one vdpbf16ps per row
 // and 32 weights instead of bfp_tile_dp's two. A code (sign, magnitude m) of a block with exponent
@@ -210,15 +206,15 @@ struct IntegerCodes {
   __m512i t0, t1, t2, t3;  // the tables in registers
   IntegerCodes() {
     if constexpr (D == DataType::BFLOAT4_B) {
-      t0 = _mm512_load_si512(nibble_integer_bf16().words);
+      t0 = _mm512_load_si512(kNibbleIntegerBf16.words);
     } else if constexpr (kVbmi) {
-      const SmallIntegerBf16& table = small_integer_bf16();
+      const SmallIntegerBf16& table = kSmallIntegerBf16;
       t0 = _mm512_load_si512(table.low);
       t1 = _mm512_load_si512(table.low + 64);
       t2 = _mm512_load_si512(table.high);
       t3 = _mm512_load_si512(table.high + 64);
     } else {
-      const SmallIntegerBf16& table = small_integer_bf16();
+      const SmallIntegerBf16& table = kSmallIntegerBf16;
       t0 = _mm512_load_si512(table.words);
       t1 = _mm512_load_si512(table.words + 32);
       t2 = _mm512_load_si512(table.words + 64);

@@ -397,8 +397,9 @@ bool small_m_bf16_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtyp
 bool bf16_path_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed) {
   const bool exact_in_bf16 =
       b_dtype == DataType::BFLOAT16 || b_dtype == DataType::BFLOAT8_B || b_dtype == DataType::BFLOAT4_B;
+  // The small-M kernel on block floats takes a few rows more than small_m_max.
   return ks.bf16_micro_kernel != nullptr && a_dtype == DataType::BFLOAT16 && exact_in_bf16 && !b_transposed &&
-         rows > ks.small_m_max;
+         rows > ks.small_m_max && !small_m_bf16_applies(ks, a_dtype, b_dtype, rows, b_transposed);
 }
 
 }  // namespace meshnn::kernels

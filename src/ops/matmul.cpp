@@ -342,10 +342,8 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
       fn(0, count, 0);
   };
   const double a_values = static_cast<double>(p.groups) * p.rows_per_group * p.kp;
+  p.bf16 = kernels::bf16_path_applies(*p.ks, a.dtype(), b.dtype(), p.rows_per_group, transpose_b);
   p.small_m_bf16 = kernels::small_m_bf16_applies(*p.ks, a.dtype(), b.dtype(), p.rows_per_group, transpose_b);
-  // The small-M kernel on block-float weights takes a few rows more than small_m_max, which the
-  // blocked paths would otherwise have.
-  p.bf16 = !p.small_m_bf16 && kernels::bf16_path_applies(*p.ks, a.dtype(), b.dtype(), p.rows_per_group, transpose_b);
   p.c_rows = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.np));
 
   // The bf16 path packs A's pairs straight from its tiles (a 32-bit copy per pair); A's rows in

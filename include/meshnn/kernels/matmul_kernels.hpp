@@ -205,7 +205,8 @@ void gemm_pack_a_piece_bf16_tiles(const KernelSet& ks, int64_t m, const uint16_t
 // bfloat4_b where ks.small_m_bf16_bfloat4) not transposed, at most ks.small_m_bf16_max rows.
 bool small_m_bf16_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed);
 // Whether a matmul of these operands can take the bf16 path of `ks` (products exact in bfloat16,
-// rows enough to amortise the packing: the small-M kernels stream float32 faster).
+// rows enough to amortise the packing: the small-M kernels stream faster), not the small-M path
+// (small_m_bf16_applies).
 bool bf16_path_applies(const KernelSet& ks, DataType a_dtype, DataType b_dtype, int64_t rows, bool b_transposed);
 
 }  // namespace meshnn::kernels
