@@ -42,7 +42,17 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
       ->type_name("TEXT")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cli.add_option("--prompts", c.prompts_file,
-                 "text prompts, one JSON object per line: {\"prompt\": \"...\", \"max_tokens\": N}")
+                 "text prompts, one JSON object per line: {\"prompt\": \"...\", \"max_tokens\": N}, or "
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"...\"}, ...]} for the chat template")
+      ->type_name("FILE");
+  CLI::Option* chat = cli.add_flag("--chat", c.chat,
+               "apply the model's chat template: each --prompt (and each \"prompt\" of --prompts) is a user message");
+  cli.add_option("--system", c.system_prompt, "with --chat: a system message before each user message")
+      ->type_name("TEXT")
+      ->needs(chat);
+  cli.add_option("--chat-template", c.chat_template_file,
+                 "a Jinja chat template to use instead of the model's (e.g. for a base model), with --chat or "
+                 "\"messages\"")
       ->type_name("FILE");
   cli.add_option("--tokenizer", c.tokenizer,
                  "tokenizer.model, tokenizer.json or a model directory (default: the one in the weights file)")

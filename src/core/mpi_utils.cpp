@@ -26,6 +26,11 @@ int comm_size(MPI_Comm comm) {
   return size;
 }
 
+int64_t root_value(MPI_Comm comm, int64_t x) {
+  MESHNN_MPI_CHECK(MPI_Bcast(&x, 1, MPI_INT64_T, 0, comm));
+  return x;
+}
+
 void agree_on_failure(MPI_Comm comm, const std::string& what, bool local_ok, const std::string& local_message) {
   // Control-plane agreement (a few bytes), not tensor data: MPI's own collectives are fine here.
   const int size = comm_size(comm);

@@ -144,7 +144,7 @@ void copy_tokenizer_files(io::Hdf5Writer& writer, const fs::path& dir, ConvertSu
 
 const std::vector<std::string>& hf_tokenizer_files() {
   static const std::vector<std::string> names = {"tokenizer.model", "tokenizer.json", "tokenizer_config.json",
-                                                 "special_tokens_map.json", "generation_config.json"};
+                                                 "special_tokens_map.json", "generation_config.json", "chat_template.jinja"};
   return names;
 }
 

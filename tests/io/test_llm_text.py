@@ -18,6 +18,14 @@ bytes.decode(errors="replace").
    prompt texts; stdout streams request 0 (its prompt, then its text) whole.
 3. Bad input: a weights file without a tokenizer, a JSONL line with a misspelt key or bad JSON, and
    --prompt with --tokens fail with a message naming the problem, identically on every rank.
+4. Chat: each model carries a chat template of its own writing, found where Hugging Face finds one
+   (a Qwen2-style ChatML template as tokenizer_config.json's string, a Zephyr-style one as its list
+   of named templates, a Llama 3-style one with the date as chat_template.jinja). --chat with
+   --system and JSONL "messages" conversations generate exactly the tokens and logits of the same
+   conversations rendered by Python's jinja2 as transformers' apply_chat_template configures it
+   and tokenized independently without an added BOS; the output file's `prompts` are the rendered
+   texts. A model without a template, a template that raises, and malformed messages are refused
+   alike on every rank.
 """
 import json
 import os
@@ -25,7 +33,11 @@ import shutil
 import subprocess
 import sys
 
+import time
+
 import h5py
+import jinja2.ext
+import jinja2.sandbox
 import numpy as np
 import sentencepiece as spm
 
@@ -81,7 +93,19 @@ def sentencepiece_tokenizer(model_dir):
     with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:
         json.dump({"add_bos_token": True, "bos_token": "<s>", "eos_token": "</s>"}, f)
     sp = spm.SentencePieceProcessor(model_file=os.path.join(model_dir, "tokenizer.model"))
-    return sp.encode, lambda ids: sentencepiece_text(sp, ids)
+    return lambda text: sentencepiece_encode(sp, text), lambda ids: sentencepiece_text(sp, ids)
+
+
+def sentencepiece_encode(sp, text):
+    """As Hugging Face's LlamaTokenizer: control pieces written in the text ("</s>") stand for
+    themselves, and each stretch between them is encoded alone (with its own dummy prefix)."""
+    controls = sorted((sp.id_to_piece(i) for i in range(sp.get_piece_size()) if sp.is_control(i)), key=len,
+                      reverse=True)
+    for piece in controls:
+        if piece in text:
+            head, tail = text.split(piece, 1)
+            return sentencepiece_encode(sp, head) + [sp.piece_to_id(piece)] + sentencepiece_encode(sp, tail)
+    return sp.encode(text) if text else []
 
 
 def byte_level_bpe_tokenizer(model_dir):
@@ -151,15 +175,26 @@ def run_attributes(path, ranks):
     return all(float(a.get(k, 0)) > 0 for k in ("prefill_seconds", "decode_ms_per_step", "decode_tokens_per_second"))
 
 
-def converted_model(kind, make_tokenizer, config):
-    """A Hugging Face directory with the given tokenizer, converted; returns (weights, encode, decode)."""
+def converted_model(kind, make_tokenizer, config, add_chat_template):
+    """A Hugging Face directory with the given tokenizer and chat template, converted; returns
+    (weights, encode, decode)."""
     model_dir = os.path.join(WORK, kind)
     hf.write_model_dir(model_dir, config, hf.llama_shapes(config), lambda _: "BF16")
     encode, decode = make_tokenizer(model_dir)
+    add_chat_template(model_dir)
     weights = os.path.join(WORK, f"{kind}.h5")
     r = run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, weights])
     check(r.returncode == 0, f"{kind}: meshnn-convert of a directory with a trained tokenizer")
     return weights, encode, decode
+
+
+def edit_tokenizer_config(model_dir, **entries):
+    path = os.path.join(model_dir, "tokenizer_config.json")
+    with open(path) as f:
+        config = json.load(f)
+    config.update(entries)
+    with open(path, "w") as f:
+        json.dump(config, f)
 
 
 def check_text_job(kind, weights, encode, decode, bos):
@@ -210,6 +245,123 @@ def check_text_job(kind, weights, encode, decode, bos):
         check(np.array_equal(results[1], results[2]), f"{kind}: text prompts on 2 ranks generate what 1 rank does")
     return tokens_file
 
+# Chat templates of this test's own writing, in the shapes of three families' prompt formats.
+CHATML = ("{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are a mesh.<|im_end|>\n{% endif %}"
+          "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+ZEPHYR = """{% for message in messages %}
+{% if message['role'] == 'user' %}
+{{ '<|user|>\\n' + message['content'] + eos_token }}
+{% elif message['role'] == 'system' %}
+{{ '<|system|>\\n' + message['content'] + eos_token }}
+{% else %}
+{{ '<|assistant|>\\n' + message['content'] + eos_token }}
+{% endif %}
+{% if loop.last and add_generation_prompt %}
+{{ '<|assistant|>' }}
+{% endif %}
+{% endfor %}"""
+LLAMA3 = """{{- bos_token }}
+{%- set ns = namespace(system='') %}
+{%- if messages[0].role == 'system' %}
+    {%- set ns.system = messages[0].content | trim %}
+    {%- set messages = messages[1:] %}
+{%- endif %}
+{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' }}
+{{- 'Today Date: ' + strftime_now('%d %b %Y') + '\\n\\n' + ns.system + '<|eot_id|>' }}
+{%- for message in messages %}
+    {{- '<|start_header_id|>' + message.role + '<|end_header_id|>\\n\\n' + message.content | trim + '<|eot_id|>' }}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"""
+NO_SYSTEM = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+             "{% for m in messages %}{{ m.content }}{% endfor %}")
+
+CONVERSATIONS = [
+    {"messages": [{"role": "user", "content": "every shard of the mesh device"},
+                  {"role": "assistant", "content": " gathers the tensor "},
+                  {"role": "user", "content": "and {{ reduce }} {% it %} — Café"}], "max_tokens": 3},
+    {"messages": [{"role": "system", "content": "You stream tokens.\\n"},
+                  {"role": "user", "content": "prefill the cache"}]},
+]
+
+
+def hf_render(template, messages, special_tokens, now):
+    """What transformers' apply_chat_template renders: a sandboxed, immutable jinja2 environment with
+    trim_blocks, lstrip_blocks and loop controls, raise_exception and strftime_now as globals, the
+    tools and documents variables None, and the special tokens as variables."""
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                       extensions=[jinja2.ext.loopcontrols])
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: time.strftime(fmt, time.localtime(now))
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True, tools=None,
+                                            documents=None, **special_tokens)
+
+
+def check_chat_job(kind, weights, encode, template, special_tokens):
+    """--chat with --system and "messages" conversations against jinja2's rendering, independently
+    encoded without an added BOS and given as ids."""
+    jsonl = os.path.join(WORK, f"{kind}_chat.jsonl")
+    with open(jsonl, "w", encoding="utf-8") as f:
+        for c in CONVERSATIONS:
+            f.write(json.dumps(c, ensure_ascii=False) + "\n")
+    cli_user, cli_system = "the ring reduces", "Answer in one word."
+    conversations = [[{"role": "system", "content": cli_system}, {"role": "user", "content": cli_user}]]
+    conversations += [c["messages"] for c in CONVERSATIONS]
+    max_tokens = [4, 3, 4]
+    text_out = os.path.join(WORK, f"{kind}_chat.h5")
+    before = time.time()
+    rt = llm(2, weights, "--chat", "--system", cli_system, "--prompt", cli_user, "--prompts", jsonl,
+             "--max-new-tokens", "4", "--output", text_out, "--save-logits")
+    after = time.time()
+    if rt.returncode != 0:
+        print((rt.stdout + rt.stderr).decode(errors="replace")[-4000:])
+        check(False, f"{kind}: meshnn-llm --chat runs")
+        return
+    t_tokens, _, t_prompts, t_logits = outputs(text_out)
+    # The date a template prints is rank 0's clock during the run: either end of it.
+    candidates = [[hf_render(template, m, special_tokens, t) for m in conversations] for t in (before, after)]
+    check(t_prompts in candidates, f"{kind}: the output file's prompts are the conversations as jinja2 renders them")
+    rendered = t_prompts if t_prompts in candidates else candidates[0]
+    ids = [encode(text) for text in rendered]
+    tokens_file = os.path.join(WORK, f"{kind}_chat_tokens.h5")
+    width = max(len(x) for x in ids)
+    with h5py.File(tokens_file, "w") as f:
+        f["tokens"] = np.array([x + [0] * (width - len(x)) for x in ids], dtype=np.int32)
+        f["prompt_lengths"] = np.array([len(x) for x in ids], dtype=np.int32)
+        f["max_new_tokens"] = np.array(max_tokens, dtype=np.int32)
+    ids_out = os.path.join(WORK, f"{kind}_chat_ids.h5")
+    ri = llm(2, weights, "--tokens", tokens_file, "--output", ids_out, "--save-logits")
+    if ri.returncode != 0:
+        print((ri.stdout + ri.stderr).decode(errors="replace")[-4000:])
+        check(False, f"{kind}: the chat prompts as ids run")
+        return
+    i_tokens, _, _, i_logits = outputs(ids_out)
+    check(np.array_equal(t_tokens, i_tokens) and np.array_equal(t_logits, i_logits),
+          f"{kind}: chat prompts generate the tokens and logits of jinja2's rendering encoded independently")
+
+
+def check_chat_refusals(weights, no_template_weights):
+    """Chat input meshnn cannot render is refused with the same message on every rank."""
+    no_system = os.path.join(WORK, "no_system.jinja")
+    with open(no_system, "w") as f:
+        f.write(NO_SYSTEM)
+    bad_messages = os.path.join(WORK, "bad_messages.jsonl")
+    with open(bad_messages, "w") as f:
+        f.write('{"messages": [{"role": "user"}]}\n')
+    for args, needle, status in (
+            ((no_template_weights, "--chat", "--prompt", "hi"), "has no chat template", 1),
+            ((weights, "--chat", "--system", "be brief", "--prompt", "hi", "--chat-template", no_system),
+             "chat template: System role not supported", 1),
+            ((weights, "--prompts", bad_messages), "bad_messages.jsonl:1: each message must be", 1),
+            ((weights, "--chat"), "--chat applies to text prompts", 1),
+            ((weights, "--system", "be brief", "--prompt", "hi"), "--system requires --chat", 2)):
+        r = llm(2, *args)
+        out = (r.stdout + r.stderr).decode(errors="replace")
+        check(r.returncode == status and needle in out, f"chat: refused with '{needle}' (exit status {status})")
+
 
 def main():
     shutil.rmtree(WORK, ignore_errors=True)
@@ -217,18 +369,38 @@ def main():
     special = {t["content"]: t["id"] for t in bpe_reference.llama3_form()["added_tokens"]}
     bos = special["<|begin_of_text|>"]
     bpe_config = dict(CONFIG, vocab_size=640, bos_token_id=bos, eos_token_id=special["<|eot_id|>"])
-    bpe_weights, encode, decode = converted_model("byte_level_bpe", byte_level_bpe_tokenizer, bpe_config)
+    def llama3_chat(model_dir):
+        with open(os.path.join(model_dir, "chat_template.jinja"), "w") as f:
+            f.write(LLAMA3)
+        with open(os.path.join(model_dir, "special_tokens_map.json"), "w") as f:
+            json.dump({"bos_token": {"content": "<|begin_of_text|>", "special": True}, "eos_token": "<|eot_id|>"}, f)
+
+    bpe_weights, encode, decode = converted_model("byte_level_bpe", byte_level_bpe_tokenizer, bpe_config, llama3_chat)
     check_text_job("byte_level_bpe", bpe_weights, encode, decode, bos)
+    check_chat_job("byte_level_bpe", bpe_weights, encode, LLAMA3,
+                   {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"})
 
     special = {t["content"]: t["id"] for t in bpe_reference.qwen2_form()["added_tokens"]}
     qwen2_config = dict(CONFIG, architectures=["Qwen2ForCausalLM"], model_type="qwen2", vocab_size=640,
                         tie_word_embeddings=True, bos_token_id=special["<|endoftext|>"],
                         eos_token_id=special["<|im_end|>"])
-    qwen2_weights, encode, decode = converted_model("qwen2", qwen2_tokenizer, qwen2_config)
+    qwen2_weights, encode, decode = converted_model("qwen2", qwen2_tokenizer, qwen2_config,
+                                                    lambda d: edit_tokenizer_config(d, chat_template=CHATML))
     check_text_job("qwen2", qwen2_weights, encode, decode, None)
+    check_chat_job("qwen2", qwen2_weights, encode, CHATML, {"eos_token": "<|im_end|>"})
 
-    weights, encode, decode = converted_model("sentencepiece", sentencepiece_tokenizer, CONFIG)
+    named = [{"name": "tool_use", "template": "{{ raise_exception('not this one') }}"},
+             {"name": "default", "template": ZEPHYR}]
+    weights, encode, decode = converted_model("sentencepiece", sentencepiece_tokenizer, CONFIG,
+                                              lambda d: edit_tokenizer_config(d, chat_template=named))
     tokens_file = check_text_job("sentencepiece", weights, encode, decode, CONFIG["bos_token_id"])
+    check_chat_job("sentencepiece", weights, encode, ZEPHYR, {"bos_token": "<s>", "eos_token": "</s>"})
+
+    no_template = os.path.join(WORK, "no_template.h5")
+    shutil.copy(bpe_weights, no_template)
+    with h5py.File(no_template, "a") as f:
+        del f["tokenizer/chat_template.jinja"]
+    check_chat_refusals(weights, no_template)
 
     # --prompt (repeatable) and the stream of a prompt with multi-byte characters.
     r = llm(2, weights, "--prompt", PROMPTS[1][0], "--max-new-tokens", "5", "--output", os.path.join(WORK, "one.h5"))

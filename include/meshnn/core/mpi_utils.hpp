@@ -51,6 +51,10 @@ void run_agreed(MPI_Comm comm, const std::string& what, Fn&& fn) {
   agree_on_failure(comm, what, message.empty(), message);
 }
 
+// Rank 0's value of x, on every rank (one MPI_Bcast: control data, not a tensor collective). For
+// what ranks must agree on but read locally, such as the clock a chat template prints the date of.
+int64_t root_value(MPI_Comm comm, int64_t x);
+
 // How a communicator's point-to-point messages travel: SHARED_MEMORY when every member runs on one
 // node and MPI may use its shared-memory transport; NETWORK when the members span nodes or the
 // job forced a network transport on one node (Open MPI's `--mca btl tcp,self`, the stand-in for

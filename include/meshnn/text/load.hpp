@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "meshnn/text/tokenizer.hpp"
 
@@ -16,6 +18,13 @@ struct LoadedTokenizer {
   // start every sequence with BOS, Qwen2's tokenizer.json does not).
   bool add_bos_token = true;
   std::string source;  // where it came from, for messages: "tokenizer/tokenizer.model in model.h5"
+  // The model's chat template (Jinja), as Hugging Face finds it: chat_template.jinja, else
+  // tokenizer_config.json's "chat_template" (its "default" entry when it holds several); nullopt
+  // for a base model without one.
+  std::optional<std::string> chat_template;
+  // The special tokens a chat template sees as variables (bos_token, eos_token, unk_token,
+  // pad_token), as text: tokenizer_config.json's, else special_tokens_map.json's.
+  std::vector<std::pair<std::string, std::string>> special_tokens;
 };
 
 // The tokenizer at `path`: a tokenizer.model (SentencePiece), a tokenizer.json (byte-level BPE), a

@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <optional>
 
 #include "llm_job_report.hpp"
 #include "meshnn/core/memory.hpp"
+#include "meshnn/core/mpi_utils.hpp"
 #include "meshnn/distributed/calibrate.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/models/every_rank.hpp"
@@ -70,7 +72,8 @@ Replicas make_replicas(const LlmJobConfig& c, const MeshDevicePtr& mesh) {
 JobRequests prepare_requests(const LlmJobConfig& c, const LlamaConfig& config, const std::string& file,
                              const MeshDevice& mesh) {
   JobRequests job;
-  on_every_rank(mesh, "preparing the requests", [&] { job = make_job_requests(c, config, file); });
+  const auto now = static_cast<std::time_t>(root_value(mesh.comm(), static_cast<int64_t>(std::time(nullptr))));
+  on_every_rank(mesh, "preparing the requests", [&] { job = make_job_requests(c, config, file, now); });
   return job;
 }
 

@@ -3,23 +3,42 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/hash.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/models/llama/synthetic.hpp"
+#include "meshnn/text/chat_template.hpp"
 
 namespace meshnn::models::llama {
 namespace {
 
 struct TextPrompt {
-  std::string text;
+  std::string text;                               // the prompt as given, or the user message under --chat
+  std::optional<std::vector<text::ChatMessage>> messages;  // a conversation for the chat template
   int64_t max_new_tokens;
 };
 
-// --prompts FILE.jsonl: one JSON object per line, {"prompt": "...", "max_tokens": N}; blank lines
-// are skipped. A misspelt key is an error rather than a silently ignored setting.
+std::vector<text::ChatMessage> read_messages(const nlohmann::json& j, const std::string& where) {
+  MESHNN_CHECK(j.is_array() && !j.empty(), "{}: \"messages\" must be a non-empty list", where);
+  std::vector<text::ChatMessage> messages;
+  for (const nlohmann::json& m : j) {
+    MESHNN_CHECK(m.is_object() && m.contains("role") && m["role"].is_string() && m.contains("content") &&
+                     m["content"].is_string(),
+                 "{}: each message must be {{\"role\": string, \"content\": string}}, got {}", where, m.dump());
+    for (const auto& [key, value] : m.items())
+      MESHNN_CHECK(key == "role" || key == "content", "{}: unknown message key '{}' (a message has \"role\" and \"content\")",
+                   where, key);
+    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  }
+  return messages;
+}
+
+// --prompts FILE.jsonl: one JSON object per line, {"prompt": "...", "max_tokens": N} or
+// {"messages": [...], "max_tokens": N}; blank lines are skipped. A misspelt key is an error rather
+// than a silently ignored setting.
 std::vector<TextPrompt> read_prompts_jsonl(const std::string& path, int64_t default_max_new_tokens) {
   std::ifstream in(path);
   MESHNN_CHECK(in.good(), "cannot open prompts file '{}'", path);
@@ -28,22 +47,60 @@ std::vector<TextPrompt> read_prompts_jsonl(const std::string& path, int64_t defa
   for (std::string line; std::getline(in, line);) {
     ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{}:{}", path, line_number);
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    MESHNN_CHECK(!j.is_discarded() && j.is_object(), "{}:{}: not a JSON object", path, line_number);
+    MESHNN_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", where);
     for (const auto& [key, value] : j.items())
-      MESHNN_CHECK(key == "prompt" || key == "max_tokens", "{}:{}: unknown key '{}' (expected \"prompt\" and optionally \"max_tokens\")",
-                   path, line_number, key);
-    MESHNN_CHECK(j.contains("prompt") && j["prompt"].is_string(), "{}:{}: \"prompt\" must be a string", path, line_number);
-    TextPrompt p{j["prompt"].get<std::string>(), default_max_new_tokens};
+      MESHNN_CHECK(key == "prompt" || key == "messages" || key == "max_tokens",
+                   "{}: unknown key '{}' (expected \"prompt\" or \"messages\", and optionally \"max_tokens\")", where,
+                   key);
+    MESHNN_CHECK(j.contains("prompt") != j.contains("messages"), "{}: give either \"prompt\" or \"messages\"", where);
+    TextPrompt p{"", std::nullopt, default_max_new_tokens};
+    if (j.contains("prompt")) {
+      MESHNN_CHECK(j["prompt"].is_string(), "{}: \"prompt\" must be a string", where);
+      p.text = j["prompt"].get<std::string>();
+    } else {
+      p.messages = read_messages(j["messages"], where);
+    }
     if (j.contains("max_tokens")) {
       MESHNN_CHECK(j["max_tokens"].is_number_integer() && j["max_tokens"].get<int64_t>() >= 1,
-                   "{}:{}: \"max_tokens\" must be a whole number >= 1, got {}", path, line_number, j["max_tokens"].dump());
+                   "{}: \"max_tokens\" must be a whole number >= 1, got {}", where, j["max_tokens"].dump());
       p.max_new_tokens = j["max_tokens"].get<int64_t>();
     }
     prompts.push_back(std::move(p));
   }
   MESHNN_CHECK(!prompts.empty(), "prompts file '{}' holds no prompt", path);
   return prompts;
+}
+
+std::string read_text_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  MESHNN_CHECK(in.good(), "cannot open {} '{}'", what, path);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// The template conversations are rendered with: --chat-template's, else the model's. Parsed once,
+// so that a template meshnn cannot run fails before any prompt.
+text::ChatTemplate chat_template(const LlmJobConfig& c, const text::LoadedTokenizer& tokenizer) {
+  if (!c.chat_template_file.empty()) {
+    const std::string source = read_text_file(c.chat_template_file, "chat template");
+    try {
+      return text::ChatTemplate(source);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", c.chat_template_file, e.what()));
+    }
+  }
+  MESHNN_CHECK(tokenizer.chat_template.has_value(),
+               "the model's tokenizer ({}) has no chat template (a base model?): drop --chat and \"messages\", or "
+               "pass --chat-template FILE",
+               tokenizer.source);
+  try {
+    return text::ChatTemplate(*tokenizer.chat_template);
+  } catch (const Error& e) {
+    throw Error(fmt::format("the chat template of {}: {}", tokenizer.source, e.what()));
+  }
 }
 
 std::vector<serving::GenerationRequest> generated_requests(const LlmJobConfig& c, const LlamaConfig& config) {
@@ -105,7 +162,8 @@ std::vector<serving::GenerationRequest> file_requests(const LlmJobConfig& c, con
 
 }  // namespace
 
-JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, const std::string& weights_file) {
+JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, const std::string& weights_file,
+                              std::time_t now) {
   JobRequests out;
   out.stop_token_ids = io::read_int_array_attribute_local(weights_file, "eos_token_ids");
   if (out.stop_token_ids.empty() && config.eos_token_id) out.stop_token_ids.push_back(*config.eos_token_id);
@@ -114,6 +172,7 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
                  id, config.vocab_size);
   const bool text_prompts = !c.prompts.empty() || !c.prompts_file.empty();
   MESHNN_CHECK(!(text_prompts && !c.tokens.empty()), "--tokens cannot be combined with --prompt or --prompts");
+  MESHNN_CHECK(!c.chat || text_prompts, "--chat applies to text prompts: give --prompt or --prompts");
   const std::string tokenizer_path = c.tokenizer.empty() ? weights_file : c.tokenizer;
   try {
     out.tokenizer = text::load_tokenizer(tokenizer_path);
@@ -137,19 +196,39 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
                "holding tokenizer.model or tokenizer.json, or pass --tokenizer PATH",
                c.tokenizer.empty() ? weights_file : c.tokenizer);
   std::vector<TextPrompt> prompts;
-  for (const std::string& p : c.prompts) prompts.push_back({p, c.max_new_tokens});
+  for (const std::string& p : c.prompts) prompts.push_back({p, std::nullopt, c.max_new_tokens});
   if (!c.prompts_file.empty())
     for (TextPrompt& p : read_prompts_jsonl(c.prompts_file, c.max_new_tokens)) prompts.push_back(std::move(p));
+  std::optional<text::ChatTemplate> chat;
+  text::ChatTemplateInputs chat_inputs;
+  chat_inputs.special_tokens = out.tokenizer->special_tokens;
+  chat_inputs.now = now;
   std::optional<int32_t> bos;
   if (out.tokenizer->add_bos_token && config.bos_token_id) bos = static_cast<int32_t>(*config.bos_token_id);
   for (size_t i = 0; i < prompts.size(); ++i) {
+    TextPrompt& p = prompts[i];
+    if (c.chat && !p.messages) {
+      p.messages.emplace();
+      if (!c.system_prompt.empty()) p.messages->push_back({"system", c.system_prompt});
+      p.messages->push_back({"user", std::move(p.text)});
+    }
     serving::GenerationRequest r;
     r.id = i;
-    r.max_new_tokens = prompts[i].max_new_tokens;
-    r.prompt = text::encode_prompt(*out.tokenizer->tokenizer, prompts[i].text, bos);
-    MESHNN_CHECK(!r.prompt.empty(), "prompt {} is empty and the model has no bos_token_id to start it", i);
+    r.max_new_tokens = p.max_new_tokens;
+    if (p.messages) {
+      if (!chat) chat = chat_template(c, *out.tokenizer);
+      chat_inputs.messages = std::move(*p.messages);
+      p.text = chat->render(chat_inputs);
+      // apply_chat_template tokenizes without special tokens of its own: the template has written
+      // BOS where the model wants one (Llama 2 and 3 do; Zephyr-style templates do not).
+      r.prompt = text::encode_prompt(*out.tokenizer->tokenizer, p.text, std::nullopt);
+      MESHNN_CHECK(!r.prompt.empty(), "prompt {}: the chat template rendered no text", i);
+    } else {
+      r.prompt = text::encode_prompt(*out.tokenizer->tokenizer, p.text, bos);
+      MESHNN_CHECK(!r.prompt.empty(), "prompt {} is empty and the model has no bos_token_id to start it", i);
+    }
     out.requests.push_back(std::move(r));
-    out.prompt_texts.push_back(std::move(prompts[i].text));
+    out.prompt_texts.push_back(std::move(p.text));
   }
   return out;
 }

@@ -1,8 +1,10 @@
-// The requests of an LLM job: text prompts (--prompt, --prompts FILE.jsonl) tokenized with the
-// model's tokenizer, token ids from an HDF5 prompts file (--tokens), or generated ids. Every rank
-// reads or makes the same requests, so every rank fails alike.
+// The requests of an LLM job: text prompts (--prompt, --prompts FILE.jsonl), rendered by a chat
+// template under --chat or as "messages", tokenized with the model's tokenizer; token ids from an
+// HDF5 prompts file (--tokens); or generated ids. Every rank reads or makes the same requests, so
+// every rank fails alike.
 #pragma once
 
+#include <ctime>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,7 +28,9 @@ struct JobRequests {
   const text::Tokenizer* text_tokenizer() const { return tokenizer ? tokenizer->tokenizer.get() : nullptr; }
 };
 
-// Rank-local: throws meshnn::Error (the caller agrees on it across ranks).
-JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, const std::string& weights_file);
+// Rank-local: throws meshnn::Error (the caller agrees on it across ranks). `now` is the time a chat
+// template's strftime_now() formats: the same on every rank, so the prompts are too.
+JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, const std::string& weights_file,
+                              std::time_t now);
 
 }  // namespace meshnn::models::llama

@@ -30,7 +30,14 @@ struct LlmJobConfig {
   int64_t layers = 0;                // generated model: num_hidden_layers override (0 = the preset's)
   std::string tokens;                // prompts file (docs/spec/hdf5.md §4); empty: `batch` generated prompts
   std::vector<std::string> prompts;  // text prompts (--prompt), tokenized with the model's tokenizer
-  std::string prompts_file;          // JSON lines {"prompt": ..., "max_tokens": N} (--prompts)
+  std::string prompts_file;          // JSON lines {"prompt" or "messages": ..., "max_tokens": N} (--prompts)
+  // Chat: each text prompt becomes a user message (after `system_prompt`, when given) rendered by
+  // the model's chat template, or by `chat_template_file`'s; --prompts lines with "messages" are
+  // rendered whether or not `chat` is set. The rendered text is tokenized as Hugging Face's
+  // apply_chat_template does: without adding BOS, which the template writes where it wants one.
+  bool chat = false;
+  std::string system_prompt;
+  std::string chat_template_file;
   std::string tokenizer;             // tokenizer file or directory; empty: the one in the weights file
   bool stream = true;                // print the first request's text as it is generated (world rank 0)
   int64_t batch = 1, prompt_len = 128;
