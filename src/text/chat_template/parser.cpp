@@ -67,7 +67,7 @@ class Parser {
     Parser& p_;
   };
 
-  static ExprPtr node(ExprKind kind, int line, std::vector<ExprPtr> operands = {}) {
+  static std::unique_ptr<Expr> node(ExprKind kind, int line, std::vector<ExprPtr> operands = {}) {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
     e->line = line;
@@ -117,6 +117,16 @@ class Parser {
     }
   }
 
+  // The body of a macro or call block, which Jinja2 compiles to a Python function: the loops
+  // around it are not its loops.
+  Body function_body(std::initializer_list<std::string_view> end_tags) {
+    const int outer_loops = loop_depth_;
+    loop_depth_ = 0;
+    Body body = subparse(end_tags);
+    loop_depth_ = outer_loops;
+    return body;
+  }
+
   // The name of the end tag subparse() stopped at, which is consumed with its %}.
   std::string end_tag() {
     std::string name = next().text;
@@ -153,7 +163,9 @@ class Parser {
       if (skip_name("if")) s->condition = parse_expression(true);
       if (at_name("recursive")) syntax_error(cur().line, "recursive for loops are not supported");
       expect_block_end();
+      ++loop_depth_;
       s->body = subparse({"endfor", "else"});
+      --loop_depth_;
       if (end_tag() == "else") {
         s->else_body = subparse({"endfor"});
         end_tag();
@@ -182,7 +194,7 @@ class Parser {
     } else if (tag == "generation") {
       s->kind = StmtKind::Scope;  // transformers renders it through a call block: a scope of its own
       expect_block_end();
-      s->body = subparse({"endgeneration"});
+      s->body = function_body({"endgeneration"});
       end_tag();
     } else if (tag == "print") {
       s->kind = StmtKind::Print;
@@ -190,6 +202,8 @@ class Parser {
       expect_block_end();
     } else if (tag == "break" || tag == "continue") {
       s->kind = tag == "break" ? StmtKind::Break : StmtKind::Continue;
+      // Jinja2 compiles the body to Python, where a break outside a loop is a syntax error.
+      if (loop_depth_ == 0) syntax_error(s->line, fmt::format("'{}' outside a for loop", tag));
       expect_block_end();
     } else if (one_of(tag, {"block", "extends", "include", "import", "from", "call", "autoescape"})) {
       syntax_error(s->line, fmt::format("the '{}' tag is not supported", tag));
@@ -239,7 +253,7 @@ class Parser {
       s.params.emplace_back(std::move(name), std::move(default_value));
     }
     expect_block_end();
-    s.body = subparse({"endmacro"});
+    s.body = function_body({"endmacro"});
     end_tag();
   }
 
@@ -368,7 +382,7 @@ class Parser {
     }
     if (ops.empty()) return first;
     auto e = node(ExprKind::Compare, line, std::move(operands));
-    const_cast<Expr&>(*e).ops = std::move(ops);
+    e->ops = std::move(ops);
     return e;
   }
 
@@ -379,7 +393,7 @@ class Parser {
     while (cur().type == TokenType::Operator && one_of(cur().text, operators)) {
       const Token& op = next();
       auto e = node(ExprKind::Binary, op.line, pair(std::move(left), (this->*operand)()));
-      const_cast<Expr&>(*e).name = op.text;
+      e->name = op.text;
       left = std::move(e);
     }
     return left;
@@ -412,30 +426,30 @@ class Parser {
       next();
       if (one_of(t.text, {"true", "false", "True", "False", "none", "None"})) {
         auto e = node(ExprKind::Literal, t.line);
-        const_cast<Expr&>(*e).value = t.text == "none" || t.text == "None" ? Value::none() : Value(t.text[0] == 't' || t.text[0] == 'T');
+        e->value = t.text == "none" || t.text == "None" ? Value::none() : Value(t.text[0] == 't' || t.text[0] == 'T');
         return e;
       }
       auto e = node(ExprKind::Name, t.line);
-      const_cast<Expr&>(*e).name = t.text;
+      e->name = t.text;
       return e;
     }
     if (t.type == TokenType::String) {
       std::string s;
       while (cur().type == TokenType::String) s += next().text;  // "a" "b" is "ab", as in Python
       auto e = node(ExprKind::Literal, t.line);
-      const_cast<Expr&>(*e).value = Value(std::move(s));
+      e->value = Value(std::move(s));
       return e;
     }
     if (t.type == TokenType::Integer || t.type == TokenType::Float) {
       next();
       auto e = node(ExprKind::Literal, t.line);
       if (t.type == TokenType::Float) {
-        const_cast<Expr&>(*e).value = Value(std::strtod(t.text.c_str(), nullptr));
+        e->value = Value(std::strtod(t.text.c_str(), nullptr));
       } else {
         int64_t v = 0;
         const auto [ptr, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
         if (ec != std::errc()) syntax_error(t.line, "integer literal beyond 64 bits");
-        const_cast<Expr&>(*e).value = Value(v);
+        e->value = Value(v);
       }
       return e;
     }
@@ -448,7 +462,7 @@ class Parser {
       const bool list = next().text == "[";
       const char* close = list ? "]" : "}";
       auto e = node(list ? ExprKind::List : ExprKind::Dict, t.line);
-      auto& items = const_cast<Expr&>(*e).operands;
+      auto& items = e->operands;
       while (!skip_op(close)) {
         if (!items.empty()) expect_op(",");
         if (skip_op(close)) break;
@@ -470,12 +484,12 @@ class Parser {
         const int line = next().line;
         if (cur().type == TokenType::Integer) {  // x.0 is x[0]
           auto index = node(ExprKind::Literal, line);
-          const_cast<Expr&>(*index).value = Value(static_cast<int64_t>(std::stoll(next().text)));
+          index->value = Value(static_cast<int64_t>(std::stoll(next().text)));
           e = node(ExprKind::Item, line, pair(std::move(e), std::move(index)));
         } else {
           auto a = node(ExprKind::Attr, line);
-          const_cast<Expr&>(*a).name = expect_name();
-          const_cast<Expr&>(*a).operands.push_back(std::move(e));
+          a->name = expect_name();
+          a->operands.push_back(std::move(e));
           e = std::move(a);
         }
       } else if (at_op("[")) {
@@ -529,9 +543,9 @@ class Parser {
   }
 
   // (positional..., name=value...) into `call`, whose operands[0] is `subject`.
-  ExprPtr parse_call(ExprPtr call, ExprPtr subject) {
+  ExprPtr parse_call(std::unique_ptr<Expr> call, ExprPtr subject) {
     expect_op("(");
-    Expr& c = const_cast<Expr&>(*call);
+    Expr& c = *call;
     c.operands.insert(c.operands.begin(), std::move(subject));
     bool first = true;
     while (!skip_op(")")) {
@@ -566,7 +580,7 @@ class Parser {
         const int line = bare ? cur().line : next().line;
         bare = false;
         auto f = node(ExprKind::Filter, line);
-        Expr& fe = const_cast<Expr&>(*f);
+        Expr& fe = *f;
         fe.name = dotted_name();
         fe.filter = find_filter(fe.name);
         if (fe.filter == nullptr) syntax_error(line, fmt::format("unknown filter '{}'", fe.name));
@@ -590,13 +604,14 @@ class Parser {
     const int line = next().line;  // is
     const bool negated = skip_name("not");
     auto t = node(ExprKind::Test, line);
-    Expr& te = const_cast<Expr&>(*t);
+    Expr& te = *t;
     te.name = dotted_name();
     te.test = find_test(te.name);
     if (te.test == nullptr) syntax_error(line, fmt::format("unknown test '{}'", te.name));
     const TokenType type = cur().type;
+    ExprPtr result;
     if (at_op("(")) {
-      t = parse_call(std::move(t), std::move(subject));
+      result = parse_call(std::move(t), std::move(subject));
     } else {
       te.operands.push_back(std::move(subject));
       const bool argument_follows = type == TokenType::Name || type == TokenType::String ||
@@ -605,16 +620,18 @@ class Parser {
         if (at_name("is")) syntax_error(cur().line, "tests cannot be chained with 'is'");
         te.operands.push_back(parse_postfix(parse_primary()));
       }
+      result = std::move(t);
     }
-    if (!negated) return t;
+    if (!negated) return result;
     std::vector<ExprPtr> operand;
-    operand.push_back(std::move(t));
+    operand.push_back(std::move(result));
     return node(ExprKind::Not, line, std::move(operand));
   }
 
   std::vector<Token> t_;
   size_t i_ = 0;
   int depth_ = 0;
+  int loop_depth_ = 0;  // for loops around the current statement
 };
 
 }  // namespace
