@@ -368,7 +368,8 @@ Value f_round(Renderer&, const Value& v, Args& a) {
     std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(precision), v.number());
     rounded = std::strtod(buf, nullptr);
   } else {
-    rounded = precision == 0 ? std::nearbyint(v.number()) : std::nearbyint(v.number() / scale) * scale;
+    const double unit = std::pow(10.0, static_cast<double>(-precision));  // round(x, -2) rounds to hundreds
+    rounded = precision <= 0 ? std::nearbyint(v.number() / unit) * unit : v.number();
   }
   if (v.is_integer()) return Value(static_cast<int64_t>(rounded));
   return Value(rounded);

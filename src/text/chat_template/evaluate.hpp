@@ -34,7 +34,7 @@ class Renderer {
   // and loop iterations over the whole render.
   static constexpr size_t kMaxOutput = size_t{64} << 20;
   static constexpr int kMaxMacroDepth = 256;
-  static constexpr int64_t kMaxIterations = 100'000'000;
+  static constexpr int64_t kMaxIterations = 1'000'000;
 
   explicit Renderer(std::time_t now) : now_(now) {}
   ~Renderer();

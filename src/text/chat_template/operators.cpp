@@ -12,10 +12,16 @@ namespace {
   fail(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, type_name(a), type_name(b)));
 }
 
-int64_t checked(bool overflow, int64_t result) {
-  if (overflow) fail("integer overflow (meshnn's integers are 64-bit)");
+// a op b for op one of __builtin_{add,sub,mul}_overflow, failing where Python would grow a bignum.
+template <typename Op>
+int64_t checked(Op op, int64_t a, int64_t b) {
+  int64_t result;
+  if (op(a, b, &result)) fail("integer overflow (meshnn's integers are 64-bit)");
   return result;
 }
+const auto add = [](int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); };
+const auto sub = [](int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); };
+const auto mul = [](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); };
 
 // CPython's float floor division and modulo (float_divmod): the remainder takes the divisor's sign.
 std::pair<double, double> float_divmod(double x, double y) {
@@ -57,10 +63,9 @@ Value repeat(const Value& seq, int64_t times) {
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (a.is_integer() && b.is_integer()) {
     const int64_t x = a.integer(), y = b.integer();
-    int64_t r = 0;
-    if (op == "+") return Value(checked(__builtin_add_overflow(x, y, &r), r));
-    if (op == "-") return Value(checked(__builtin_sub_overflow(x, y, &r), r));
-    if (op == "*") return Value(checked(__builtin_mul_overflow(x, y, &r), r));
+    if (op == "+") return Value(checked(add, x, y));
+    if (op == "-") return Value(checked(sub, x, y));
+    if (op == "*") return Value(checked(mul, x, y));
     if (op == "/") {
       if (y == 0) fail("division by zero");
       return Value(static_cast<double>(x) / static_cast<double>(y));
@@ -82,8 +87,8 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     }
     int64_t result = 1, base = x;
     for (int64_t e = y; e > 0; e >>= 1) {
-      if (e & 1) result = checked(__builtin_mul_overflow(result, base, &result), result);
-      if (e > 1) base = checked(__builtin_mul_overflow(base, base, &base), base);
+      if (e & 1) result = checked(mul, result, base);
+      if (e > 1) base = checked(mul, base, base);
     }
     return Value(result);
   }

@@ -176,7 +176,7 @@ class Parser {
       parse_macro(*s);
     } else if (tag == "filter") {
       s->kind = StmtKind::FilterBlock;
-      s->expr = parse_filters(node(ExprKind::Captured, s->line), false);
+      s->expr = parse_filters(node(ExprKind::Captured, s->line), true);
       expect_block_end();
       s->body = subparse({"endfilter"});
       end_tag();
@@ -233,7 +233,7 @@ class Parser {
     }
     if (s.target->kind != ExprKind::Name) syntax_error(s.line, "a block set assigns one name");
     s.kind = StmtKind::SetBlock;
-    s.expr = parse_filters(node(ExprKind::Captured, s.line), at_op("|"));
+    s.expr = parse_filters(node(ExprKind::Captured, s.line), false);
     expect_block_end();
     s.body = subparse({"endset"});
     end_tag();
@@ -571,10 +571,10 @@ class Parser {
     return name;
   }
 
-  // `| filter(args)` and `is [not] test arg` after a unary expression; `first_needs_bar` false
-  // when the chain starts with a filter name ({% filter upper %}).
-  ExprPtr parse_filters(ExprPtr e, bool first_needs_bar) {
-    bool bare = !first_needs_bar && e->kind == ExprKind::Captured;
+  // `| filter(args)` and `is [not] test arg` after a unary expression; `starts_with_name` when
+  // the first filter comes without its bar ({% filter upper %}).
+  ExprPtr parse_filters(ExprPtr e, bool starts_with_name) {
+    bool bare = starts_with_name;
     while (true) {
       if (bare || at_op("|")) {
         const int line = bare ? cur().line : next().line;
