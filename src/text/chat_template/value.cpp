@@ -93,20 +93,15 @@ std::string float_repr(double f) {
   for (size_t i = negative ? 1 : 0; i < e_at; ++i)
     if (sci[i] != '.') digits += sci[i];
   const int exponent = std::stoi(sci.substr(e_at + 1));
-  std::string out = negative ? "-" : "";
+  const std::string sign = negative ? "-" : "";
   if (exponent >= -4 && exponent < 16) {
-    if (exponent < 0) {
-      out += "0." + std::string(-exponent - 1, '0') + digits;
-    } else if (static_cast<size_t>(exponent) + 1 >= digits.size()) {
-      out += digits + std::string(exponent + 1 - digits.size(), '0') + ".0";
-    } else {
-      out += digits.substr(0, exponent + 1) + "." + digits.substr(exponent + 1);
-    }
-    return out;
+    if (exponent < 0) return fmt::format("{}0.{}{}", sign, std::string(-exponent - 1, '0'), digits);
+    const size_t point = static_cast<size_t>(exponent) + 1;
+    if (point >= digits.size()) return fmt::format("{}{}{}.0", sign, digits, std::string(point - digits.size(), '0'));
+    return fmt::format("{}{}.{}", sign, digits.substr(0, point), digits.substr(point));
   }
-  out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
-  return out + fmt::format("e{}{:02d}", exponent < 0 ? '-' : '+', std::abs(exponent));
+  return fmt::format("{}{}{}{}e{}{:02d}", sign, digits[0], digits.size() > 1 ? "." : "", std::string_view(digits).substr(1),
+                     exponent < 0 ? '-' : '+', std::abs(exponent));
 }
 
 namespace {
