@@ -329,23 +329,8 @@ class Parser {
     return expr;
   }
 
-  ExprPtr parse_or() {
-    ExprPtr left = parse_and();
-    while (at_name("or")) {
-      const int line = next().line;
-      left = node(ExprKind::Or, line, pair(std::move(left), parse_and()));
-    }
-    return left;
-  }
-
-  ExprPtr parse_and() {
-    ExprPtr left = parse_not();
-    while (at_name("and")) {
-      const int line = next().line;
-      left = node(ExprKind::And, line, pair(std::move(left), parse_not()));
-    }
-    return left;
-  }
+  ExprPtr parse_or() { return binary_level({"or"}, &Parser::parse_and); }
+  ExprPtr parse_and() { return binary_level({"and"}, &Parser::parse_not); }
 
   ExprPtr parse_not() {
     if (at_name("not")) {
@@ -390,9 +375,10 @@ class Parser {
   template <typename Operand>
   ExprPtr binary_level(std::initializer_list<std::string_view> operators, Operand operand) {
     ExprPtr left = (this->*operand)();
-    while (cur().type == TokenType::Operator && one_of(cur().text, operators)) {
+    while ((cur().type == TokenType::Operator || cur().type == TokenType::Name) && one_of(cur().text, operators)) {
       const Token& op = next();
-      auto e = node(ExprKind::Binary, op.line, pair(std::move(left), (this->*operand)()));
+      const ExprKind kind = op.text == "and" ? ExprKind::And : op.text == "or" ? ExprKind::Or : ExprKind::Binary;
+      auto e = node(kind, op.line, pair(std::move(left), (this->*operand)()));
       e->name = op.text;
       left = std::move(e);
     }
@@ -567,7 +553,10 @@ class Parser {
 
   std::string dotted_name() {
     std::string name = expect_name();
-    while (skip_op(".")) name += "." + expect_name();
+    while (skip_op(".")) {
+      name += '.';
+      name += expect_name();
+    }
     return name;
   }
 
