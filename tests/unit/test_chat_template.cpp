@@ -363,6 +363,7 @@ const std::vector<Focused>& focused() {
       {"print tuples", "{{ ('x', 1) }}|{{ (1,) }}|{{ () }}|{{ 1, 2 }}"},
       {"print string quoting", R"J({{ ["it's", 'say "hi"', 'both \' "', 'tab\there', 'nl\n', '\\', 'é', '\u00a0', '\x07', '\u200b', '\U0001F600', '\x7f', 'cr\r', "\u2028"] }})J"},
       {"print a namespace", "{{ namespace(a=1, b='x') }}"},
+      {"print a namespace that holds itself", "{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}|{% set l = [ns, (ns,)] %}{% set ns.l = l %}{{ l }}|{{ ns }}"},
       {"print messages", "{{ messages[:2] }}"},
       {"print the render variables", "{{ tools }}|{{ documents }}|{{ tools is none }}|{{ add_generation_prompt }}|{{ bos_token }}{{ eos_token }}"},
       {"string escapes", R"J({{ 'a\tb\\n\'\"\x41\u00e9\101\q' }}|{{ "tab\there" }})J"},
@@ -610,6 +611,11 @@ TEST(ChatTemplate, LimitsStopRunawayTemplates) {
   EXPECT_NE(error_of("{{ 'x' * 100000000 }}").find("more than 64 MiB"), std::string::npos);
   EXPECT_EQ(error_of("{% for i in range(1000) %}{% for j in range(1001) %}{% endfor %}{% endfor %}"),
             "chat template line 1: more than 1000000 loop iterations");
+  // 150 nested `not`s around each of the nested macro calls: an error, not a stack overflow.
+  std::string nots;
+  for (int i = 0; i < 150; ++i) nots += "not ";
+  const std::string deep_calls = error_of("{% macro f(n) %}{{ " + nots + "f(n + 1) }}{% endmacro %}{{ f(0) }}");
+  EXPECT_NE(deep_calls.find("statements and expressions nested more than 3000 deep"), std::string::npos) << deep_calls;
   const std::string deep = error_of("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}");
   EXPECT_NE(deep.find("nested too deeply"), std::string::npos) << deep;
 }

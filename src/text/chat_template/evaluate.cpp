@@ -17,6 +17,17 @@ struct ScopeGuard {
   ~ScopeGuard() { slot = std::move(saved); }
 };
 
+struct DepthGuard {
+  int& depth;
+  DepthGuard(int& d, int limit, const char* what) : depth(d) {
+    if (depth >= limit) fail(fmt::format("{} nested more than {} deep", what, limit));
+    ++depth;
+  }
+  ~DepthGuard() { --depth; }
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+};
+
 std::shared_ptr<Scope> child_of(std::shared_ptr<Scope> parent) {
   auto s = std::make_shared<Scope>();
   s->parent = std::move(parent);
@@ -74,6 +85,7 @@ Renderer::Flow Renderer::exec(const Body& body) {
 
 Renderer::Flow Renderer::exec(const Stmt& s) {
   try {
+    const DepthGuard depth(depth_, kMaxDepth, "statements and expressions");
     switch (s.kind) {
       case StmtKind::Text: emit(s.text); break;
       case StmtKind::Print: emit(to_str(eval(*s.expr))); break;
@@ -182,7 +194,6 @@ Value Renderer::define_macro(const Stmt& s) {
 }
 
 Value Renderer::call_macro(const Stmt& m, std::shared_ptr<Scope> defining, Args& args) {
-  if (macro_depth_ >= kMaxMacroDepth) fail(fmt::format("macro calls nested more than {} deep", kMaxMacroDepth));
   if (args.positional.size() > m.params.size())
     fail(fmt::format("macro '{}' takes not more than {} argument(s)", m.text, m.params.size()));
   auto scope = child_of(defining ? std::move(defining) : globals_);
@@ -199,11 +210,7 @@ Value Renderer::call_macro(const Stmt& m, std::shared_ptr<Scope> defining, Args&
     scope->vars[name] = std::move(value);
     given[i] = true;
   }
-  ++macro_depth_;
-  struct DepthGuard {
-    int& depth;
-    ~DepthGuard() { --depth; }
-  } depth_guard{macro_depth_};
+  const DepthGuard depth(macro_depth_, kMaxMacroDepth, "macro calls");
   {
     const ScopeGuard guard(scope_, scope);
     for (size_t i = 0; i < m.params.size(); ++i)
@@ -224,6 +231,7 @@ Args Renderer::eval_args(const Expr& e) {
 
 Value Renderer::eval(const Expr& e) {
   try {
+    const DepthGuard depth(depth_, kMaxDepth, "statements and expressions");
     return eval_node(e);
   } catch (RenderError& error) {
     if (error.line == 0) error.line = e.line;

@@ -35,6 +35,9 @@ class Renderer {
   static constexpr size_t kMaxOutput = size_t{64} << 20;
   static constexpr int kMaxMacroDepth = 256;
   static constexpr int64_t kMaxIterations = 1'000'000;
+  // Statements and expressions being run inside one another, macro calls included: deep
+  // expressions in deep recursion must fail before the stack runs out.
+  static constexpr int kMaxDepth = 3000;
 
   explicit Renderer(std::time_t now) : now_(now) {}
   ~Renderer();
@@ -72,6 +75,7 @@ class Renderer {
   std::string* out_ = nullptr;
   Value captured_;  // the body text a filter block's filters start from
   int macro_depth_ = 0;
+  int depth_ = 0;
   int64_t iterations_ = 0;
 };
 

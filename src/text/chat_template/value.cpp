@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -149,7 +150,26 @@ std::string string_repr(const std::string& s) {
   return out + quote;
 }
 
+// A namespace may hold itself, or a list that holds it. Python's repr prints a container met again
+// inside itself as [...], (...) or {...}; so does this, which keeps it from recursing forever.
+thread_local std::vector<const void*> containers_in_repr;
+
+struct ReprEntry {
+  explicit ReprEntry(const void* container)
+      : again(std::find(containers_in_repr.begin(), containers_in_repr.end(), container) != containers_in_repr.end()) {
+    if (!again) containers_in_repr.push_back(container);
+  }
+  ~ReprEntry() {
+    if (!again) containers_in_repr.pop_back();
+  }
+  ReprEntry(const ReprEntry&) = delete;
+  ReprEntry& operator=(const ReprEntry&) = delete;
+  const bool again;
+};
+
 std::string dict_repr(const Dict& d) {
+  const ReprEntry entry(&d);
+  if (entry.again) return "{...}";
   std::string out = "{";
   for (size_t i = 0; i < d.items.size(); ++i)
     out += (i ? ", " : "") + repr(d.items[i].first) + ": " + repr(d.items[i].second);
@@ -165,6 +185,8 @@ std::string repr(const Value& v) {
     case Value::Kind::List:
     case Value::Kind::Tuple: {
       const bool list = v.is(Value::Kind::List);
+      const ReprEntry entry(&v.items());
+      if (entry.again) return list ? "[...]" : "(...)";
       std::string out = list ? "[" : "(";
       for (size_t i = 0; i < v.items().size(); ++i) out += (i ? ", " : "") + repr(v.items()[i]);
       if (!list && v.items().size() == 1) out += ",";
