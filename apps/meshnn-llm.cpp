@@ -45,15 +45,28 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
                  "text prompts, one JSON object per line: {\"prompt\": \"...\", \"max_tokens\": N}, or "
                  "{\"messages\": [{\"role\": \"user\", \"content\": \"...\"}, ...]} for the chat template")
       ->type_name("FILE");
-  CLI::Option* chat = cli.add_flag("--chat", c.chat,
+  cli.add_flag("--chat", c.chat,
                "apply the model's chat template: each --prompt (and each \"prompt\" of --prompts) is a user message");
-  cli.add_option("--system", c.system_prompt, "with --chat: a system message before each user message")
-      ->type_name("TEXT")
-      ->needs(chat);
+  CLI::Option* system = cli.add_option("--system", c.system_prompt,
+                                       "with --chat or --interactive: a system message before the user's")
+                            ->type_name("TEXT");
   cli.add_option("--chat-template", c.chat_template_file,
                  "a Jinja chat template to use instead of the model's (e.g. for a base model), with --chat or "
                  "\"messages\"")
       ->type_name("FILE");
+  CLI::Option* interactive =
+      cli.add_flag("--interactive", c.interactive,
+                   "chat with the model: type a message per line on stdin (world rank 0's), end with Ctrl-D; the "
+                   "answers stream back through the chat template's conversation");
+  cli.add_option("--max-context", c.max_context,
+                 "--interactive: positions the conversation may fill (default: max_position_embeddings, at most 8192)")
+      ->transform(IntRange(1, 1 << 24))
+      ->needs(interactive);
+  cli.add_option("--transcript", c.transcript,
+                 "--interactive: append each turn to FILE as a JSON line (the conversation so far and the answer's "
+                 "token ids)")
+      ->type_name("FILE")
+      ->needs(interactive);
   cli.add_option("--tokenizer", c.tokenizer,
                  "tokenizer.model, tokenizer.json or a model directory (default: the one in the weights file)")
       ->type_name("PATH");
@@ -96,13 +109,18 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
                  "cost model for --prefill-matmul planned (meshnn-calibrate's FILE.cost.json; default: the built-in "
                  "one)")
       ->type_name("FILE");
+  for (const char* other : {"--prompt", "--prompts", "--tokens", "--output", "--save-logits", "--json", "--batch"})
+    interactive->excludes(other);  // CLI11 names them the other way round: "--prompt excludes --interactive"
   parse_command_line(cli, argc, argv);
+  if (system->count() > 0 && !c.chat && !c.interactive) throw UsageError("--system requires --chat or --interactive");
   c.model.planned_prefill = prefill_matmul == "planned";
 
   // The checks above let through only what these conversions accept.
   c.mesh = mesh.empty() ? MeshShape{1, world_size} : parse_mesh_shape(mesh);
   if (!submesh.empty()) c.submesh = parse_mesh_shape(submesh);
   c.mode = models::parse_parallel_mode(mode);
+  if (c.interactive && c.mode != models::ParallelMode::TP && c.mode != models::ParallelMode::TWO_D)
+    throw UsageError("--interactive holds one conversation on one model: run it with --mode tp or 2d");
   c.model.weight_dtype = parse_data_type(weight_dtype);
   c.model.act_dtype = parse_data_type(act_dtype);
   c.kv_dtype = parse_data_type(kv_dtype);

@@ -31,6 +31,14 @@ int64_t root_value(MPI_Comm comm, int64_t x) {
   return x;
 }
 
+std::optional<std::string> root_text(MPI_Comm comm, const std::optional<std::string>& text) {
+  const int64_t length = root_value(comm, text ? static_cast<int64_t>(text->size()) : -1);
+  if (length < 0) return std::nullopt;
+  std::string received = comm_rank(comm) == 0 ? *text : std::string(static_cast<size_t>(length), '\0');
+  MESHNN_MPI_CHECK(MPI_Bcast(received.data(), checked_mpi_count(length), MPI_CHAR, 0, comm));
+  return received;
+}
+
 void agree_on_failure(MPI_Comm comm, const std::string& what, bool local_ok, const std::string& local_message) {
   // Control-plane agreement (a few bytes), not tensor data: MPI's own collectives are fine here.
   const int size = comm_size(comm);

@@ -129,7 +129,7 @@ def cases(work):
         Case("llm: --chat without text prompts", 2, llm, tiny + ["--chat"] + out, ERROR,
              "--chat applies to text prompts", absent=w("llm_out.h5")),
         Case("llm: --system without --chat", 2, llm, tiny + ["--system", "be brief", "--prompt", "hi"], USAGE,
-             "--system requires --chat"),
+             "--system requires --chat or --interactive"),
         Case("llm: batch of zero", 2, llm, ["--batch", "0"], USAGE, "--batch: 0 is out of range [1, 1048576]"),
         Case("llm: max-batch 0", 2, llm, tiny + ["--max-batch", "0"] + out, USAGE,
              "--max-batch: 0 is out of range [1, 65536]", absent=w("llm_out.h5")),

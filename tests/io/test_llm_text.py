@@ -24,8 +24,9 @@ bytes.decode(errors="replace").
    --system and JSONL "messages" conversations generate exactly the tokens and logits of the same
    conversations rendered by Python's jinja2 as transformers' apply_chat_template configures it
    and tokenized independently without an added BOS; the output file's `prompts` are the rendered
-   texts. A model without a template, a template that raises, and malformed messages are refused
-   alike on every rank.
+   texts. --interactive answers turns typed on stdin as those whole conversations are answered. A
+   model without a template, a template that raises, and malformed messages are refused alike on
+   every rank.
 """
 import json
 import os
@@ -70,8 +71,8 @@ def check(ok, what):
         failures.append(what)
 
 
-def run(cmd):
-    return subprocess.run(cmd, capture_output=True, timeout=600)
+def run(cmd, stdin=None):
+    return subprocess.run(cmd, capture_output=True, timeout=600, input=stdin)
 
 
 def sentencepiece_tokenizer(model_dir):
@@ -150,9 +151,9 @@ def sentencepiece_text(sp, ids):
     return out.decode("utf-8", errors="replace")
 
 
-def llm(ranks, weights, *args):
+def llm(ranks, weights, *args, stdin=None):
     return run([*MPIEXEC, "-n", str(ranks), LLM, "--weights", weights, "--weight-dtype", "bfloat16",
-                "--ignore-eos", *args])
+                "--ignore-eos", *args], stdin)
 
 
 def outputs(path):
@@ -343,6 +344,45 @@ def check_chat_job(kind, weights, encode, template, special_tokens):
           f"{kind}: chat prompts generate the tokens and logits of jinja2's rendering encoded independently")
 
 
+def check_chat_session(kind, weights):
+    """--interactive: turns typed on stdin (a blank line between them) are answered as the same
+    conversations given whole to --chat and as "messages" are, each earlier answer its assistant
+    message; the transcript holds each turn's conversation and answer ids, and stdout the answers."""
+    system, q1, q2 = "Be brief.", "the mesh device", "and the ring?"
+    transcript = os.path.join(WORK, f"{kind}_transcript.jsonl")
+    r = llm(2, weights, "--interactive", "--system", system, "--max-new-tokens", "4", "--transcript", transcript,
+            stdin=f"{q1}\n  \n{q2}\n".encode())
+    first, second = os.path.join(WORK, f"{kind}_turn1.h5"), os.path.join(WORK, f"{kind}_turn2.h5")
+    r1 = llm(2, weights, "--chat", "--system", system, "--prompt", q1, "--max-new-tokens", "4", "--output", first)
+    if r.returncode != 0 or r1.returncode != 0:
+        print((r.stdout + r.stderr + r1.stdout + r1.stderr).decode(errors="replace")[-4000:])
+        check(False, f"{kind}: --interactive and --chat run")
+        return
+    tokens1, (answer1,), _, _ = outputs(first)
+    conversation = [{"role": "system", "content": system}, {"role": "user", "content": q1},
+                    {"role": "assistant", "content": answer1}, {"role": "user", "content": q2}]
+    jsonl = os.path.join(WORK, f"{kind}_turn2.jsonl")
+    with open(jsonl, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"messages": conversation, "max_tokens": 4}) + "\n")
+    r2 = llm(2, weights, "--prompts", jsonl, "--output", second)
+    if r2.returncode != 0:
+        print((r2.stdout + r2.stderr).decode(errors="replace")[-4000:])
+        check(False, f"{kind}: the second turn as messages runs")
+        return
+    tokens2, (answer2,), _, _ = outputs(second)
+    with open(transcript, encoding="utf-8") as f:
+        turns = [json.loads(line) for line in f]
+    expected = [{"messages": conversation[:3], "answer_tokens": tokens1[0].tolist()},
+                {"messages": conversation + [{"role": "assistant", "content": answer2}],
+                 "answer_tokens": tokens2[0].tolist()}]
+    check(turns == expected, f"{kind}: --interactive answers two turns as --chat and \"messages\" do (transcript)")
+    out = r.stdout.decode("utf-8")
+    first_at = out.find("> " + answer1 + "\n")
+    second_at = out.find("> " + answer2 + "\n", first_at + 1)
+    check(0 <= first_at < second_at and out.count("prompt tokens, first token after") == 2,
+          f"{kind}: --interactive streams each answer after its prompt mark")
+
+
 def check_chat_refusals(weights, no_template_weights):
     """Chat input meshnn cannot render is refused with the same message on every rank."""
     no_system = os.path.join(WORK, "no_system.jinja")
@@ -357,7 +397,9 @@ def check_chat_refusals(weights, no_template_weights):
              "chat template: System role not supported", 1),
             ((weights, "--prompts", bad_messages), "bad_messages.jsonl:1: each message must be", 1),
             ((weights, "--chat"), "--chat applies to text prompts", 1),
-            ((weights, "--system", "be brief", "--prompt", "hi"), "--system requires --chat", 2)):
+            ((weights, "--system", "be brief", "--prompt", "hi"), "--system requires --chat or --interactive", 2),
+            ((weights, "--interactive", "--mode", "dp"), "--interactive holds one conversation", 2),
+            ((weights, "--interactive", "--prompt", "hi"), "--prompt excludes --interactive", 2)):
         r = llm(2, *args)
         out = (r.stdout + r.stderr).decode(errors="replace")
         check(r.returncode == status and needle in out, f"chat: refused with '{needle}' (exit status {status})")
@@ -395,6 +437,8 @@ def main():
                                               lambda d: edit_tokenizer_config(d, chat_template=named))
     tokens_file = check_text_job("sentencepiece", weights, encode, decode, CONFIG["bos_token_id"])
     check_chat_job("sentencepiece", weights, encode, ZEPHYR, {"bos_token": "<s>", "eos_token": "</s>"})
+    check_chat_session("sentencepiece", weights)
+    check_chat_session("qwen2", qwen2_weights)
 
     no_template = os.path.join(WORK, "no_template.h5")
     shutil.copy(bpe_weights, no_template)

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -54,6 +55,9 @@ void run_agreed(MPI_Comm comm, const std::string& what, Fn&& fn) {
 // Rank 0's value of x, on every rank (one MPI_Bcast: control data, not a tensor collective). For
 // what ranks must agree on but read locally, such as the clock a chat template prints the date of.
 int64_t root_value(MPI_Comm comm, int64_t x);
+// Rank 0's text (or its nullopt: no more text) on every rank, as root_value; the others' argument
+// is ignored.
+std::optional<std::string> root_text(MPI_Comm comm, const std::optional<std::string>& text);
 
 // How a communicator's point-to-point messages travel: SHARED_MEMORY when every member runs on one
 // node and MPI may use its shared-memory transport; NETWORK when the members span nodes or the

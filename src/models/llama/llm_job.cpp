@@ -21,6 +21,7 @@
 #include "meshnn/serving/generator.hpp"
 #include "meshnn/text/text_stream.hpp"
 #include "meshnn/text/utf8.hpp"
+#include "chat_session.hpp"
 #include "requests.hpp"
 
 namespace meshnn::models::llama {
@@ -70,11 +71,18 @@ Replicas make_replicas(const LlmJobConfig& c, const MeshDevicePtr& mesh) {
 }
 
 JobRequests prepare_requests(const LlmJobConfig& c, const LlamaConfig& config, const std::string& file,
-                             const MeshDevice& mesh) {
+                             const MeshDevice& mesh, std::time_t now) {
   JobRequests job;
-  const auto now = static_cast<std::time_t>(root_value(mesh.comm(), static_cast<int64_t>(std::time(nullptr))));
   on_every_rank(mesh, "preparing the requests", [&] { job = make_job_requests(c, config, file, now); });
   return job;
+}
+
+// --interactive: the positions a conversation may fill, checked before the (long) load.
+int64_t conversation_positions(const LlmJobConfig& c, const LlamaConfig& config) {
+  if (c.max_context == 0) return std::min(config.max_position_embeddings, LlmJobConfig::kDefaultMaxContext);
+  MESHNN_CHECK(c.max_context <= config.max_position_embeddings, "--max-context {} is beyond max_position_embeddings {}",
+               c.max_context, config.max_position_embeddings);
+  return c.max_context;
 }
 
 // The positions a request's cache row needs: its prompt plus its new tokens, for the longest
@@ -150,20 +158,14 @@ void print_setup(const LlmJobConfig& c, const JobRequests& job, const LlamaConfi
               "logits", static_cast<long long>(config.vocab_size), model.mesh()->num_devices(),
               c.mode == ParallelMode::TWO_D ? "each mesh row" : "each group");
   if (!prefill_plan.empty()) std::printf("%s\n", prefill_plan.c_str());
-  std::printf("mode %s: %d replica(s) of a %s group; %zu request(s), %lld decode slot(s) per replica\n",
-              std::string(to_string(c.mode)).c_str(), replicas.count, replicas.group->shape().to_string().c_str(),
-              job.requests.size(), slots);
+  if (c.interactive)
+    std::printf("mode %s: one %s group; one conversation\n", std::string(to_string(c.mode)).c_str(),
+                replicas.group->shape().to_string().c_str());
+  else
+    std::printf("mode %s: %d replica(s) of a %s group; %zu request(s), %lld decode slot(s) per replica\n",
+                std::string(to_string(c.mode)).c_str(), replicas.count, replicas.group->shape().to_string().c_str(),
+                job.requests.size(), slots);
   std::fflush(stdout);
-}
-
-serving::GenerationOptions generation_options(const LlmJobConfig& c, const JobRequests& job) {
-  serving::GenerationOptions go;
-  go.prefill_chunk = c.prefill_chunk;
-  go.sampling = c.sampling;
-  if (!c.ignore_eos)
-    for (int64_t id : job.stop_token_ids) go.stop_token_ids.push_back(static_cast<int32_t>(id));
-  go.keep_logits = c.save_logits;
-  return go;
 }
 
 // Prints the replica's first request as it is generated: the prompt now, then (through
@@ -232,8 +234,10 @@ int run_llm_job(const LlmJobConfig& c) {
   const bool root = mesh->device_id() == 0;
   const std::string file = weights_file(c, *mesh);
   const LlamaConfig config = config_from_attributes(io::read_root_attributes(file, mesh), file);
-  const JobRequests job = prepare_requests(c, config, file, *mesh);
-  const int64_t positions = positions_needed(job.requests, config);
+  // Rank 0's clock: the date a chat template prints is the same on every rank.
+  const auto now = static_cast<std::time_t>(root_value(mesh->comm(), static_cast<int64_t>(std::time(nullptr))));
+  const JobRequests job = prepare_requests(c, config, file, *mesh, now);
+  const int64_t positions = c.interactive ? conversation_positions(c, config) : positions_needed(job.requests, config);
   const Replicas replicas = make_replicas(c, mesh);
 
   const LoadedModel loaded = load_model(c, file, config, replicas.group);
@@ -241,6 +245,13 @@ int run_llm_job(const LlmJobConfig& c) {
   serving::KvCache cache = make_cache(c, loaded.model, mine.size(), positions);
   const std::string prefill_plan = planned_prefill_description(c, job, loaded.model, replicas);
   if (root) print_setup(c, job, config, loaded.model, cache, replicas, prefill_plan);
+  if (c.interactive) {
+    // The passes' buffers are made before the user's first turn, not inside its answer.
+    if (c.warm_up) serving::warm_up(loaded.model, cache, std::min(c.prefill_chunk, positions), 1);
+    if (root) std::printf("interactive: type a message per line; Ctrl-D (end of input) ends the conversation\n");
+    run_chat_session(c, job, loaded.model, cache, positions, *mesh, now);
+    return 0;
+  }
   // In dp and hybrid each replica generates on its own: a failure in one must reach the others
   // here, not leave them waiting for it in the gathers below.
   Generation generation;

@@ -172,20 +172,28 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
                  id, config.vocab_size);
   const bool text_prompts = !c.prompts.empty() || !c.prompts_file.empty();
   MESHNN_CHECK(!(text_prompts && !c.tokens.empty()), "--tokens cannot be combined with --prompt or --prompts");
-  MESHNN_CHECK(!c.chat || text_prompts, "--chat applies to text prompts: give --prompt or --prompts");
+  MESHNN_CHECK(!c.chat || text_prompts || c.interactive, "--chat applies to text prompts: give --prompt or --prompts");
   const std::string tokenizer_path = c.tokenizer.empty() ? weights_file : c.tokenizer;
   try {
     out.tokenizer = text::load_tokenizer(tokenizer_path);
   } catch (const Error& e) {
     // Token-id prompts do not need the tokenizer the weights file carries: the job runs and
     // reports ids, and says why there is no text. One asked for by name must work.
-    if (text_prompts || !c.tokenizer.empty()) throw;
+    if (text_prompts || c.interactive || !c.tokenizer.empty()) throw;
     out.tokenizer_problem = e.what();
   }
   if (out.tokenizer) {
     MESHNN_CHECK(out.tokenizer->tokenizer->vocab_size() <= config.vocab_size,
                  "the tokenizer ({}) has {} tokens but the model's vocabulary is {}", out.tokenizer->source,
                  out.tokenizer->tokenizer->vocab_size(), config.vocab_size);
+  }
+  if (c.interactive) {
+    MESHNN_CHECK(out.tokenizer.has_value(),
+                 "--interactive needs the model's tokenizer, and {} has none: convert the model with meshnn-convert "
+                 "from a directory holding tokenizer.model or tokenizer.json, or pass --tokenizer PATH",
+                 weights_file);
+    out.chat_template = chat_template(c, *out.tokenizer);
+    return out;
   }
   if (!text_prompts) {
     out.requests = c.tokens.empty() ? generated_requests(c, config) : file_requests(c, config);
@@ -231,6 +239,16 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
     out.prompt_texts.push_back(std::move(p.text));
   }
   return out;
+}
+
+serving::GenerationOptions generation_options(const LlmJobConfig& c, const JobRequests& job) {
+  serving::GenerationOptions go;
+  go.prefill_chunk = c.prefill_chunk;
+  go.sampling = c.sampling;
+  if (!c.ignore_eos)
+    for (int64_t id : job.stop_token_ids) go.stop_token_ids.push_back(static_cast<int32_t>(id));
+  go.keep_logits = c.save_logits;
+  return go;
 }
 
 }  // namespace meshnn::models::llama

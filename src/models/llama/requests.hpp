@@ -12,6 +12,7 @@
 #include "meshnn/models/llama/config.hpp"
 #include "meshnn/models/llama/llm_job.hpp"
 #include "meshnn/serving/generator.hpp"
+#include "meshnn/text/chat_template.hpp"
 #include "meshnn/text/load.hpp"
 
 namespace meshnn::models::llama {
@@ -24,6 +25,8 @@ struct JobRequests {
   // eos_token_id; ids outside the vocabulary throw.
   std::vector<int64_t> stop_token_ids;
   std::string tokenizer_problem;  // why the weights file's tokenizer is unusable, when ids do without it
+  // --interactive: the template each turn's conversation is rendered with (requests stay empty).
+  std::optional<text::ChatTemplate> chat_template;
 
   const text::Tokenizer* text_tokenizer() const { return tokenizer ? tokenizer->tokenizer.get() : nullptr; }
 };
@@ -32,5 +35,8 @@ struct JobRequests {
 // template's strftime_now() formats: the same on every rank, so the prompts are too.
 JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, const std::string& weights_file,
                               std::time_t now);
+
+// The generator's options: prefill chunk, sampling, the stop ids (none under --ignore-eos), logits.
+serving::GenerationOptions generation_options(const LlmJobConfig& c, const JobRequests& job);
 
 }  // namespace meshnn::models::llama

@@ -38,6 +38,15 @@ struct LlmJobConfig {
   bool chat = false;
   std::string system_prompt;
   std::string chat_template_file;
+  // A conversation instead of requests (chat_session.hpp): world rank 0 reads the user's turns from
+  // stdin and streams the answers; the KV cache holds `max_context` positions (0: the model's
+  // max_position_embeddings, at most kDefaultMaxContext).
+  bool interactive = false;
+  int64_t max_context = 0;
+  // --interactive: a JSON line per turn, {"messages": [...], "answer_tokens": [...]}, the
+  // conversation so far with the answer as its last message (empty: none).
+  std::string transcript;
+  static constexpr int64_t kDefaultMaxContext = 8192;
   std::string tokenizer;             // tokenizer file or directory; empty: the one in the weights file
   bool stream = true;                // print the first request's text as it is generated (world rank 0)
   int64_t batch = 1, prompt_len = 128;

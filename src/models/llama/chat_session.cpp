@@ -1,0 +1,129 @@
+#include "chat_session.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/core/mpi_utils.hpp"
+#include "meshnn/models/every_rank.hpp"
+#include "meshnn/serving/generator.hpp"
+#include "meshnn/text/text_stream.hpp"
+#include "meshnn/text/utf8.hpp"
+
+namespace meshnn::models::llama {
+namespace {
+
+// Device 0's next message: the next line of stdin with more than blanks in it; nullopt at the
+// end of input. Other devices read nothing (Open MPI forwards stdin to rank 0 alone).
+std::optional<std::string> read_message(bool reader) {
+  if (!reader) return std::nullopt;
+  std::printf("\n> ");
+  std::fflush(stdout);
+  for (std::string line; std::getline(std::cin, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    // Valid UTF-8 from here on: the template, the tokenizer and the transcript's JSON need it.
+    if (line.find_first_not_of(" \t") != std::string::npos) return text::sanitize_utf8(line);
+    std::printf("> ");
+    std::fflush(stdout);
+  }
+  std::printf("\n");
+  return std::nullopt;
+}
+
+// One JSON line per turn: the conversation so far, the answer last, and the answer's ids, so a
+// session can be read back or its conversation replayed through --prompts.
+class Transcript {
+ public:
+  explicit Transcript(const std::string& path) {
+    if (path.empty()) return;
+    out_.open(path, std::ios::app);
+    MESHNN_CHECK(out_.good(), "cannot open the transcript '{}' for writing", path);
+  }
+  void add(const std::vector<text::ChatMessage>& messages, const std::vector<int32_t>& answer_tokens) {
+    if (!out_.is_open()) return;
+    nlohmann::ordered_json line;
+    line["messages"] = nlohmann::json::array();
+    for (const text::ChatMessage& m : messages) line["messages"].push_back({{"role", m.role}, {"content", m.content}});
+    line["answer_tokens"] = answer_tokens;
+    out_ << line.dump() << '\n';
+    out_.flush();
+    MESHNN_CHECK(out_.good(), "writing the transcript failed");
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+void print_turn_figures(const serving::GenerationResult& result) {
+  const serving::GenerationStats& s = result.stats;
+  const double rate = s.decode_seconds > 0 ? static_cast<double>(s.decode_tokens) / s.decode_seconds : 0;
+  std::printf("  [%lld prompt tokens, first token after %.2f s; %lld tokens at %.1f tokens/s]\n",
+              static_cast<long long>(s.prefill_tokens), result.outputs.front().time_to_first_token,
+              static_cast<long long>(result.outputs.front().tokens.size()), rate);
+}
+
+}  // namespace
+
+void run_chat_session(const LlmJobConfig& c, const JobRequests& job, const LlamaModel& model,
+                      serving::KvCache& cache, int64_t max_context, const MeshDevice& mesh, std::time_t now) {
+  const bool reader = mesh.device_id() == 0;
+  const text::Tokenizer& tokenizer = *job.tokenizer->tokenizer;
+  text::ChatTemplateInputs conversation;
+  conversation.special_tokens = job.tokenizer->special_tokens;
+  conversation.now = now;
+  if (!c.system_prompt.empty()) conversation.messages.push_back({"system", c.system_prompt});
+
+  std::optional<Transcript> transcript;
+  on_root(mesh, "opening the transcript", [&] { transcript.emplace(c.transcript); });
+  serving::GenerationOptions go = generation_options(c, job);
+  std::optional<text::TextStream> stream;
+  if (reader) {
+    go.on_token = [&](size_t, int32_t token, bool last) {
+      std::string piece = token < tokenizer.vocab_size() ? stream->push(token) : "";
+      if (last) piece += stream->finish() + "\n";
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  for (uint64_t turn = 0;; ++turn) {
+    std::optional<std::string> message = root_text(mesh.comm(), read_message(reader));
+    if (!message) return;
+    conversation.messages.push_back({"user", std::move(*message)});
+    serving::GenerationRequest request;
+    request.id = turn;  // each turn's draws its own
+    request.max_new_tokens = c.max_new_tokens;
+    on_every_rank(mesh, "rendering the conversation", [&] {
+      request.prompt = text::encode_prompt(tokenizer, job.chat_template->render(conversation), std::nullopt);
+      MESHNN_CHECK(!request.prompt.empty(), "the chat template rendered no text");
+    });
+    const auto needed = static_cast<int64_t>(request.prompt.size()) + request.max_new_tokens;
+    if (needed > max_context) {
+      if (reader)
+        std::printf("(this turn needs %lld positions, beyond the context of %lld: the conversation ends here)\n",
+                    static_cast<long long>(needed), static_cast<long long>(max_context));
+      return;
+    }
+    if (reader) stream.emplace(tokenizer);
+    serving::GenerationResult result;
+    on_every_rank(mesh, "answering", [&] { result = serving::generate(model, cache, {&request, 1}, go); });
+    // Special tokens (the eos that ended the answer) decode to nothing, as with
+    // skip_special_tokens in Hugging Face's chat loops; ids beyond the tokenizer (a vocabulary
+    // padded for the matmuls) have no text.
+    const std::vector<int32_t>& answer = result.outputs.front().tokens;
+    std::vector<int32_t> with_text;
+    for (int32_t id : answer)
+      if (id < tokenizer.vocab_size()) with_text.push_back(id);
+    conversation.messages.push_back({"assistant", text::sanitize_utf8(tokenizer.decode(with_text))});
+    if (reader) print_turn_figures(result);
+    on_root(mesh, "writing the transcript", [&] { transcript->add(conversation.messages, answer); });
+  }
+}
+
+}  // namespace meshnn::models::llama
