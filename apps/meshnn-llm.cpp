@@ -11,6 +11,8 @@ using namespace meshnn;
 
 namespace {
 
+constexpr int64_t kInteractiveMaxNewTokens = 512;
+
 models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   models::llama::LlmJobConfig c;
   std::string mesh, submesh, mode = "tp", weight_dtype = "bfloat8_b", act_dtype = "bfloat16", kv_dtype = "bfloat16";
@@ -74,8 +76,11 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_flag("--no-stream", no_stream, "do not print the first request's text as it is generated");
   cli.add_option("--prompt-len", c.prompt_len, "generated prompts: tokens per prompt")->transform(IntRange(1, 1 << 20));
   cli.add_option("--batch", c.batch, "generated prompts: number of requests")->transform(IntRange(1, 1 << 20));
-  cli.add_option("--max-new-tokens", c.max_new_tokens, "tokens to generate per request (unless the tokens file says)")
-      ->transform(IntRange(1, 1 << 20));
+  CLI::Option* max_new_tokens =
+      cli.add_option("--max-new-tokens", c.max_new_tokens,
+                     "tokens to generate per request (unless the tokens file says; default 32, 512 per --interactive "
+                     "turn)")
+          ->transform(IntRange(1, 1 << 20));
   cli.add_option("--max-batch", c.max_batch, "decode slots per replica (continuous batching beyond them)")
       ->transform(IntRange(1, 1 << 16));
   cli.add_option("--prefill-chunk", c.prefill_chunk,
@@ -113,6 +118,8 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
     interactive->excludes(other);  // CLI11 names them the other way round: "--prompt excludes --interactive"
   parse_command_line(cli, argc, argv);
   if (system->count() > 0 && !c.chat && !c.interactive) throw UsageError("--system requires --chat or --interactive");
+  // A chat answer ends at its eos; 32 tokens would cut most of them short.
+  if (c.interactive && max_new_tokens->count() == 0) c.max_new_tokens = kInteractiveMaxNewTokens;
   c.model.planned_prefill = prefill_matmul == "planned";
 
   // The checks above let through only what these conversions accept.
