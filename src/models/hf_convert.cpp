@@ -7,12 +7,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "hf_config.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/io/element_convert.hpp"
 #include "meshnn/io/safetensors.hpp"
+#include "meshnn/text/chat_template.hpp"
+#include "meshnn/text/load.hpp"
 
 namespace meshnn::models {
 namespace {
@@ -140,6 +143,27 @@ void copy_tokenizer_files(io::Hdf5Writer& writer, const fs::path& dir, ConvertSu
   }
 }
 
+// The tokenizer files are copied as they are; what meshnn-llm will not be able to use of them is
+// said now, while the user still has the directory, rather than at the first text prompt.
+void check_tokenizer_use(const std::string& model_dir, ConvertSummary& summary) {
+  if (summary.tokenizer_files.empty()) return;
+  std::optional<text::LoadedTokenizer> tokenizer;
+  try {
+    tokenizer = text::load_tokenizer(model_dir);
+  } catch (const Error& e) {
+    summary.warnings.push_back(fmt::format("meshnn-llm cannot use this tokenizer (token ids still work): {}", e.what()));
+    return;
+  }
+  if (!tokenizer || !tokenizer->chat_template) return;
+  try {
+    text::ChatTemplate parsed(*tokenizer->chat_template);
+  } catch (const Error& e) {
+    summary.warnings.push_back(
+        fmt::format("meshnn-llm cannot run this model's chat template (--chat will need --chat-template FILE): {}",
+                    e.what()));
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& hf_tokenizer_files() {
@@ -176,6 +200,10 @@ ConvertSummary convert_hf_checkpoint(const std::string& model_dir, const std::st
   if (!config.eos_token_ids.empty()) writer.set_int_array_attribute("eos_token_ids", config.eos_token_ids);
   writer.set_attribute("meshnn_source_architecture", config.architecture);
   copy_tokenizer_files(writer, dir, summary);
+  // Falcon's files run the MLP job, which reads no tokenizer.
+  const auto type = config.attributes.find("model_type");
+  const bool text_job = type == config.attributes.end() || type->second != io::AttributeValue(std::string("falcon"));
+  if (text_job) check_tokenizer_use(model_dir, summary);
   writer.commit();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

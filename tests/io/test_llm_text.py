@@ -185,8 +185,22 @@ def converted_model(kind, make_tokenizer, config, add_chat_template):
     add_chat_template(model_dir)
     weights = os.path.join(WORK, f"{kind}.h5")
     r = run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, weights])
-    check(r.returncode == 0, f"{kind}: meshnn-convert of a directory with a trained tokenizer")
+    check(r.returncode == 0 and b"note:" not in r.stderr,
+          f"{kind}: meshnn-convert of a directory with a trained tokenizer and a chat template, without a note")
     return weights, encode, decode
+
+
+def check_convert_notes():
+    """meshnn-convert says at conversion what meshnn-llm will not be able to use, and converts."""
+    model_dir = os.path.join(WORK, "qwen2")
+    edit_tokenizer_config(model_dir, chat_template="{% extends 'base.jinja' %}")
+    r = run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, os.path.join(WORK, "noted.h5")])
+    check(r.returncode == 0 and b"cannot run this model's chat template" in r.stderr and b"line 1" in r.stderr,
+          "meshnn-convert notes a chat template meshnn cannot run, naming its line")
+    with open(os.path.join(model_dir, "tokenizer.json"), "w") as f:
+        f.write("{}")
+    r = run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, os.path.join(WORK, "noted.h5")])
+    check(r.returncode == 0 and b"cannot use this tokenizer" in r.stderr, "meshnn-convert notes an unusable tokenizer")
 
 
 def edit_tokenizer_config(model_dir, **entries):
@@ -445,6 +459,7 @@ def main():
     with h5py.File(no_template, "a") as f:
         del f["tokenizer/chat_template.jinja"]
     check_chat_refusals(weights, no_template)
+    check_convert_notes()
 
     # --prompt (repeatable) and the stream of a prompt with multi-byte characters.
     r = llm(2, weights, "--prompt", PROMPTS[1][0], "--max-new-tokens", "5", "--output", os.path.join(WORK, "one.h5"))
