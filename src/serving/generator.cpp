@@ -33,6 +33,11 @@ void validate(const CausalLm& model, const KvCache& cache, std::span<const Gener
     MESHNN_CHECK(length <= limit,
                  "request {}: prompt of {} tokens + {} new tokens = {} exceeds the KV cache's {} positions", i,
                  r.prompt.size(), r.max_new_tokens, length, limit);
+    MESHNN_CHECK(r.cached_prefix >= 0 && r.cached_prefix < static_cast<int64_t>(r.prompt.size()),
+                 "request {}: cached_prefix {} must be in [0, {}) (the last prompt token is always prefilled)", i,
+                 r.cached_prefix, r.prompt.size());
+    MESHNN_CHECK(r.cached_prefix == 0 || (r.cached_slot >= 0 && r.cached_slot < cache.slots()),
+                 "request {}: cached_slot {} is not a slot of the cache [0, {})", i, r.cached_slot, cache.slots());
     for (size_t t = 0; t < r.prompt.size(); ++t)
       MESHNN_CHECK(r.prompt[t] >= 0 && r.prompt[t] < model.vocab_size(),
                    "request {}: token {} of the prompt is {}, outside the vocabulary [0, {})", i, t, r.prompt[t],
@@ -113,15 +118,22 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
   std::deque<Prefilling> prefilling;
   std::vector<size_t> request_of_row;
   while (!waiting.empty() || !active.empty() || !prefilling.empty()) {
-    // Admission: every free slot takes the next waiting request.
+    // Admission: every free slot takes the next waiting request; one whose prompt begins in a
+    // slot's cache takes that slot, and waits for it.
     while (!free_slots.empty() && !waiting.empty()) {
+      const GenerationRequest& r = requests[waiting.front()];
+      auto slot = free_slots.end() - 1;
+      if (r.cached_prefix > 0) {
+        slot = std::find(free_slots.begin(), free_slots.end(), r.cached_slot);
+        if (slot == free_slots.end()) break;
+      }
       RequestOutput& out = result.outputs[waiting.front()];
-      out.tokens.reserve(static_cast<size_t>(requests[waiting.front()].max_new_tokens));
-      if (options.keep_logits) out.logits.reserve(static_cast<size_t>(requests[waiting.front()].max_new_tokens * vocab));
-      prefilling.push_back({waiting.front(), free_slots.back()});
+      out.tokens.reserve(static_cast<size_t>(r.max_new_tokens));
+      if (options.keep_logits) out.logits.reserve(static_cast<size_t>(r.max_new_tokens * vocab));
+      prefilling.push_back({waiting.front(), *slot, r.cached_prefix});
       admitted[waiting.front()] = Clock::now();
       waiting.pop_front();
-      free_slots.pop_back();
+      free_slots.erase(slot);
     }
     // One pass: a decode row for every active request, then as much of the waiting prompts as the
     // prefill budget allows (a long prompt spans several passes). Every pass reads all the weights

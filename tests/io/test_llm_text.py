@@ -30,10 +30,10 @@ bytes.decode(errors="replace").
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-
 import time
 
 import h5py
@@ -361,7 +361,8 @@ def check_chat_job(kind, weights, encode, template, special_tokens):
 def check_chat_session(kind, weights):
     """--interactive: turns typed on stdin (a blank line between them) are answered as the same
     conversations given whole to --chat and as "messages" are, each earlier answer its assistant
-    message; the transcript holds each turn's conversation and answer ids, and stdout the answers."""
+    message, although the second turn takes the first one's tokens from the cache; the transcript
+    holds each turn's conversation and answer ids, and stdout the answers."""
     system, q1, q2 = "Be brief.", "the mesh device", "and the ring?"
     transcript = os.path.join(WORK, f"{kind}_transcript.jsonl")
     r = llm(2, weights, "--interactive", "--system", system, "--max-new-tokens", "4", "--transcript", transcript,
@@ -393,8 +394,11 @@ def check_chat_session(kind, weights):
     out = r.stdout.decode("utf-8")
     first_at = out.find("> " + answer1 + "\n")
     second_at = out.find("> " + answer2 + "\n", first_at + 1)
-    check(0 <= first_at < second_at and out.count("prompt tokens, first token after") == 2,
-          f"{kind}: --interactive streams each answer after its prompt mark")
+    check(0 <= first_at < second_at, f"{kind}: --interactive streams each answer after its prompt mark")
+    # The second turn begins with the first turn's conversation, which the cache still holds.
+    reused = [int(m) for m in re.findall(r"prompt tokens, (\d+) of them from the cache", out)]
+    check(len(reused) == 2 and reused[0] == 0 and reused[1] > 0,
+          f"{kind}: the second turn prefills only what the cache does not hold ({reused} tokens reused)")
 
 
 def check_chat_refusals(weights, no_template_weights):

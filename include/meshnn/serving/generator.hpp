@@ -26,6 +26,12 @@ struct GenerationRequest {
   uint64_t id = 0;              // seeds the request's draws; unique per request
   std::vector<int32_t> prompt;  // at least one token
   int64_t max_new_tokens = 1;   // >= 1
+  // A conversation's next turn: the first `cached_prefix` prompt tokens are already in slot
+  // `cached_slot` of the cache, as an earlier request left them there, and are not prefilled again.
+  // The request then takes that slot (waiting, in order, while it is busy). At most prompt size - 1:
+  // the last prompt token's logits give the first new token. 0: any free slot, the whole prompt.
+  int64_t cached_prefix = 0;
+  int64_t cached_slot = 0;
 };
 
 struct GenerationOptions {

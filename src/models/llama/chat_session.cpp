@@ -1,6 +1,6 @@
 #include "chat_session.hpp"
 
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -61,12 +61,22 @@ class Transcript {
   std::ofstream out_;
 };
 
-void print_turn_figures(const serving::GenerationResult& result) {
+// How many leading tokens of `prompt` the cache already holds, of `cached`; the last prompt token
+// is always prefilled, since its logits give the first new token.
+int64_t reusable_prefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& prompt) {
+  const size_t limit = std::min(cached.size(), prompt.size() - 1);
+  size_t n = 0;
+  while (n < limit && cached[n] == prompt[n]) ++n;
+  return static_cast<int64_t>(n);
+}
+
+void print_turn_figures(const serving::GenerationRequest& request, const serving::GenerationResult& result) {
   const serving::GenerationStats& s = result.stats;
   const double rate = s.decode_seconds > 0 ? static_cast<double>(s.decode_tokens) / s.decode_seconds : 0;
-  std::printf("  [%lld prompt tokens, first token after %.2f s; %lld tokens at %.1f tokens/s]\n",
-              static_cast<long long>(s.prefill_tokens), result.outputs.front().time_to_first_token,
-              static_cast<long long>(result.outputs.front().tokens.size()), rate);
+  std::printf("  [%zu prompt tokens, %lld of them from the cache; first token after %.2f s; %zu tokens at %.1f "
+              "tokens/s]\n",
+              request.prompt.size(), static_cast<long long>(request.cached_prefix),
+              result.outputs.front().time_to_first_token, result.outputs.front().tokens.size(), rate);
 }
 
 }  // namespace
@@ -92,6 +102,9 @@ void run_chat_session(const LlmJobConfig& c, const JobRequests& job, const Llama
       std::fflush(stdout);
     };
   }
+  // The tokens whose keys and values slot 0 of the cache holds: the last turn's prompt and its
+  // answer but the last token, which was never fed back.
+  std::vector<int32_t> cached;
   for (uint64_t turn = 0;; ++turn) {
     std::optional<std::string> message = root_text(mesh.comm(), read_message(reader));
     if (!message) return;
@@ -110,6 +123,8 @@ void run_chat_session(const LlmJobConfig& c, const JobRequests& job, const Llama
                     static_cast<long long>(needed), static_cast<long long>(max_context));
       return;
     }
+    // The conversation so far is in the cache from the turn before, as far as its tokens agree.
+    request.cached_prefix = reusable_prefix(cached, request.prompt);
     if (reader) stream.emplace(tokenizer);
     serving::GenerationResult result;
     on_every_rank(mesh, "answering", [&] { result = serving::generate(model, cache, {&request, 1}, go); });
@@ -121,7 +136,9 @@ void run_chat_session(const LlmJobConfig& c, const JobRequests& job, const Llama
     for (int32_t id : answer)
       if (id < tokenizer.vocab_size()) with_text.push_back(id);
     conversation.messages.push_back({"assistant", text::sanitize_utf8(tokenizer.decode(with_text))});
-    if (reader) print_turn_figures(result);
+    cached = request.prompt;
+    cached.insert(cached.end(), answer.begin(), answer.end() - 1);
+    if (reader) print_turn_figures(request, result);
     on_root(mesh, "writing the transcript", [&] { transcript->add(conversation.messages, answer); });
   }
 }

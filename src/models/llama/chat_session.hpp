@@ -1,9 +1,11 @@
 // meshnn-llm --interactive: one conversation with the model. World rank 0 reads the user's turns
 // from stdin (a line each) and hands each to every rank; every rank renders the whole conversation
 // with the chat template and the model answers it as one request, streamed by rank 0; the answer
-// becomes the conversation's next assistant message. Each turn prefills the conversation afresh,
-// as a stateless chat API does, so a turn's answer is exactly what --chat with the same messages
-// as "messages" gives.
+// becomes the conversation's next assistant message. The cache keeps the conversation between
+// turns: a turn prefills only its tokens past those the cache holds. It answers as the whole
+// conversation given as "messages" would, up to float rounding: the reused keys and values of the
+// last answer were made by decode steps, which agree with a prefill's to rounding, as a request
+// batched with others agrees with its solo run.
 #pragma once
 
 #include <ctime>
