@@ -396,6 +396,60 @@ TEST(Llama, StopTokensEndRequestsAndEveryTokenIsReported) {
   EXPECT_TRUE(all_ranks_ok(ok));
 }
 
+// A conversation's next turn whose prompt begins with the last turn's prompt and answer takes
+// those tokens from the cache slot the last turn left them in (cached_prefix, cached_slot), even
+// while another request is admitted beside it: its tokens are those of the whole prompt
+// prefilled afresh, its logits agree to float32 rounding, and it prefills only the rest. Offsets
+// that leave no prompt token to prefill, or name no slot, are refused.
+TEST(Llama, NextTurnTakesItsPrefixFromTheCache) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto first_turns = ragged_requests(config.vocab_size, 5);
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
+  GenerationOptions go;
+  go.keep_logits = true;
+  serving::KvCache cache = model.make_cache(2, 128, DataType::FLOAT32);
+  // Requests 0 and 2 of the ragged set: 0 into slot 0, 2 into slot 1.
+  const std::vector<GenerationRequest> turn1 = {first_turns[0], first_turns[2]};
+  const GenerationResult answered = serving::generate(model, cache, turn1, go);
+
+  // Request 2's next turn names slot 1, and comes first: a plain request would be handed slot 0.
+  GenerationRequest next = turn1[1];
+  next.id = 7;
+  next.prompt.insert(next.prompt.end(), answered.outputs[1].tokens.begin(), answered.outputs[1].tokens.end());
+  for (int32_t t : {3, 1, 4, 1, 5}) next.prompt.push_back(t % static_cast<int32_t>(config.vocab_size));
+  next.cached_prefix = static_cast<int64_t>(turn1[1].prompt.size() + answered.outputs[1].tokens.size() - 1);
+  next.cached_slot = 1;
+  GenerationRequest other = first_turns[3];
+  other.id = 8;
+  const std::vector<GenerationRequest> turn2 = {next, other};
+  const GenerationResult reused = serving::generate(model, cache, turn2, go);
+
+  GenerationRequest fresh_next = next;
+  fresh_next.cached_prefix = 0;
+  const std::vector<GenerationRequest> fresh_turn2 = {fresh_next, other};
+  serving::KvCache fresh_cache = model.make_cache(2, 128, DataType::FLOAT32);
+  const GenerationResult fresh = serving::generate(model, fresh_cache, fresh_turn2, go);
+  const bool same_tokens = reused.outputs[0].tokens == fresh.outputs[0].tokens &&
+                           reused.outputs[1].tokens == fresh.outputs[1].tokens;
+  const double worst = std::min(pcc(reused.outputs[0].logits, fresh.outputs[0].logits),
+                                pcc(reused.outputs[1].logits, fresh.outputs[1].logits));
+  const int64_t prefilled = reused.stats.prefill_tokens;
+  const int64_t expected_prefill =
+      static_cast<int64_t>(other.prompt.size() + next.prompt.size()) - next.cached_prefix;
+  EXPECT_TRUE(all_ranks_ok(same_tokens && worst >= 0.99999 && prefilled == expected_prefill))
+      << "tokens equal: " << same_tokens << ", min PCC " << worst << ", prefilled " << prefilled << " of "
+      << expected_prefill;
+
+  GenerationRequest whole = next;
+  whole.cached_prefix = static_cast<int64_t>(whole.prompt.size());
+  EXPECT_THROW(serving::generate(model, cache, std::span(&whole, 1), go), Error);
+  GenerationRequest nowhere = next;
+  nowhere.cached_slot = 2;
+  EXPECT_THROW(serving::generate(model, cache, std::span(&nowhere, 1), go), Error);
+}
+
 TEST(Llama, SameRunTwiceIsBitwiseIdentical) {
   const std::string file = model_file(false);
   const LlamaConfig config = config_of(file);
