@@ -37,8 +37,8 @@ std::optional<std::string> read_message(bool reader) {
   return std::nullopt;
 }
 
-// One JSON line per turn: the conversation so far, the answer last, and the answer's ids, so a
-// session can be read back or its conversation replayed through --prompts.
+// One JSON line per turn: the conversation so far, the answer last, and the answer's ids. Its
+// "messages" without the last one are the turn's request as a --prompts line would give it.
 class Transcript {
  public:
   explicit Transcript(const std::string& path) {

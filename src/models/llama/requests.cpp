@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/hash.hpp"
@@ -173,6 +173,8 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
   const bool text_prompts = !c.prompts.empty() || !c.prompts_file.empty();
   MESHNN_CHECK(!(text_prompts && !c.tokens.empty()), "--tokens cannot be combined with --prompt or --prompts");
   MESHNN_CHECK(!c.chat || text_prompts || c.interactive, "--chat applies to text prompts: give --prompt or --prompts");
+  MESHNN_CHECK(c.chat_template_file.empty() || c.chat || c.interactive || !c.prompts_file.empty(),
+               "--chat-template applies to --chat, --interactive and --prompts lines with \"messages\"");
   const std::string tokenizer_path = c.tokenizer.empty() ? weights_file : c.tokenizer;
   try {
     out.tokenizer = text::load_tokenizer(tokenizer_path);

@@ -43,10 +43,10 @@ struct LlmJobConfig {
   // max_position_embeddings, at most kDefaultMaxContext).
   bool interactive = false;
   int64_t max_context = 0;
+  static constexpr int64_t kDefaultMaxContext = 8192;
   // --interactive: a JSON line per turn, {"messages": [...], "answer_tokens": [...]}, the
   // conversation so far with the answer as its last message (empty: none).
   std::string transcript;
-  static constexpr int64_t kDefaultMaxContext = 8192;
   std::string tokenizer;             // tokenizer file or directory; empty: the one in the weights file
   bool stream = true;                // print the first request's text as it is generated (world rank 0)
   int64_t batch = 1, prompt_len = 128;
