@@ -48,7 +48,7 @@ class ChatTemplate {
 
   // Renders; throws meshnn::Error when the template calls raise_exception (message: "chat
   // template: " + its message) or fails at run time (a type error, an undefined value's
-  // attribute, ...), naming the line. Also fails past 64 MiB of output, 256 nested macro calls
+  // attribute, ...), naming the line. Also fails past 64 MiB of output, 100 nested macro calls
   // or 10^6 loop iterations, so a runaway template cannot hang or exhaust a rank.
   std::string render(const ChatTemplateInputs& inputs) const;
 

@@ -33,11 +33,11 @@ class Renderer {
   // Limits on a runaway template: output (also any one string it builds), nested macro calls
   // and loop iterations over the whole render.
   static constexpr size_t kMaxOutput = size_t{64} << 20;
-  static constexpr int kMaxMacroDepth = 256;
+  static constexpr int kMaxMacroDepth = 100;
   static constexpr int64_t kMaxIterations = 1'000'000;
   // Statements and expressions being run inside one another, macro calls included: deep
   // expressions in deep recursion must fail before the stack runs out.
-  static constexpr int kMaxDepth = 3000;
+  static constexpr int kMaxDepth = 500;
 
   explicit Renderer(std::time_t now) : now_(now) {}
   ~Renderer();
