@@ -42,8 +42,8 @@ struct Program;
 class ChatTemplate {
  public:
   // Parses a template. Throws meshnn::Error on a syntax error or a construct meshnn does not
-  // implement, naming the template line and the construct (e.g. "chat template line 3: unknown
-  // filter 'xmlattr'").
+  // implement, naming the template line and the construct (e.g. "chat template line 2: the
+  // 'include' tag is not supported"). Filters and tests are looked up when they run, as in Jinja2.
   explicit ChatTemplate(std::string_view source);
 
   // Renders; throws meshnn::Error when the template calls raise_exception (message: "chat

@@ -274,11 +274,13 @@ Value Renderer::eval_node(const Expr& e) {
       return callee.callable().call(*this, args);
     }
     case ExprKind::Filter: {
+      if (e.filter == nullptr) fail(fmt::format("unknown filter '{}'", e.name));
       const Value subject = operand(0);
       Args args = eval_args(e);
       return e.filter(*this, subject, args);
     }
     case ExprKind::Test: {
+      if (e.test == nullptr) fail(fmt::format("unknown test '{}'", e.name));
       const Value subject = operand(0);
       Args args = eval_args(e);
       return Value(e.test(*this, subject, args));
