@@ -155,6 +155,15 @@ std::optional<LoadedTokenizer> load_tokenizer(const std::string& path) {
   return loaded;
 }
 
+ChatTemplate load_chat_template(const std::string& path) {
+  const std::string source = read_file(path);
+  try {
+    return ChatTemplate(source);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
 std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, std::string_view prompt, std::optional<int32_t> bos) {
   std::vector<int32_t> ids = tokenizer.encode(prompt);
   if (bos && (ids.empty() || ids.front() != *bos)) ids.insert(ids.begin(), *bos);

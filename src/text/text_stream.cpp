@@ -1,6 +1,7 @@
 #include "meshnn/text/text_stream.hpp"
 
 #include <span>
+#include <vector>
 
 #include "meshnn/text/utf8.hpp"
 
@@ -11,6 +12,7 @@ std::string TextStream::window_text() const {
 }
 
 std::string TextStream::push(int32_t id) {
+  if (id >= tokenizer_->vocab_size()) return "";
   ids_.push_back(id);
   const std::string bytes = window_text();
   // A decoder may rewrite earlier text when a token arrives; nothing already out can be taken back,
@@ -37,6 +39,14 @@ std::string TextStream::finish() {
   window_released_ = 0;
   text_ += out;
   return out;
+}
+
+std::string generated_text(const Tokenizer& tokenizer, std::span<const int32_t> ids) {
+  std::vector<int32_t> known;
+  known.reserve(ids.size());
+  for (int32_t id : ids)
+    if (id < tokenizer.vocab_size()) known.push_back(id);
+  return sanitize_utf8(tokenizer.decode(known));
 }
 
 }  // namespace meshnn::text

@@ -215,6 +215,26 @@ TEST_F(SentencePieceTest, StreamOfArbitraryIdsIsValidUtf8) {
   EXPECT_EQ(joined, sanitize_utf8(tok->decode(ids)));
 }
 
+// A model's vocabulary padded past its tokenizer's: ids beyond it have no text, in the stream and
+// in generated_text alike, and the rest decode as without them.
+TEST_F(SentencePieceTest, IdsBeyondTheTokenizerHaveNoText) {
+  const TokenizerPtr tok = make_sentencepiece(*model_);
+  const std::vector<int32_t> known = tok->encode(kSamples[1]);
+  const auto beyond = static_cast<int32_t>(tok->vocab_size());
+  std::vector<int32_t> padded;
+  for (int32_t id : known) {
+    padded.push_back(id);
+    padded.push_back(beyond + (id % 3));
+  }
+  TextStream stream(*tok);
+  std::string joined;
+  for (int32_t id : padded) joined += stream.push(id);
+  joined += stream.finish();
+  EXPECT_EQ(joined, kSamples[1]);
+  EXPECT_EQ(generated_text(*tok, padded), kSamples[1]);
+  EXPECT_THROW(tok->decode(padded), Error);
+}
+
 TEST_F(SentencePieceTest, FoundInADirectoryAFileOrAWeightsFile) {
   const fs::path model_dir = *dir_ / "hf";
   fs::create_directories(model_dir);

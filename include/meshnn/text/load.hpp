@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "meshnn/text/chat_template.hpp"
 #include "meshnn/text/tokenizer.hpp"
 
 namespace meshnn::text {
@@ -34,6 +35,9 @@ struct LoadedTokenizer {
 // weights file holds neither; a file that cannot be read or parsed throws meshnn::Error.
 // Rank-local.
 std::optional<LoadedTokenizer> load_tokenizer(const std::string& path);
+
+// A chat template kept in a file of its own (--chat-template), parsed; errors name the file.
+ChatTemplate load_chat_template(const std::string& path);
 
 // The ids of a prompt: `bos` first (unless the text already starts with it), then the text's.
 std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, std::string_view prompt, std::optional<int32_t> bos);

@@ -4,10 +4,11 @@
 // piece) and a character can span several tokens (byte pieces), so each new token's text is the
 // difference between decoding a short window with and without it, and text is released only up to
 // the last whole UTF-8 character. Bytes that can never form one are released as U+FFFD, so what
-// comes out is always valid UTF-8, and all of it together equals sanitize_utf8(decode(all ids)).
+// comes out is always valid UTF-8, and all of it together equals generated_text(all ids).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,9 @@ class TextStream {
  public:
   explicit TextStream(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
 
-  // Adds a token; returns the text it completes ("" while a character is unfinished).
+  // Adds a token; returns the text it completes ("" while a character is unfinished). An id
+  // beyond the tokenizer's vocabulary adds nothing: models pad their embedding past it, and a
+  // random model may sample those rows.
   std::string push(int32_t id);
   // Ends the stream; returns what was held back (an unfinished character becomes U+FFFD).
   std::string finish();
@@ -37,5 +40,9 @@ class TextStream {
   size_t window_released_ = 0;
   std::string text_;
 };
+
+// The text of generated ids: sanitize_utf8(decode) of those within the tokenizer's vocabulary
+// (see TextStream::push). Special tokens such as eos decode to nothing.
+std::string generated_text(const Tokenizer& tokenizer, std::span<const int32_t> ids);
 
 }  // namespace meshnn::text

@@ -96,7 +96,7 @@ void run_chat_session(const LlmJobConfig& c, const JobRequests& job, const Llama
   std::optional<text::TextStream> stream;
   if (reader) {
     go.on_token = [&](size_t, int32_t token, bool last) {
-      std::string piece = token < tokenizer.vocab_size() ? stream->push(token) : "";
+      std::string piece = stream->push(token);
       if (last) piece += stream->finish() + "\n";
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -129,13 +129,9 @@ void run_chat_session(const LlmJobConfig& c, const JobRequests& job, const Llama
     serving::GenerationResult result;
     on_every_rank(mesh, "answering", [&] { result = serving::generate(model, cache, {&request, 1}, go); });
     // Special tokens (the eos that ended the answer) decode to nothing, as with
-    // skip_special_tokens in Hugging Face's chat loops; ids beyond the tokenizer (a vocabulary
-    // padded for the matmuls) have no text.
+    // skip_special_tokens in Hugging Face's chat loops.
     const std::vector<int32_t>& answer = result.outputs.front().tokens;
-    std::vector<int32_t> with_text;
-    for (int32_t id : answer)
-      if (id < tokenizer.vocab_size()) with_text.push_back(id);
-    conversation.messages.push_back({"assistant", text::sanitize_utf8(tokenizer.decode(with_text))});
+    conversation.messages.push_back({"assistant", text::generated_text(tokenizer, answer)});
     cached = request.prompt;
     cached.insert(cached.end(), answer.begin(), answer.end() - 1);
     if (reader) print_turn_figures(request, result);

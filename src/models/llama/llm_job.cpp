@@ -169,8 +169,8 @@ void print_setup(const LlmJobConfig& c, const JobRequests& job, const LlamaConfi
 }
 
 // Prints the replica's first request as it is generated: the prompt now, then (through
-// go.on_token) each token's text as soon as it completes a character (ids beyond the tokenizer
-// give no text). `stream` must outlive the generation.
+// go.on_token) each token's text as soon as it completes a character. `stream` must outlive the
+// generation.
 void stream_first_request(const JobRequests& job, const serving::GenerationRequest& first,
                           const text::Tokenizer& tokenizer, std::optional<text::TextStream>& stream,
                           serving::GenerationOptions& go) {
@@ -182,7 +182,7 @@ void stream_first_request(const JobRequests& job, const serving::GenerationReque
   std::fflush(stdout);
   go.on_token = [&tokenizer, &stream](size_t request, int32_t token, bool last) {
     if (request != 0) return;
-    std::string piece = token < tokenizer.vocab_size() ? stream->push(token) : "";
+    std::string piece = stream->push(token);
     if (last) piece += stream->finish() + "\n";
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);

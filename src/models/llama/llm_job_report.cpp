@@ -13,7 +13,7 @@
 #include "meshnn/core/error.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/runtime/memory.hpp"
-#include "meshnn/text/utf8.hpp"
+#include "meshnn/text/text_stream.hpp"
 
 namespace meshnn::models::llama {
 namespace {
@@ -34,16 +34,15 @@ void merge_replica_rows(std::vector<T>& values, const Shape& shape, const MeshDe
   std::copy_n(merged.local().data<T>(), values.size(), values.data());
 }
 
-// The generated text of every request. Special tokens such as eos decode to nothing, and so do
-// ids beyond the tokenizer's vocabulary (models pad their embedding past it; a trained model
-// never samples those rows, a random one may).
+// The generated text of every request (text::generated_text: special tokens and ids beyond the
+// tokenizer decode to nothing).
 std::vector<std::string> decode_completions(const JobOutputs& o, const text::Tokenizer& tokenizer) {
   std::vector<std::string> completions;
   for (int64_t r = 0; r < o.n; ++r) {
     std::vector<int32_t> ids;
     for (int64_t t = 0; t < o.longest_output && o.tokens[r * o.longest_output + t] >= 0; ++t)
-      if (o.tokens[r * o.longest_output + t] < tokenizer.vocab_size()) ids.push_back(o.tokens[r * o.longest_output + t]);
-    completions.push_back(text::sanitize_utf8(tokenizer.decode(ids)));
+      ids.push_back(o.tokens[r * o.longest_output + t]);
+    completions.push_back(text::generated_text(tokenizer, ids));
   }
   return completions;
 }

@@ -4,7 +4,6 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/hash.hpp"
@@ -73,25 +72,10 @@ std::vector<TextPrompt> read_prompts_jsonl(const std::string& path, int64_t defa
   return prompts;
 }
 
-std::string read_text_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  MESHNN_CHECK(in.good(), "cannot open {} '{}'", what, path);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
 // The template conversations are rendered with: --chat-template's, else the model's. Parsed once,
 // so that a template meshnn cannot run fails before any prompt.
 text::ChatTemplate chat_template(const LlmJobConfig& c, const text::LoadedTokenizer& tokenizer) {
-  if (!c.chat_template_file.empty()) {
-    const std::string source = read_text_file(c.chat_template_file, "chat template");
-    try {
-      return text::ChatTemplate(source);
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: {}", c.chat_template_file, e.what()));
-    }
-  }
+  if (!c.chat_template_file.empty()) return text::load_chat_template(c.chat_template_file);
   MESHNN_CHECK(tokenizer.chat_template.has_value(),
                "the model's tokenizer ({}) has no chat template (a base model?): drop --chat and \"messages\", or "
                "pass --chat-template FILE",
