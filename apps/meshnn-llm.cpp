@@ -60,10 +60,25 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
       cli.add_flag("--interactive", c.interactive,
                    "chat with the model: type a message per line on stdin (world rank 0's), end with Ctrl-D; the "
                    "answers stream back through the chat template's conversation");
-  cli.add_option("--max-context", c.max_context,
-                 "--interactive: positions the conversation may fill (default: max_position_embeddings, at most 8192)")
-      ->transform(IntRange(1, 1 << 24))
-      ->needs(interactive);
+  CLI::Option* serve =
+      cli.add_flag("--serve", c.serve,
+                   "an OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions) on world rank 0 until "
+                   "Ctrl-C: clients' requests join the running batch as they arrive");
+  cli.add_option("--host", c.host, "--serve: the address to listen on (0.0.0.0: every interface)")->needs(serve);
+  cli.add_option("--port", c.port, "--serve: the port (0: any free one; default 8000)")
+      ->transform(IntRange(0, 65535))
+      ->needs(serve);
+  cli.add_option("--port-file", c.port_file, "--serve: write the port to FILE once the server listens")
+      ->type_name("FILE")
+      ->needs(serve);
+  cli.add_option("--served-model-name", c.served_model_name,
+                 "--serve: the model's name in /v1/models (default: the weights file's name)")
+      ->needs(serve);
+  CLI::Option* max_context =
+      cli.add_option("--max-context", c.max_context,
+                     "--interactive and --serve: positions a conversation or request may fill (default: "
+                     "max_position_embeddings, at most 8192)")
+          ->transform(IntRange(1, 1 << 24));
   cli.add_option("--transcript", c.transcript,
                  "--interactive: append each turn to FILE as a JSON line (the conversation so far and the answer's "
                  "token ids)")
@@ -114,10 +129,15 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
                  "cost model for --prefill-matmul planned (meshnn-calibrate's FILE.cost.json; default: the built-in "
                  "one)")
       ->type_name("FILE");
-  for (const char* other : {"--prompt", "--prompts", "--tokens", "--output", "--save-logits", "--json", "--batch"})
+  for (const char* other : {"--prompt", "--prompts", "--tokens", "--output", "--save-logits", "--json", "--batch"}) {
     interactive->excludes(other);  // CLI11 names them the other way round: "--prompt excludes --interactive"
+    serve->excludes(other);
+  }
+  for (const char* other : {"--interactive", "--chat", "--system"}) serve->excludes(other);
   parse_command_line(cli, argc, argv);
   if (system->count() > 0 && !c.chat && !c.interactive) throw UsageError("--system requires --chat or --interactive");
+  if (max_context->count() > 0 && !c.interactive && !c.serve)
+    throw UsageError("--max-context applies to --interactive and --serve");
   // A chat answer ends at its eos; 32 tokens would cut most of them short.
   if (c.interactive && max_new_tokens->count() == 0) c.max_new_tokens = kInteractiveMaxNewTokens;
   c.model.planned_prefill = prefill_matmul == "planned";
@@ -128,6 +148,8 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   c.mode = models::parse_parallel_mode(mode);
   if (c.interactive && c.mode != models::ParallelMode::TP && c.mode != models::ParallelMode::TWO_D)
     throw UsageError("--interactive holds one conversation on one model: run it with --mode tp or 2d");
+  if (c.serve && c.mode != models::ParallelMode::TP && c.mode != models::ParallelMode::TWO_D)
+    throw UsageError("--serve runs one model replica over the whole mesh: run it with --mode tp or 2d");
   c.model.weight_dtype = parse_data_type(weight_dtype);
   c.model.act_dtype = parse_data_type(act_dtype);
   c.kv_dtype = parse_data_type(kv_dtype);

@@ -21,6 +21,7 @@ LAYERS = [
     ["text"],
     ["runtime"],
     ["serving"],
+    ["server"],
     ["models"],
 ]
 RANK = {area: rank for rank, areas in enumerate(LAYERS) for area in areas}

@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config openmpi-bin libopenmpi-dev libhwloc-dev libfmt-dev libhdf5-dev
           hdf5-tools libgtest-dev libopenblas-dev python3 nlohmann-json3-dev
           python3-numpy python3-h5py libcli11-dev libsentencepiece-dev sentencepiece
-          libpcre2-dev libutf8proc-dev python3-regex python3-sentencepiece python3-jinja2 libdnnl-dev)
+          libpcre2-dev libutf8proc-dev python3-regex python3-sentencepiece python3-jinja2 libdnnl-dev
+          libcpp-httplib-dev)
 # --plot: also what scripts/scaling.py needs to draw (Debian's matplotlib for /usr/bin/python3).
 [ "${1:-}" = "--plot" ] && packages+=(python3-matplotlib)
 # --fuzz: clang with libFuzzer for scripts/fuzz.sh.

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <map>
+#include <unordered_map>
+#include <utility>
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/trace.hpp"
@@ -17,34 +20,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-void validate(const CausalLm& model, const KvCache& cache, std::span<const GenerationRequest> requests,
-              const GenerationOptions& options) {
-  options.sampling.validate();
-  MESHNN_CHECK(options.prefill_chunk >= 1, "prefill_chunk must be >= 1, got {}", options.prefill_chunk);
-  const int64_t limit = std::min(cache.max_seq(), model.max_positions());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const GenerationRequest& r = requests[i];
-    MESHNN_CHECK(!r.prompt.empty(), "request {} has an empty prompt", i);
-    MESHNN_CHECK(r.max_new_tokens >= 1, "request {} asks for {} new tokens (need >= 1)", i, r.max_new_tokens);
-    const int64_t length = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
-    MESHNN_CHECK(length <= model.max_positions(),
-                 "request {}: prompt of {} tokens + {} new tokens = {} exceeds max_position_embeddings {}", i,
-                 r.prompt.size(), r.max_new_tokens, length, model.max_positions());
-    MESHNN_CHECK(length <= limit,
-                 "request {}: prompt of {} tokens + {} new tokens = {} exceeds the KV cache's {} positions", i,
-                 r.prompt.size(), r.max_new_tokens, length, limit);
-    MESHNN_CHECK(r.cached_prefix >= 0 && r.cached_prefix < static_cast<int64_t>(r.prompt.size()),
-                 "request {}: cached_prefix {} must be in [0, {}) (the last prompt token is always prefilled)", i,
-                 r.cached_prefix, r.prompt.size());
-    MESHNN_CHECK(r.cached_prefix == 0 || (r.cached_slot >= 0 && r.cached_slot < cache.slots()),
-                 "request {}: cached_slot {} is not a slot of the cache [0, {})", i, r.cached_slot, cache.slots());
-    for (size_t t = 0; t < r.prompt.size(); ++t)
-      MESHNN_CHECK(r.prompt[t] >= 0 && r.prompt[t] < model.vocab_size(),
-                   "request {}: token {} of the prompt is {}, outside the vocabulary [0, {})", i, t, r.prompt[t],
-                   model.vocab_size());
-  }
-}
-
 // The full logits of the sampled rows, composed from the vocabulary shards (every device gets them).
 std::vector<float> full_logits(const CausalLm& model, const Tensor& local) {
   const MeshDevicePtr& mesh = model.mesh();
@@ -53,106 +28,181 @@ std::vector<float> full_logits(const CausalLm& model, const Tensor& local) {
   return full_tensor(MeshTensor(mesh, global, {Shard{3}, Shard{3}}, local)).to_float();
 }
 
-struct Active {
-  size_t request;
-  int64_t slot;
-  int64_t next_position;  // where the last sampled token goes in the next decode step
-};
+// Rows `rows` of a [1, 1, R, W] float32 tensor, as a [1, 1, rows.size(), W] row-major one.
+Tensor logit_rows(const Tensor& logits, std::span<const size_t> rows) {
+  const int64_t width = logits.shape()[3];
+  const std::vector<float> all = logits.to_float();
+  std::vector<float> picked;
+  picked.reserve(rows.size() * static_cast<size_t>(width));
+  for (size_t r : rows)
+    picked.insert(picked.end(), all.begin() + static_cast<int64_t>(r) * width,
+                  all.begin() + static_cast<int64_t>(r + 1) * width);
+  return Tensor::from_float(picked, Shape{1, 1, static_cast<int64_t>(rows.size()), width}, DataType::FLOAT32,
+                            Layout::ROW_MAJOR);
+}
 
 }  // namespace
 
-GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const GenerationRequest> requests,
-                          const GenerationOptions& options) {
-  validate(model, cache, requests, options);
-  GenerationResult result;
-  result.outputs.resize(requests.size());
-  GenerationStats& stats = result.stats;
-  const int64_t vocab = model.vocab_size();
-  std::vector<Clock::time_point> admitted(requests.size());
-
-  std::deque<size_t> waiting;
-  for (size_t i = 0; i < requests.size(); ++i) waiting.push_back(i);
-  std::vector<int64_t> free_slots;
-  for (int64_t s = cache.slots() - 1; s >= 0; --s) free_slots.push_back(s);  // slot 0 handed out first
-  // What a pass uses is made once and reused (cleared, not freed), so that a decode step after
-  // the first allocates nothing: the model's buffers, the sampler's, and these.
-  std::vector<Active> active, still;
-  active.reserve(static_cast<size_t>(cache.slots()));
-  still.reserve(static_cast<size_t>(cache.slots()));
-  TokenBatch batch;
-  std::vector<SampleRow> sample_rows;
-  std::vector<uint8_t> ended;  // per logit row of the pass: its request ended
-  ShardedSampler sampler;
-  sampler.reserve_rows(cache.slots());
-
-  // Appends the sampled tokens (and logits) of `rows` of a pass and sets `ended`.
-  auto record = [&](const Tensor& logits, std::span<const size_t> request_of_row) {
-    sample_rows.clear();
-    for (size_t r : request_of_row)
-      sample_rows.push_back({requests[r].id, static_cast<int64_t>(result.outputs[r].tokens.size())});
-    const auto sample_start = Clock::now();
-    const std::span<const int32_t> next =
-        sampler.sample(logits, model.vocab_shard(), sample_rows, options.sampling, model.mesh());
-    std::vector<float> full;  // --save-logits gathers every pass's logits: that path allocates
-    if (options.keep_logits) full = full_logits(model, logits);
-    stats.sampling_seconds += seconds_since(sample_start);
-    ended.assign(request_of_row.size(), 0);
-    for (size_t i = 0; i < request_of_row.size(); ++i) {
-      RequestOutput& out = result.outputs[request_of_row[i]];
-      if (out.tokens.empty()) out.time_to_first_token = seconds_since(admitted[request_of_row[i]]);
-      out.tokens.push_back(next[i]);
-      if (options.keep_logits)
-        out.logits.insert(out.logits.end(), full.begin() + i * vocab, full.begin() + (i + 1) * vocab);
-      ended[i] = static_cast<int64_t>(out.tokens.size()) >= requests[request_of_row[i]].max_new_tokens ||
-                 std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), next[i]) !=
-                     options.stop_token_ids.end();
-      if (options.on_token) options.on_token(request_of_row[i], next[i], ended[i] != 0);
-    }
+struct Generator::State {
+  struct Entry {
+    GenerationRequest request;
+    RequestOutput output;
+    Clock::time_point admitted;
   };
-
-  // Requests holding a slot whose prompt is not yet wholly in the cache.
+  struct Active {
+    size_t handle;
+    int64_t slot;
+    int64_t next_position;  // where the last sampled token goes in the next decode step
+  };
+  // A request holding a slot whose prompt is not yet wholly in the cache.
   struct Prefilling {
-    size_t request;
+    size_t handle;
     int64_t slot, done = 0;
   };
+
+  const CausalLm& model;
+  KvCache& cache;
+  GenerationOptions options;
+  FinishCallback on_finish;
+  GenerationStats stats;
+  size_t next_handle = 0;
+  std::unordered_map<size_t, Entry> entries;
+  std::deque<size_t> waiting;
   std::deque<Prefilling> prefilling;
-  std::vector<size_t> request_of_row;
-  while (!waiting.empty() || !active.empty() || !prefilling.empty()) {
-    // Admission: every free slot takes the next waiting request; one whose prompt begins in a
-    // slot's cache takes that slot, and waits for it.
+  std::vector<int64_t> free_slots;
+  // What a pass uses is made once and reused (cleared, not freed), so that a decode step after
+  // the first allocates nothing: the model's buffers, the samplers', and these.
+  std::vector<Active> active, still;
+  TokenBatch batch;
+  std::vector<size_t> handle_of_row;
+  std::vector<SampleRow> sample_rows;
+  std::vector<int32_t> sampled;
+  std::vector<uint8_t> ended;  // per logit row of the pass: its request ended
+  // One sampler per (mode, top_k): each keeps buffers sized for its exchange, so requests with
+  // different parameters do not make each other's buffers again every pass.
+  std::map<std::pair<SamplingMode, int64_t>, ShardedSampler> samplers;
+
+  State(const CausalLm& m, KvCache& c, GenerationOptions o, FinishCallback f)
+      : model(m), cache(c), options(std::move(o)), on_finish(std::move(f)) {
+    options.sampling.validate();
+    MESHNN_CHECK(options.prefill_chunk >= 1, "prefill_chunk must be >= 1, got {}", options.prefill_chunk);
+    for (int64_t s = cache.slots() - 1; s >= 0; --s) free_slots.push_back(s);  // slot 0 handed out first
+    const size_t slots = static_cast<size_t>(cache.slots());
+    active.reserve(slots);
+    still.reserve(slots);
+    handle_of_row.reserve(slots);
+    sample_rows.reserve(slots);
+    sampled.reserve(slots);
+    sampler_for(options.sampling).reserve_rows(cache.slots());
+  }
+
+  const SamplingParams& sampling_of(size_t handle) const {
+    const GenerationRequest& r = entries.at(handle).request;
+    return r.sampling ? *r.sampling : options.sampling;
+  }
+  ShardedSampler& sampler_for(const SamplingParams& p) { return samplers[{p.mode, p.top_k}]; }
+
+  void finish(size_t handle) {
+    auto it = entries.find(handle);
+    RequestOutput output = std::move(it->second.output);
+    entries.erase(it);
+    if (on_finish) on_finish(handle, std::move(output));
+  }
+
+  void admit() {
+    // Every free slot takes the next waiting request; one whose prompt begins in a slot's cache
+    // takes that slot, and waits for it.
     while (!free_slots.empty() && !waiting.empty()) {
-      const GenerationRequest& r = requests[waiting.front()];
+      Entry& e = entries.at(waiting.front());
       auto slot = free_slots.end() - 1;
-      if (r.cached_prefix > 0) {
-        slot = std::find(free_slots.begin(), free_slots.end(), r.cached_slot);
+      if (e.request.cached_prefix > 0) {
+        slot = std::find(free_slots.begin(), free_slots.end(), e.request.cached_slot);
         if (slot == free_slots.end()) break;
       }
-      RequestOutput& out = result.outputs[waiting.front()];
-      out.tokens.reserve(static_cast<size_t>(r.max_new_tokens));
-      if (options.keep_logits) out.logits.reserve(static_cast<size_t>(r.max_new_tokens * vocab));
-      prefilling.push_back({waiting.front(), *slot, r.cached_prefix});
-      admitted[waiting.front()] = Clock::now();
+      e.output.tokens.reserve(static_cast<size_t>(e.request.max_new_tokens));
+      if (options.keep_logits) e.output.logits.reserve(static_cast<size_t>(e.request.max_new_tokens * model.vocab_size()));
+      prefilling.push_back({waiting.front(), *slot, e.request.cached_prefix});
+      e.admitted = Clock::now();
       waiting.pop_front();
       free_slots.erase(slot);
     }
+  }
+
+  // Samples the pass's logit rows (handle_of_row), appends their tokens and sets `ended`.
+  void record(const Tensor& logits) {
+    const auto sample_start = Clock::now();
+    const size_t rows = handle_of_row.size();
+    sample_rows.clear();
+    for (size_t h : handle_of_row)
+      sample_rows.push_back({entries.at(h).request.id, static_cast<int64_t>(entries.at(h).output.tokens.size())});
+    const SamplingParams& first = sampling_of(handle_of_row.front());
+    bool uniform = true;
+    for (size_t h : handle_of_row) uniform = uniform && sampling_of(h) == first;
+    sampled.resize(rows);
+    if (uniform) {
+      const std::span<const int32_t> next =
+          sampler_for(first).sample(logits, model.vocab_shard(), sample_rows, first, model.mesh());
+      std::copy(next.begin(), next.end(), sampled.begin());
+    } else {
+      // Requests with their own parameters: one exchange per group of equal parameters, in the
+      // order of each group's first row (the same on every device). This path allocates.
+      std::vector<uint8_t> done(rows, 0);
+      for (size_t i = 0; i < rows; ++i) {
+        if (done[i]) continue;
+        const SamplingParams params = sampling_of(handle_of_row[i]);
+        std::vector<size_t> group;
+        std::vector<SampleRow> group_rows;
+        for (size_t j = i; j < rows; ++j) {
+          if (done[j] || !(sampling_of(handle_of_row[j]) == params)) continue;
+          done[j] = 1;
+          group.push_back(j);
+          group_rows.push_back(sample_rows[j]);
+        }
+        const std::span<const int32_t> next = sampler_for(params).sample(
+            logit_rows(logits, group), model.vocab_shard(), group_rows, params, model.mesh());
+        for (size_t k = 0; k < group.size(); ++k) sampled[group[k]] = next[k];
+      }
+    }
+    std::vector<float> full;  // --save-logits gathers every pass's logits: that path allocates
+    if (options.keep_logits) full = full_logits(model, logits);
+    stats.sampling_seconds += seconds_since(sample_start);
+    const int64_t vocab = model.vocab_size();
+    ended.assign(rows, 0);
+    for (size_t i = 0; i < rows; ++i) {
+      Entry& e = entries.at(handle_of_row[i]);
+      RequestOutput& out = e.output;
+      if (out.tokens.empty()) out.time_to_first_token = seconds_since(e.admitted);
+      out.tokens.push_back(sampled[i]);
+      if (options.keep_logits)
+        out.logits.insert(out.logits.end(), full.begin() + static_cast<int64_t>(i) * vocab,
+                          full.begin() + static_cast<int64_t>(i + 1) * vocab);
+      ended[i] = static_cast<int64_t>(out.tokens.size()) >= e.request.max_new_tokens ||
+                 std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), sampled[i]) !=
+                     options.stop_token_ids.end();
+      if (options.on_token) options.on_token(handle_of_row[i], sampled[i], ended[i] != 0);
+    }
+  }
+
+  void step() {
+    admit();
     // One pass: a decode row for every active request, then as much of the waiting prompts as the
     // prefill budget allows (a long prompt spans several passes). Every pass reads all the weights
     // once, so prompts ride along with the decode step instead of costing passes of their own.
     batch.clear();
-    request_of_row.clear();
+    handle_of_row.clear();
     for (const Active& a : active) {
-      batch.tokens.push_back(result.outputs[a.request].tokens.back());
+      batch.tokens.push_back(entries.at(a.handle).output.tokens.back());
       batch.slots.push_back(a.slot);
       batch.positions.push_back(a.next_position);
       batch.logit_rows.push_back(static_cast<int64_t>(batch.tokens.size()) - 1);
-      request_of_row.push_back(a.request);
+      handle_of_row.push_back(a.handle);
     }
     const size_t decode_rows = active.size();
     size_t prompts_completed = 0;
     for (Prefilling& p : prefilling) {
       const int64_t budget = options.prefill_chunk - static_cast<int64_t>(batch.tokens.size() - decode_rows);
       if (budget <= 0) break;
-      const std::vector<int32_t>& prompt = requests[p.request].prompt;
+      const std::vector<int32_t>& prompt = entries.at(p.handle).request.prompt;
       const int64_t length = static_cast<int64_t>(prompt.size()), end = std::min(length, p.done + budget);
       for (int64_t pos = p.done; pos < end; ++pos) {
         batch.tokens.push_back(prompt[static_cast<size_t>(pos)]);
@@ -163,9 +213,10 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
       p.done = end;
       if (end < length) break;
       batch.logit_rows.push_back(static_cast<int64_t>(batch.tokens.size()) - 1);
-      request_of_row.push_back(p.request);
+      handle_of_row.push_back(p.handle);
       ++prompts_completed;
     }
+    if (batch.tokens.empty()) return;  // nothing admitted: every waiting request waits for its slot
     const bool decode_only = batch.tokens.size() == decode_rows;
     const auto pass_start = Clock::now();
     // The pass as a phase of the trace: the forward pass and the sampling of its rows.
@@ -176,7 +227,7 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
                                  batch.tokens.size() - decode_rows));
     const Tensor& logits = model.forward(batch, cache, decode_only ? stats.decode_times : stats.prefill_times);
     ended.clear();
-    if (!request_of_row.empty()) record(logits, request_of_row);
+    if (!handle_of_row.empty()) record(logits);
     phase.finish();
     (decode_only ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);
     if (decode_only) {
@@ -191,24 +242,102 @@ GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const
     for (size_t i = 0; i < decode_rows; ++i) {
       if (ended[i]) {
         free_slots.push_back(active[i].slot);
+        finish(active[i].handle);
       } else {
         still.push_back(active[i]);
         ++still.back().next_position;
       }
     }
     for (size_t k = 0; k < prompts_completed; ++k) {
-      const Prefilling& p = prefilling.front();
-      if (ended[decode_rows + k])
-        free_slots.push_back(p.slot);
-      else
-        still.push_back({p.request, p.slot, static_cast<int64_t>(requests[p.request].prompt.size())});
+      const Prefilling p = prefilling.front();
       prefilling.pop_front();
+      if (ended[decode_rows + k]) {
+        free_slots.push_back(p.slot);
+        finish(p.handle);
+      } else {
+        still.push_back({p.handle, p.slot, static_cast<int64_t>(entries.at(p.handle).request.prompt.size())});
+      }
     }
     active.swap(still);
   }
-  return result;
+
+  void cancel(size_t handle) {
+    if (!entries.contains(handle)) return;
+    if (auto w = std::find(waiting.begin(), waiting.end(), handle); w != waiting.end()) {
+      waiting.erase(w);
+    } else if (auto a = std::find_if(active.begin(), active.end(), [&](const Active& x) { return x.handle == handle; });
+               a != active.end()) {
+      free_slots.push_back(a->slot);
+      active.erase(a);
+    } else if (auto p = std::find_if(prefilling.begin(), prefilling.end(),
+                                     [&](const Prefilling& x) { return x.handle == handle; });
+               p != prefilling.end()) {
+      free_slots.push_back(p->slot);
+      prefilling.erase(p);
+    }
+    finish(handle);
+  }
+};
+
+Generator::Generator(const CausalLm& model, KvCache& cache, GenerationOptions options, FinishCallback on_finish)
+    : state_(std::make_unique<State>(model, cache, std::move(options), std::move(on_finish))) {}
+
+Generator::~Generator() = default;
+
+void Generator::check(const GenerationRequest& r, const std::string& what) const {
+  const CausalLm& model = state_->model;
+  const KvCache& cache = state_->cache;
+  const int64_t limit = std::min(cache.max_seq(), model.max_positions());
+  MESHNN_CHECK(!r.prompt.empty(), "{} has an empty prompt", what);
+  MESHNN_CHECK(r.max_new_tokens >= 1, "{} asks for {} new tokens (need >= 1)", what, r.max_new_tokens);
+  const int64_t length = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
+  MESHNN_CHECK(length <= model.max_positions(),
+               "{}: prompt of {} tokens + {} new tokens = {} exceeds max_position_embeddings {}", what,
+               r.prompt.size(), r.max_new_tokens, length, model.max_positions());
+  MESHNN_CHECK(length <= limit, "{}: prompt of {} tokens + {} new tokens = {} exceeds the KV cache's {} positions",
+               what, r.prompt.size(), r.max_new_tokens, length, limit);
+  MESHNN_CHECK(r.cached_prefix >= 0 && r.cached_prefix < static_cast<int64_t>(r.prompt.size()),
+               "{}: cached_prefix {} must be in [0, {}) (the last prompt token is always prefilled)", what,
+               r.cached_prefix, r.prompt.size());
+  MESHNN_CHECK(r.cached_prefix == 0 || (r.cached_slot >= 0 && r.cached_slot < cache.slots()),
+               "{}: cached_slot {} is not a slot of the cache [0, {})", what, r.cached_slot, cache.slots());
+  for (size_t t = 0; t < r.prompt.size(); ++t)
+    MESHNN_CHECK(r.prompt[t] >= 0 && r.prompt[t] < model.vocab_size(),
+                 "{}: token {} of the prompt is {}, outside the vocabulary [0, {})", what, t, r.prompt[t],
+                 model.vocab_size());
+  if (r.sampling) r.sampling->validate();
 }
 
+size_t Generator::submit(GenerationRequest request) {
+  const size_t handle = state_->next_handle++;
+  state_->entries.emplace(handle, State::Entry{std::move(request), {}, {}});
+  state_->waiting.push_back(handle);
+  return handle;
+}
+
+void Generator::cancel(size_t handle) { state_->cancel(handle); }
+
+bool Generator::idle() const { return state_->entries.empty(); }
+
+void Generator::step() {
+  if (!idle()) state_->step();
+}
+
+const GenerationStats& Generator::stats() const { return state_->stats; }
+
+GenerationResult generate(const CausalLm& model, KvCache& cache, std::span<const GenerationRequest> requests,
+                          const GenerationOptions& options) {
+  GenerationResult result;
+  result.outputs.resize(requests.size());
+  Generator generator(model, cache, options,
+                      [&](size_t handle, RequestOutput&& output) { result.outputs[handle] = std::move(output); });
+  // Every request is checked before any pass, so a bad one fails alike on every device.
+  for (size_t i = 0; i < requests.size(); ++i) generator.check(requests[i], fmt::format("request {}", i));
+  for (const GenerationRequest& r : requests) generator.submit(r);
+  while (!generator.idle()) generator.step();
+  result.stats = generator.stats();
+  return result;
+}
 double warm_up(const CausalLm& model, KvCache& cache, int64_t prompt_rows, int64_t decode_rows) {
   const auto start = Clock::now();
   trace::Scope phase("phase", "warm-up");

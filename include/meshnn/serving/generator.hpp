@@ -14,8 +14,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "meshnn/serving/causal_lm.hpp"
@@ -32,6 +34,9 @@ struct GenerationRequest {
   // the last prompt token's logits give the first new token. 0: any free slot, the whole prompt.
   int64_t cached_prefix = 0;
   int64_t cached_slot = 0;
+  // This request's sampling, instead of the options' (a server's clients choose their own). Rows
+  // of a pass are sampled in groups of equal parameters, one exchange per group.
+  std::optional<SamplingParams> sampling;
 };
 
 struct GenerationOptions {
@@ -66,6 +71,44 @@ struct GenerationStats {
 struct GenerationResult {
   std::vector<RequestOutput> outputs;  // in the order of the requests
   GenerationStats stats;
+};
+
+// Continuous batching one pass at a time, for requests that arrive while others run (a server):
+// submit() queues a request, step() runs one pass, cancel() ends a request early. generate() is
+// this loop run until it is idle. Collective over model.mesh() like generate(): every device
+// submits, cancels and steps alike, in the same order.
+class Generator {
+ public:
+  // Called on every device when a request ends (its stop token, its max_new_tokens, or cancel()):
+  // its handle and its output, whose tokens the generator no longer keeps.
+  using FinishCallback = std::function<void(size_t handle, RequestOutput&& output)>;
+
+  // Throws meshnn::Error for invalid options (sampling, prefill_chunk). The model and the cache
+  // must outlive the generator.
+  Generator(const CausalLm& model, KvCache& cache, GenerationOptions options, FinishCallback on_finish = {});
+  ~Generator();
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
+
+  // Throws meshnn::Error naming `what` (e.g. "request 3") for a request generate() would refuse.
+  // Pure: a caller may check a request before it is sent to the other devices.
+  void check(const GenerationRequest& request, const std::string& what) const;
+  // Queues a checked request behind the waiting ones. Returns its handle (0, 1, 2, ... in
+  // submission order, so the same on every device); on_token's first argument is that handle.
+  size_t submit(GenerationRequest request);
+  // Ends a request before the next pass: a waiting one leaves the queue, a running one frees its
+  // slot. on_finish gets what it made so far; an unknown or finished handle is ignored.
+  void cancel(size_t handle);
+  // Nothing is waiting or running: step() would do nothing.
+  bool idle() const;
+  // Admits waiting requests to free slots and runs one pass. Allocates nothing once the passes
+  // of its shape have run (see generate()).
+  void step();
+  const GenerationStats& stats() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 // Runs every request to its end using cache.slots() slots. Throws meshnn::Error (the same on

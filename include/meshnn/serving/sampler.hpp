@@ -53,6 +53,7 @@ struct SamplingParams {
   // must be >= 0, got -1", "temperature must be > 0 for top-p sampling, got 0", top_k < 1 in
   // TOP_K mode). Values outside every mode's range are refused in every mode, greedy included.
   void validate() const;
+  bool operator==(const SamplingParams&) const = default;
 };
 
 // Where this device's logits sit in the vocabulary: columns [offset, offset + valid) of the

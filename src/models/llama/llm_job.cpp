@@ -18,6 +18,7 @@
 #include "meshnn/models/every_rank.hpp"
 #include "meshnn/models/llama/synthetic.hpp"
 #include "meshnn/runtime/memory.hpp"
+#include "meshnn/server/serve.hpp"
 #include "meshnn/serving/generator.hpp"
 #include "meshnn/text/text_stream.hpp"
 #include "meshnn/text/utf8.hpp"
@@ -123,7 +124,9 @@ std::vector<serving::GenerationRequest> requests_of_replica(const std::vector<se
 
 // One decode slot per request of the replica, up to --max-batch.
 serving::KvCache make_cache(const LlmJobConfig& c, const LlamaModel& model, size_t requests, int64_t positions) {
-  const int64_t slots = std::max<int64_t>(1, std::min<int64_t>(c.max_batch, static_cast<int64_t>(requests)));
+  // A server's requests are not known yet: it gets every slot.
+  const int64_t slots =
+      c.serve ? c.max_batch : std::max<int64_t>(1, std::min<int64_t>(c.max_batch, static_cast<int64_t>(requests)));
   return model.make_cache(slots, positions, c.kv_dtype);
 }
 
@@ -158,7 +161,10 @@ void print_setup(const LlmJobConfig& c, const JobRequests& job, const LlamaConfi
               "logits", static_cast<long long>(config.vocab_size), model.mesh()->num_devices(),
               c.mode == ParallelMode::TWO_D ? "each mesh row" : "each group");
   if (!prefill_plan.empty()) std::printf("%s\n", prefill_plan.c_str());
-  if (c.interactive)
+  if (c.serve)
+    std::printf("mode %s: one %s group; a server of %lld decode slot(s)\n", std::string(to_string(c.mode)).c_str(),
+                replicas.group->shape().to_string().c_str(), slots);
+  else if (c.interactive)
     std::printf("mode %s: one %s group; one conversation\n", std::string(to_string(c.mode)).c_str(),
                 replicas.group->shape().to_string().c_str());
   else
@@ -214,6 +220,28 @@ Generation run_generation(const LlmJobConfig& c, const JobRequests& job, const L
   return generation;
 }
 
+// --serve: the OpenAI-compatible server until Ctrl-C. The text side is world rank 0's alone.
+void run_server(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig& config, const std::string& file,
+                const LlamaModel& model, serving::KvCache& cache, const MeshDevice& mesh, std::time_t now) {
+  server::ServeOptions options;
+  options.host = c.host;
+  options.port = c.port;
+  options.port_file = c.port_file;
+  options.model_name = c.served_model_name.empty() ? std::filesystem::path(file).stem().string() : c.served_model_name;
+  options.default_max_tokens = c.max_new_tokens;
+  options.generation = generation_options(c, job);
+  server::ServeText text;
+  text.tokenizer = job.text_tokenizer();
+  if (job.tokenizer && job.tokenizer->add_bos_token && config.bos_token_id)
+    text.bos = static_cast<int32_t>(*config.bos_token_id);
+  if (job.chat_template) text.chat_template = &*job.chat_template;
+  if (job.tokenizer) text.special_tokens = job.tokenizer->special_tokens;
+  text.now = now;
+  if (mesh.device_id() == 0 && !job.tokenizer_problem.empty())
+    std::printf("note: no text (%s); prompts must be token ids\n", job.tokenizer_problem.c_str());
+  server::serve(model, cache, mesh, options, text);
+}
+
 }  // namespace
 
 std::string generated_model_path(const std::string& preset, int64_t layers, uint64_t seed) {
@@ -237,7 +265,8 @@ int run_llm_job(const LlmJobConfig& c) {
   // Rank 0's clock: the date a chat template prints is the same on every rank.
   const auto now = static_cast<std::time_t>(root_value(mesh->comm(), static_cast<int64_t>(std::time(nullptr))));
   const JobRequests job = prepare_requests(c, config, file, *mesh, now);
-  const int64_t positions = c.interactive ? conversation_positions(c, config) : positions_needed(job.requests, config);
+  const int64_t positions =
+      c.interactive || c.serve ? conversation_positions(c, config) : positions_needed(job.requests, config);
   const Replicas replicas = make_replicas(c, mesh);
 
   const LoadedModel loaded = load_model(c, file, config, replicas.group);
@@ -245,6 +274,12 @@ int run_llm_job(const LlmJobConfig& c) {
   serving::KvCache cache = make_cache(c, loaded.model, mine.size(), positions);
   const std::string prefill_plan = planned_prefill_description(c, job, loaded.model, replicas);
   if (root) print_setup(c, job, config, loaded.model, cache, replicas, prefill_plan);
+  if (c.serve) {
+    // The passes' buffers are made before the first client's request, not inside its answer.
+    if (c.warm_up) serving::warm_up(loaded.model, cache, std::min(c.prefill_chunk, positions), cache.slots());
+    run_server(c, job, config, file, loaded.model, cache, *mesh, now);
+    return 0;
+  }
   if (c.interactive) {
     // The passes' buffers are made before the user's first turn, not inside its answer.
     if (c.warm_up) serving::warm_up(loaded.model, cache, std::min(c.prefill_chunk, positions), 1);

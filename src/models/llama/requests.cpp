@@ -157,8 +157,8 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
   const bool text_prompts = !c.prompts.empty() || !c.prompts_file.empty();
   MESHNN_CHECK(!(text_prompts && !c.tokens.empty()), "--tokens cannot be combined with --prompt or --prompts");
   MESHNN_CHECK(!c.chat || text_prompts || c.interactive, "--chat applies to text prompts: give --prompt or --prompts");
-  MESHNN_CHECK(c.chat_template_file.empty() || c.chat || c.interactive || !c.prompts_file.empty(),
-               "--chat-template applies to --chat, --interactive and --prompts lines with \"messages\"");
+  MESHNN_CHECK(c.chat_template_file.empty() || c.chat || c.interactive || c.serve || !c.prompts_file.empty(),
+               "--chat-template applies to --chat, --interactive, --serve and --prompts lines with \"messages\"");
   const std::string tokenizer_path = c.tokenizer.empty() ? weights_file : c.tokenizer;
   try {
     out.tokenizer = text::load_tokenizer(tokenizer_path);
@@ -172,6 +172,14 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
     MESHNN_CHECK(out.tokenizer->tokenizer->vocab_size() <= config.vocab_size,
                  "the tokenizer ({}) has {} tokens but the model's vocabulary is {}", out.tokenizer->source,
                  out.tokenizer->tokenizer->vocab_size(), config.vocab_size);
+  }
+  if (c.serve) {
+    // Clients may send token ids without a tokenizer, and completions without a chat template.
+    MESHNN_CHECK(c.chat_template_file.empty() || out.tokenizer.has_value(),
+                 "--chat-template needs the model's tokenizer, and {} has none", weights_file);
+    if (out.tokenizer && (out.tokenizer->chat_template || !c.chat_template_file.empty()))
+      out.chat_template = chat_template(c, *out.tokenizer);
+    return out;
   }
   if (c.interactive) {
     MESHNN_CHECK(out.tokenizer.has_value(),

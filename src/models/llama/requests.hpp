@@ -25,7 +25,8 @@ struct JobRequests {
   // eos_token_id; ids outside the vocabulary throw.
   std::vector<int64_t> stop_token_ids;
   std::string tokenizer_problem;  // why the weights file's tokenizer is unusable, when ids do without it
-  // --interactive: the template each turn's conversation is rendered with (requests stay empty).
+  // --interactive and --serve: the template conversations are rendered with (requests stay empty;
+  // --serve: nullopt when the model has none).
   std::optional<text::ChatTemplate> chat_template;
 
   const text::Tokenizer* text_tokenizer() const { return tokenizer ? tokenizer->tokenizer.get() : nullptr; }

@@ -47,6 +47,13 @@ struct LlmJobConfig {
   // --interactive: a JSON line per turn, {"messages": [...], "answer_tokens": [...]}, the
   // conversation so far with the answer as its last message (empty: none).
   std::string transcript;
+  // An OpenAI-compatible HTTP server instead of requests (meshnn/server/serve.hpp): world rank 0
+  // listens on host:port; the KV cache holds max_batch slots of `max_context` positions.
+  bool serve = false;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string port_file;          // gets the bound port (for --port 0)
+  std::string served_model_name;  // empty: the weights file's name
   std::string tokenizer;             // tokenizer file or directory; empty: the one in the weights file
   bool stream = true;                // print the first request's text as it is generated (world rank 0)
   int64_t batch = 1, prompt_len = 128;

@@ -1,0 +1,102 @@
+// The OpenAI API as meshnn's server speaks it: the requests of /v1/completions and
+// /v1/chat/completions read from their JSON bodies, and the responses and stream chunks written
+// in the shapes OpenAI's clients (and vLLM's, whose extensions top_k and return_token_ids are
+// kept) parse. Pure functions of their arguments: no sockets, no mesh.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "meshnn/serving/sampler.hpp"
+#include "meshnn/text/chat_template.hpp"
+
+namespace meshnn::server {
+
+// A request the server refuses: its HTTP status and the message of the error body.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+enum class Endpoint { COMPLETIONS, CHAT_COMPLETIONS };
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::COMPLETIONS;
+  std::string model;                        // as given ("" when absent); not checked against ours
+  std::optional<std::string> prompt;        // completions: text
+  std::vector<int32_t> prompt_token_ids;    // completions: a prompt given as token ids instead
+  std::vector<text::ChatMessage> messages;  // chat
+  std::optional<int64_t> max_tokens;        // max_tokens, or chat's max_completion_tokens
+  std::optional<double> temperature, top_p;
+  std::optional<int64_t> top_k;  // vLLM's; -1 or 0: no top-k cut
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;  // the text ends before the first of these
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage: a last chunk with the counts
+  bool return_token_ids = false;  // vLLM's: the prompt's and the answer's ids in the response
+};
+
+// Reads a request body. Throws ApiError(400) naming the field for malformed JSON, a wrong type, a
+// value out of range, an empty prompt or conversation, n other than 1, or a field meshnn does not
+// implement with a non-default value (logprobs, echo, best_of, tools, ...).
+ApiRequest parse_request(std::string_view body, Endpoint endpoint);
+
+// The request's sampling on top of the server's defaults, as OpenAI's parameters mean it:
+// temperature 0 is greedy; a temperature, top_p or top_k on a greedy default turns on sampling
+// (top-p; top_p 1 and no top-k cut unless given); a seed replaces the default seed.
+serving::SamplingParams sampling_of(const ApiRequest& request, const serving::SamplingParams& defaults);
+
+enum class FinishReason { STOP, LENGTH, ABORT };
+std::string_view to_string(FinishReason reason);  // "stop", "length", "abort"
+
+// What every response and chunk of one request carries.
+struct ResponseHeader {
+  Endpoint endpoint = Endpoint::COMPLETIONS;
+  std::string id;     // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+};
+
+// A whole (non-streamed) response body.
+std::string response_body(const ResponseHeader& header, const std::string& text, FinishReason reason,
+                          const Usage& usage, const std::vector<int32_t>* prompt_ids,
+                          const std::vector<int32_t>* token_ids);
+// One server-sent event of a stream ("data: {...}\n\n"): a piece of text (chat: the first
+// chunk also names the role), or with `reason` the last chunk of the choice.
+std::string stream_chunk(const ResponseHeader& header, const std::string& text, std::optional<FinishReason> reason,
+                         bool first, const std::vector<int32_t>* token_ids);
+std::string stream_usage_chunk(const ResponseHeader& header, const Usage& usage);
+inline constexpr std::string_view kStreamEnd = "data: [DONE]\n\n";
+// An error body: {"error": {"message", "type", "code"}}.
+std::string error_body(int status, const std::string& message);
+
+// The text of a stream up to a stop string, released as soon as no stop string can begin in it.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops);
+  // Adds generated text; returns what may be sent now. After a stop string appeared it returns
+  // the text before it and stopped() turns true; later calls return nothing.
+  std::string push(std::string_view text);
+  // The text held back (a possible start of a stop string), at the end of the answer.
+  std::string flush();
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool stopped_ = false;
+};
+
+}  // namespace meshnn::server

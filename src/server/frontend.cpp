@@ -1,0 +1,294 @@
+#include "frontend.hpp"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/server/openai_api.hpp"
+#include "meshnn/text/load.hpp"
+#include "meshnn/text/text_stream.hpp"
+
+namespace meshnn::server {
+namespace {
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(error_body(status, message), "application/json");
+}
+
+// One request's answer as its tokens arrive: their text (through the tokenizer, up to a stop
+// string), the ids, and at the end why it finished.
+class Reply {
+ public:
+  struct Piece {
+    std::string text;
+    std::vector<int32_t> ids;
+    std::optional<FinishReason> finish;
+  };
+
+  Reply(std::shared_ptr<Ticket> ticket, const ServeText& text, const std::vector<int32_t>& stop_ids,
+        std::vector<std::string> stops)
+      : ticket_(std::move(ticket)), stop_ids_(stop_ids), matcher_(std::move(stops)) {
+    if (text.tokenizer != nullptr) stream_.emplace(*text.tokenizer);
+  }
+
+  // Waits for tokens past those taken; returns their text. `cancel` is called when a stop string
+  // ends the answer before the generator did.
+  template <typename Cancel>
+  Piece next(const Cancel& cancel) {
+    Piece piece;
+    bool finished = false, aborted = false;
+    {
+      std::unique_lock lock(ticket_->mutex);
+      ticket_->changed.wait(lock, [&] { return ticket_->finished || ticket_->tokens.size() > taken_; });
+      piece.ids.assign(ticket_->tokens.begin() + static_cast<int64_t>(taken_), ticket_->tokens.end());
+      finished = ticket_->finished;
+      aborted = ticket_->aborted;
+    }
+    taken_ += piece.ids.size();
+    std::string text;
+    if (stream_) {
+      for (int32_t id : piece.ids) text += stream_->push(id);
+      if (finished) text += stream_->finish();
+    }
+    piece.text = matcher_.push(text);
+    if (matcher_.stopped()) {
+      if (!finished) cancel();
+      piece.finish = FinishReason::STOP;
+    } else if (finished) {
+      piece.text += matcher_.flush();
+      const bool stop_token = taken_ > 0 && std::find(stop_ids_.begin(), stop_ids_.end(), last_id(piece)) != stop_ids_.end();
+      piece.finish = aborted ? FinishReason::ABORT : stop_token ? FinishReason::STOP : FinishReason::LENGTH;
+    }
+    if (piece.finish) done_ = true;
+    return piece;
+  }
+  bool done() const { return done_; }
+  size_t tokens_taken() const { return taken_; }
+
+ private:
+  int32_t last_id(const Piece& piece) const {
+    if (!piece.ids.empty()) return piece.ids.back();
+    std::lock_guard lock(ticket_->mutex);
+    return ticket_->tokens.back();
+  }
+
+  std::shared_ptr<Ticket> ticket_;
+  const std::vector<int32_t>& stop_ids_;
+  std::optional<text::TextStream> stream_;
+  StopMatcher matcher_;
+  size_t taken_ = 0;
+  bool done_ = false;
+};
+
+int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+}  // namespace
+
+Frontend::Frontend(const ServeOptions& options, const ServeText& text,
+                   std::function<void(const serving::GenerationRequest&)> check, const volatile int* stop_requested)
+    : options_(options), text_(text), check_(std::move(check)), stop_requested_(stop_requested),
+      http_(std::make_unique<httplib::Server>()) {
+  const size_t threads = static_cast<size_t>(std::max(1, options_.http_threads));
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  install_routes();
+}
+
+Frontend::~Frontend() {
+  if (listener_.joinable()) {
+    http_->stop();
+    listener_.join();
+  }
+}
+
+int Frontend::bind() {
+  const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
+                                      : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  MESHNN_CHECK(port > 0, "the server cannot listen on {}:{} (is the port in use, or the host not this machine's?)",
+               options_.host, options_.port);
+  return port;
+}
+
+void Frontend::start() {
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+}
+
+void Frontend::shut_down() {
+  {
+    std::lock_guard lock(inbox_mutex_);
+    closed_ = true;
+  }
+  if (listener_.joinable()) {
+    http_->stop();
+    listener_.join();
+  }
+}
+
+std::shared_ptr<Ticket> Frontend::submit(serving::GenerationRequest request, bool seeded) {
+  auto ticket = std::make_shared<Ticket>();
+  ticket->max_new_tokens = request.max_new_tokens;
+  std::lock_guard lock(inbox_mutex_);
+  if (closed_) return nullptr;
+  ticket->number = next_ticket_++;
+  // A seeded request draws the same tokens whenever it comes; the others draw apart.
+  request.id = seeded ? 0 : ticket->number + 1;
+  inbox_.arrivals.emplace_back(ticket->number, std::move(request));
+  submitted_.emplace(ticket->number, ticket);
+  inbox_changed_.notify_one();
+  return ticket;
+}
+
+void Frontend::cancel(uint64_t ticket) {
+  std::lock_guard lock(inbox_mutex_);
+  inbox_.cancels.push_back(ticket);
+  inbox_changed_.notify_one();
+}
+
+InboxBatch Frontend::collect(int wait_ms) {
+  std::unique_lock lock(inbox_mutex_);
+  auto something = [&] { return !inbox_.arrivals.empty() || !inbox_.cancels.empty() || *stop_requested_ != 0; };
+  // A signal cannot notify the condition variable, so a wait is cut into short ones that look at
+  // the stop flag.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (!something() && std::chrono::steady_clock::now() < until)
+    inbox_changed_.wait_for(lock, std::min<std::chrono::steady_clock::duration>(
+                                      std::chrono::milliseconds(50), until - std::chrono::steady_clock::now()));
+  InboxBatch batch;
+  std::swap(batch, inbox_);
+  batch.stop = *stop_requested_ != 0;
+  for (const auto& [number, request] : batch.arrivals) {
+    running_.emplace(number, std::move(submitted_.at(number)));
+    submitted_.erase(number);
+  }
+  return batch;
+}
+
+void Frontend::on_token(size_t handle, int32_t token, bool last) {
+  const std::shared_ptr<Ticket>& t = running_.at(handle);
+  {
+    std::lock_guard lock(t->mutex);
+    t->tokens.push_back(token);
+    t->finished = last;
+  }
+  t->changed.notify_all();
+}
+
+void Frontend::on_finish(size_t handle, bool aborted) {
+  auto it = running_.find(handle);
+  if (it == running_.end()) return;
+  {
+    std::lock_guard lock(it->second->mutex);
+    it->second->finished = true;
+    it->second->aborted = aborted;
+  }
+  it->second->changed.notify_all();
+  running_.erase(it);
+}
+
+void Frontend::install_routes() {
+  httplib::Server& s = *http_;
+  s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    nlohmann::ordered_json model{{"id", options_.model_name}, {"object", "model"}, {"created", unix_now()},
+                                 {"owned_by", "meshnn"}};
+    res.set_content(nlohmann::ordered_json{{"object", "list"}, {"data", {model}}}.dump(), "application/json");
+  });
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.body.empty()) send_error(res, res.status, fmt::format("{} {}: no such route", req.method, req.path));
+  });
+
+  auto answer = [this](Endpoint endpoint) {
+    return [this, endpoint](const httplib::Request& req, httplib::Response& res) {
+      ApiRequest api;
+      serving::GenerationRequest g;
+      try {
+        api = parse_request(req.body, endpoint);
+        if (endpoint == Endpoint::CHAT_COMPLETIONS) {
+          if (text_.chat_template == nullptr || text_.tokenizer == nullptr)
+            throw ApiError(400, "this model has no chat template (give the server one with --chat-template) or no "
+                                "tokenizer: use /v1/completions");
+          text::ChatTemplateInputs inputs;
+          inputs.messages = api.messages;
+          inputs.special_tokens = text_.special_tokens;
+          inputs.now = std::time(nullptr);
+          // As apply_chat_template: the template writes BOS where the model wants it.
+          g.prompt = text::encode_prompt(*text_.tokenizer, text_.chat_template->render(inputs), std::nullopt);
+        } else if (api.prompt) {
+          if (text_.tokenizer == nullptr)
+            throw ApiError(400, "this model has no tokenizer: give the prompt as a list of token ids");
+          g.prompt = text::encode_prompt(*text_.tokenizer, *api.prompt, text_.bos);
+        } else {
+          g.prompt = api.prompt_token_ids;
+        }
+        g.max_new_tokens = api.max_tokens.value_or(options_.default_max_tokens);
+        g.sampling = sampling_of(api, options_.generation.sampling);
+        check_(g);
+      } catch (const ApiError& e) {
+        return send_error(res, e.status(), e.what());
+      } catch (const Error& e) {
+        return send_error(res, 400, e.what());
+      }
+      const std::vector<int32_t> prompt = g.prompt;
+      const std::shared_ptr<Ticket> ticket = submit(std::move(g), api.seed.has_value());
+      if (!ticket) return send_error(res, 503, "the server is shutting down");
+      const ResponseHeader header{endpoint,
+                                  fmt::format("{}-{}", endpoint == Endpoint::CHAT_COMPLETIONS ? "chatcmpl" : "cmpl",
+                                              ticket->number),
+                                  unix_now(), options_.model_name};
+      // Without a tokenizer the ids are the answer.
+      const bool ids = api.return_token_ids || text_.tokenizer == nullptr;
+      auto reply = std::make_shared<Reply>(ticket, text_, options_.generation.stop_token_ids, api.stop);
+      auto cancel = [this, number = ticket->number] { this->cancel(number); };
+      if (!api.stream) {
+        std::string text;
+        std::vector<int32_t> tokens;
+        std::optional<FinishReason> finish;
+        while (!finish) {
+          Reply::Piece p = reply->next(cancel);
+          text += p.text;
+          tokens.insert(tokens.end(), p.ids.begin(), p.ids.end());
+          finish = p.finish;
+        }
+        const Usage usage{static_cast<int64_t>(prompt.size()), static_cast<int64_t>(reply->tokens_taken())};
+        res.set_content(response_body(header, text, *finish, usage, ids ? &prompt : nullptr, ids ? &tokens : nullptr),
+                        "application/json");
+        return;
+      }
+      auto first = std::make_shared<bool>(true);
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [reply, header, ids, cancel, first, prompt_tokens = static_cast<int64_t>(prompt.size()),
+           usage = api.include_usage](size_t, httplib::DataSink& sink) {
+            Reply::Piece p = reply->next(cancel);
+            std::string out;
+            if (!p.text.empty() || !p.ids.empty() || *first)
+              out += stream_chunk(header, p.text, std::nullopt, *first, ids ? &p.ids : nullptr);
+            *first = false;
+            if (p.finish) {
+              out += stream_chunk(header, "", p.finish, false, nullptr);
+              if (usage) out += stream_usage_chunk(header, {prompt_tokens, static_cast<int64_t>(reply->tokens_taken())});
+              out += kStreamEnd;
+            }
+            if (!sink.write(out.data(), out.size())) return false;
+            if (p.finish) sink.done();
+            return true;
+          },
+          [reply, cancel](bool) {
+            // The client went away (or the write failed) before the answer ended: free its slot.
+            if (!reply->done()) cancel();
+          });
+    };
+  };
+  s.Post("/v1/completions", answer(Endpoint::COMPLETIONS));
+  s.Post("/v1/chat/completions", answer(Endpoint::CHAT_COMPLETIONS));
+}
+
+}  // namespace meshnn::server

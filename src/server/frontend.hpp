@@ -1,0 +1,81 @@
+// World rank 0's side of the server: the HTTP threads that read requests and write responses,
+// and the inbox through which they hand requests to the mesh loop (serve.cpp) and get tokens back.
+// Only the mesh loop's thread calls MPI; the HTTP threads touch nothing but the inbox and their
+// own request's ticket.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "meshnn/server/serve.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace meshnn::server {
+
+// One request between its HTTP thread and the mesh loop.
+struct Ticket {
+  uint64_t number = 0;  // the generator's handle: tickets are submitted in number order
+  int64_t max_new_tokens = 0;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<int32_t> tokens;  // generated so far
+  bool finished = false;        // no more tokens will come
+  bool aborted = false;         // finished by the server's shutdown
+};
+
+// What the mesh loop takes from the inbox at a pass: new requests in ticket order and tickets
+// whose clients went away (or met a stop string).
+struct InboxBatch {
+  std::vector<std::pair<uint64_t, serving::GenerationRequest>> arrivals;
+  std::vector<uint64_t> cancels;
+  bool stop = false;
+};
+
+class Frontend {
+ public:
+  // `check` throws meshnn::Error for a request the generator would refuse (it is called on the
+  // HTTP threads and must only read). `stop_requested` is polled while the loop waits.
+  Frontend(const ServeOptions& options, const ServeText& text,
+           std::function<void(const serving::GenerationRequest&)> check, const volatile int* stop_requested);
+  ~Frontend();
+  // Binds host:port; returns the port. Throws meshnn::Error when it cannot.
+  int bind();
+  void start();  // serves on a thread of its own
+  // The mesh loop's side. collect() waits up to `wait_ms` for something when the inbox is empty.
+  InboxBatch collect(int wait_ms);
+  void on_token(size_t handle, int32_t token, bool last);
+  void on_finish(size_t handle, bool aborted);
+  // Ends the HTTP server (listening stops; open streams end with their tickets).
+  void shut_down();
+
+ private:
+  std::shared_ptr<Ticket> submit(serving::GenerationRequest request, bool seeded);
+  void cancel(uint64_t ticket);
+  void install_routes();
+
+  ServeOptions options_;
+  ServeText text_;
+  std::function<void(const serving::GenerationRequest&)> check_;
+  const volatile int* stop_requested_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread listener_;
+  std::mutex inbox_mutex_;
+  std::condition_variable inbox_changed_;
+  InboxBatch inbox_;
+  uint64_t next_ticket_ = 0;
+  bool closed_ = false;  // shutting down: new requests get 503
+  std::unordered_map<uint64_t, std::shared_ptr<Ticket>> running_;  // the loop's thread only
+  std::unordered_map<uint64_t, std::shared_ptr<Ticket>> submitted_;  // under inbox_mutex_, until collected
+};
+
+}  // namespace meshnn::server

@@ -1,0 +1,297 @@
+#include "meshnn/server/openai_api.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace meshnn::server {
+namespace {
+
+using nlohmann::json;
+using ordered = nlohmann::ordered_json;
+
+[[noreturn]] void bad(const std::string& message) { throw ApiError(400, message); }
+
+const json* field(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<int64_t> integer(const json& body, const char* key, int64_t low, int64_t high) {
+  const json* v = field(body, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer()) bad(fmt::format("'{}' must be an integer, got {}", key, v->dump()));
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(high))
+    bad(fmt::format("'{}' must be in [{}, {}], got {}", key, low, high, v->dump()));
+  const int64_t x = v->get<int64_t>();
+  if (x < low || x > high) bad(fmt::format("'{}' must be in [{}, {}], got {}", key, low, high, x));
+  return x;
+}
+
+std::optional<double> real(const json& body, const char* key, double low, double high) {
+  const json* v = field(body, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) bad(fmt::format("'{}' must be a number, got {}", key, v->dump()));
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < low || x > high) bad(fmt::format("'{}' must be in [{}, {}], got {}", key, low, high, x));
+  return x;
+}
+
+bool flag(const json& body, const char* key) {
+  const json* v = field(body, key);
+  if (v == nullptr) return false;
+  if (!v->is_boolean()) bad(fmt::format("'{}' must be true or false, got {}", key, v->dump()));
+  return v->get<bool>();
+}
+
+// Fields whose default meshnn implements and whose other values it refuses instead of ignoring.
+void refuse_unimplemented(const json& body) {
+  for (const char* key : {"logprobs", "top_logprobs", "echo", "tools", "functions", "logit_bias", "suffix",
+                          "response_format", "presence_penalty", "frequency_penalty"}) {
+    const json* v = field(body, key);
+    const bool neutral = v == nullptr || *v == false || *v == 0 || (v->is_array() && v->empty()) ||
+                         (v->is_object() && v->empty()) ||
+                         (std::string_view(key) == "response_format" && v->is_object() && v->value("type", "") == "text");
+    if (!neutral) bad(fmt::format("'{}' is not supported by meshnn's server", key));
+  }
+  for (const char* key : {"n", "best_of"}) {
+    const std::optional<int64_t> n = integer(body, key, 1, std::numeric_limits<int32_t>::max());
+    if (n && *n != 1) bad(fmt::format("'{}' must be 1: meshnn's server gives one choice per request", key));
+  }
+}
+
+std::vector<int32_t> token_ids(const json& v) {
+  std::vector<int32_t> ids;
+  for (const json& t : v) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      bad(fmt::format("'prompt' token ids must be integers in [0, 2^31), got {}", t.dump()));
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return ids;
+}
+
+void read_prompt(const json& body, ApiRequest& r) {
+  const json* p = field(body, "prompt");
+  if (p == nullptr) bad("'prompt' is required");
+  // A one-element list is the one prompt; a list of several is a batch, which meshnn refuses.
+  const json& one = p->is_array() && p->size() == 1 && !(*p)[0].is_number() ? (*p)[0] : *p;
+  if (one.is_string()) {
+    if (one.get<std::string>().empty()) bad("'prompt' is empty");
+    r.prompt = one.get<std::string>();
+  } else if (one.is_array() && !one.empty() && one[0].is_number()) {
+    r.prompt_token_ids = token_ids(one);
+  } else {
+    bad("'prompt' must be a non-empty string or list of token ids (one prompt per request)");
+  }
+}
+
+void read_messages(const json& body, ApiRequest& r) {
+  const json* m = field(body, "messages");
+  if (m == nullptr || !m->is_array() || m->empty()) bad("'messages' must be a non-empty list");
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& message = (*m)[i];
+    if (!message.is_object() || !message.contains("role") || !message["role"].is_string())
+      bad(fmt::format("messages[{}] must be an object with a string 'role'", i));
+    std::string content;
+    const json* c = field(message, "content");
+    if (c != nullptr && c->is_string()) {
+      content = c->get<std::string>();
+    } else if (c != nullptr && c->is_array()) {
+      // OpenAI's content parts: text parts are joined; any other kind is refused.
+      for (const json& part : *c) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+          bad(fmt::format("messages[{}]: only text content parts are supported", i));
+        content += part["text"].get<std::string>();
+      }
+    } else if (c != nullptr) {
+      bad(fmt::format("messages[{}].content must be a string or a list of text parts", i));
+    }
+    r.messages.push_back({message["role"].get<std::string>(), std::move(content)});
+  }
+}
+
+void read_stop(const json& body, ApiRequest& r) {
+  const json* s = field(body, "stop");
+  if (s == nullptr) return;
+  const json list = s->is_string() ? json::array({*s}) : *s;
+  if (!list.is_array() || list.size() > 16) bad("'stop' must be a string or a list of at most 16 strings");
+  for (const json& x : list) {
+    if (!x.is_string() || x.get<std::string>().empty()) bad("'stop' strings must be non-empty strings");
+    r.stop.push_back(x.get<std::string>());
+  }
+}
+
+ordered header_json(const ResponseHeader& h, bool chunk) {
+  ordered j;
+  j["id"] = h.id;
+  j["object"] = h.endpoint == Endpoint::CHAT_COMPLETIONS ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                                         : "text_completion";
+  j["created"] = h.created;
+  j["model"] = h.model;
+  return j;
+}
+
+ordered usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+std::string event(const ordered& j) {
+  // Invalid UTF-8 cannot reach here (the text stream sanitizes), but a JSON dump must not throw.
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace
+
+ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
+  json body;
+  try {
+    body = json::parse(body_text);
+  } catch (const json::exception& e) {
+    bad(fmt::format("the body is not valid JSON: {}", e.what()));
+  }
+  if (!body.is_object()) bad("the body must be a JSON object");
+  ApiRequest r;
+  r.endpoint = endpoint;
+  if (const json* m = field(body, "model"); m != nullptr && m->is_string()) r.model = m->get<std::string>();
+  refuse_unimplemented(body);
+  if (endpoint == Endpoint::COMPLETIONS)
+    read_prompt(body, r);
+  else
+    read_messages(body, r);
+  constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
+  r.max_tokens = integer(body, "max_tokens", 1, kMaxTokens);
+  if (endpoint == Endpoint::CHAT_COMPLETIONS)
+    if (auto m = integer(body, "max_completion_tokens", 1, kMaxTokens)) r.max_tokens = m;
+  r.temperature = real(body, "temperature", 0.0, 100.0);
+  r.top_p = real(body, "top_p", 0.0, 1.0);
+  if (r.top_p && *r.top_p == 0.0) bad("'top_p' must be in (0, 1], got 0");
+  r.top_k = integer(body, "top_k", -1, std::numeric_limits<int32_t>::max());
+  if (auto s = integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
+    r.seed = static_cast<uint64_t>(*s);
+  read_stop(body, r);
+  r.stream = flag(body, "stream");
+  if (const json* o = field(body, "stream_options"); o != nullptr) {
+    if (!o->is_object()) bad("'stream_options' must be an object");
+    r.include_usage = flag(*o, "include_usage");
+  }
+  r.return_token_ids = flag(body, "return_token_ids");
+  return r;
+}
+
+serving::SamplingParams sampling_of(const ApiRequest& r, const serving::SamplingParams& defaults) {
+  serving::SamplingParams p = defaults;
+  if (r.temperature || r.top_p || r.top_k) {
+    const bool was_greedy = defaults.mode == serving::SamplingMode::GREEDY;
+    const double temperature = r.temperature.value_or(was_greedy ? 1.0 : defaults.temperature);
+    if (temperature == 0.0) {
+      p.mode = serving::SamplingMode::GREEDY;
+    } else {
+      p.mode = serving::SamplingMode::TOP_P;
+      p.temperature = temperature;
+      p.top_p = r.top_p.value_or(was_greedy || defaults.mode == serving::SamplingMode::TOP_K ? 1.0 : defaults.top_p);
+      p.top_k = r.top_k ? std::max<int64_t>(*r.top_k, 0) : (was_greedy ? 0 : defaults.top_k);
+    }
+  }
+  if (r.seed) p.seed = *r.seed;
+  return p;
+}
+
+std::string_view to_string(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::STOP: return "stop";
+    case FinishReason::LENGTH: return "length";
+    case FinishReason::ABORT: return "abort";
+  }
+  return "abort";
+}
+
+std::string response_body(const ResponseHeader& h, const std::string& text, FinishReason reason, const Usage& usage,
+                          const std::vector<int32_t>* prompt_ids, const std::vector<int32_t>* token_ids) {
+  ordered j = header_json(h, false);
+  ordered choice;
+  choice["index"] = 0;
+  if (h.endpoint == Endpoint::CHAT_COMPLETIONS)
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else
+    choice["text"] = text;
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = to_string(reason);
+  if (token_ids != nullptr) choice["token_ids"] = *token_ids;
+  j["choices"] = ordered::array({choice});
+  j["usage"] = usage_json(usage);
+  if (prompt_ids != nullptr) j["prompt_token_ids"] = *prompt_ids;
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string stream_chunk(const ResponseHeader& h, const std::string& text, std::optional<FinishReason> reason,
+                         bool first, const std::vector<int32_t>* token_ids) {
+  ordered j = header_json(h, true);
+  ordered choice;
+  choice["index"] = 0;
+  if (h.endpoint == Endpoint::CHAT_COMPLETIONS) {
+    ordered delta = ordered::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && !reason)) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = reason ? ordered(to_string(*reason)) : ordered(nullptr);
+  if (token_ids != nullptr) choice["token_ids"] = *token_ids;
+  j["choices"] = ordered::array({choice});
+  return event(j);
+}
+
+std::string stream_usage_chunk(const ResponseHeader& h, const Usage& usage) {
+  ordered j = header_json(h, true);
+  j["choices"] = ordered::array();
+  j["usage"] = usage_json(usage);
+  return event(j);
+}
+
+std::string error_body(int status, const std::string& message) {
+  const char* type = status == 400 || status == 404 ? "invalid_request_error" : "server_error";
+  ordered j;
+  j["error"] = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+
+std::string StopMatcher::push(std::string_view text) {
+  if (stopped_) return {};
+  held_ += text;
+  size_t first = std::string::npos;
+  for (const std::string& s : stops_) first = std::min(first, held_.find(s));
+  if (first != std::string::npos) {
+    stopped_ = true;
+    std::string out = held_.substr(0, first);
+    held_.clear();
+    return out;
+  }
+  // Hold back the longest tail that is the beginning of some stop string.
+  size_t keep = 0;
+  for (const std::string& s : stops_)
+    for (size_t n = std::min(s.size() - 1, held_.size()); n > keep; --n)
+      if (held_.compare(held_.size() - n, n, s, 0, n) == 0) {
+        keep = n;
+        break;
+      }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string StopMatcher::flush() {
+  std::string out;
+  if (!stopped_) out.swap(held_);
+  return out;
+}
+
+}  // namespace meshnn::server
