@@ -96,6 +96,12 @@ Frontend::Frontend(const ServeOptions& options, const ServeText& text,
       http_(std::make_unique<httplib::Server>()) {
   const size_t threads = static_cast<size_t>(std::max(1, options_.http_threads));
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  // httplib also sets SO_REUSEPORT, which would let a second server share the port and take half of
+  // its connections; SO_REUSEADDR alone still allows a restart while old connections linger.
+  http_->set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   install_routes();
 }
 
@@ -164,7 +170,9 @@ InboxBatch Frontend::collect(int wait_ms) {
   for (const auto& [number, request] : batch.arrivals) {
     running_.emplace(number, std::move(submitted_.at(number)));
     submitted_.erase(number);
+    prompt_tokens_ += static_cast<int64_t>(request.prompt.size());
   }
+  running_count_ = static_cast<int64_t>(running_.size());
   return batch;
 }
 
@@ -176,6 +184,7 @@ void Frontend::on_token(size_t handle, int32_t token, bool last) {
     t->finished = last;
   }
   t->changed.notify_all();
+  ++generated_tokens_;
 }
 
 void Frontend::on_finish(size_t handle, bool aborted) {
@@ -187,7 +196,13 @@ void Frontend::on_finish(size_t handle, bool aborted) {
     it->second->aborted = aborted;
   }
   it->second->changed.notify_all();
+  const bool cut_short = static_cast<int64_t>(it->second->tokens.size()) < it->second->max_new_tokens &&
+                         !it->second->tokens.empty() &&
+                         std::find(options_.generation.stop_token_ids.begin(), options_.generation.stop_token_ids.end(),
+                                   it->second->tokens.back()) == options_.generation.stop_token_ids.end();
+  ++(aborted || cut_short || it->second->tokens.empty() ? cancelled_ : finished_);
   running_.erase(it);
+  running_count_ = static_cast<int64_t>(running_.size());
 }
 
 void Frontend::install_routes() {
@@ -199,6 +214,29 @@ void Frontend::install_routes() {
     nlohmann::ordered_json model{{"id", options_.model_name}, {"object", "model"}, {"created", unix_now()},
                                  {"owned_by", "meshnn"}};
     res.set_content(nlohmann::ordered_json{{"object", "list"}, {"data", {model}}}.dump(), "application/json");
+  });
+  // Prometheus' text format, as vLLM's /metrics (its names under meshnn:).
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    int64_t waiting = 0;
+    {
+      std::lock_guard lock(inbox_mutex_);
+      waiting = static_cast<int64_t>(submitted_.size());
+    }
+    std::string out;
+    auto metric = [&](const char* name, const char* type, const char* help, int64_t value) {
+      out += fmt::format("# HELP meshnn:{} {}\n# TYPE meshnn:{} {}\nmeshnn:{} {}\n", name, help, name, type, name, value);
+    };
+    metric("num_requests_running", "gauge", "Requests in the generator (waiting for a slot or generating).",
+           running_count_.load());
+    metric("num_requests_arriving", "gauge", "Requests received and not yet handed to the mesh.", waiting);
+    metric("prompt_tokens_total", "counter", "Prompt tokens of the requests handed to the mesh.", prompt_tokens_.load());
+    metric("generation_tokens_total", "counter", "Tokens generated.", generated_tokens_.load());
+    metric("requests_finished_total", "counter", "Requests that ended at their stop token or max_tokens.",
+           finished_.load());
+    metric("requests_cancelled_total", "counter",
+           "Requests ended early: the client went away, a stop string, or the server stopped.", cancelled_.load());
+    metric("requests_rejected_total", "counter", "Requests refused with an error status.", rejected_.load());
+    res.set_content(out, "text/plain; version=0.0.4");
   });
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (res.body.empty()) send_error(res, res.status, fmt::format("{} {}: no such route", req.method, req.path));
@@ -231,8 +269,10 @@ void Frontend::install_routes() {
         g.sampling = sampling_of(api, options_.generation.sampling);
         check_(g);
       } catch (const ApiError& e) {
+        ++rejected_;
         return send_error(res, e.status(), e.what());
       } catch (const Error& e) {
+        ++rejected_;
         return send_error(res, 400, e.what());
       }
       const std::vector<int32_t> prompt = g.prompt;

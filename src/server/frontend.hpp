@@ -4,6 +4,7 @@
 // own request's ticket.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -76,6 +77,9 @@ class Frontend {
   bool closed_ = false;  // shutting down: new requests get 503
   std::unordered_map<uint64_t, std::shared_ptr<Ticket>> running_;  // the loop's thread only
   std::unordered_map<uint64_t, std::shared_ptr<Ticket>> submitted_;  // under inbox_mutex_, until collected
+  // For /metrics: set by the loop's thread, read by the HTTP threads.
+  std::atomic<int64_t> running_count_{0}, prompt_tokens_{0}, generated_tokens_{0};
+  std::atomic<int64_t> finished_{0}, cancelled_{0}, rejected_{0};
 };
 
 }  // namespace meshnn::server

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <unistd.h>
+
 #include "frontend.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/mpi_utils.hpp"
@@ -127,9 +129,11 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
   });
   if (root) {
     frontend->start();
+    // mpirun forwards Ctrl-C and then exits with status 1 whatever the ranks return; a signal to
+    // rank 0 itself stops the server with every status 0.
     std::printf("serving %s on http://%s:%d/v1 (OpenAI API: /v1/completions, /v1/chat/completions, /v1/models; "
-                "/health); Ctrl-C stops\n",
-                options.model_name.c_str(), options.host.c_str(), port);
+                "/health, /metrics); Ctrl-C, or SIGTERM to rank 0 (pid %d), stops it\n",
+                options.model_name.c_str(), options.host.c_str(), port, static_cast<int>(getpid()));
     std::fflush(stdout);
   }
   size_t submitted = 0;

@@ -37,27 +37,19 @@ import sys
 import time
 
 import h5py
-import jinja2.ext
-import jinja2.sandbox
 import numpy as np
-import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "text"))
 import bpe_reference  # noqa: E402
 import hf_model_dir as hf  # noqa: E402
+from llm_fixtures import (CHATML, CONFIG, LLAMA3, NO_SYSTEM, ZEPHYR, edit_tokenizer_config, hf_render,  # noqa: E402
+                          outputs, sentencepiece_tokenizer)
 
 BUILD, WORK, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3:]
 LLM = os.path.join(BUILD, "apps", "meshnn-llm")
 failures = []
 
-CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-    "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "vocab_size": 416, "max_position_embeddings": 256,
-    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
-    "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "torch_dtype": "bfloat16",
-}
 PROMPTS = [
     ("the mesh device gathers every shard", 6),
     ("Café naïve — Ελληνικά, 中文 and 🙂", 9),  # unseen characters: byte-fallback pieces
@@ -73,40 +65,6 @@ def check(ok, what):
 
 def run(cmd, stdin=None):
     return subprocess.run(cmd, capture_output=True, timeout=600, input=stdin)
-
-
-def sentencepiece_tokenizer(model_dir):
-    """tokenizer.model by spm_train; returns the independent (encode, decode)."""
-    words = ("the mesh device tensor shard gather reduce token model layer attention cache prefill "
-             "decode rank ring matrix tile weight users prompt stream every").split()
-    rng = np.random.default_rng(3)
-    corpus = os.path.join(WORK, "corpus.txt")
-    with open(corpus, "w", encoding="utf-8") as f:
-        for i in range(500):
-            f.write(" ".join(words[k] for k in rng.integers(0, len(words), 10)) + f" {i}. Café naïve.\n")
-    spm.SentencePieceTrainer.train(
-        input=corpus, model_prefix=os.path.join(model_dir, "tokenizer"), vocab_size=400, model_type="bpe",
-        byte_fallback=True, split_digits=True, character_coverage=1.0, normalization_rule_name="identity",
-        remove_extra_whitespaces=False, allow_whitespace_only_pieces=True, hard_vocab_limit=False,
-        minloglevel=2)
-    os.remove(os.path.join(model_dir, "tokenizer.vocab"))
-    os.remove(os.path.join(model_dir, "tokenizer.json"))  # the stand-in hf_model_dir wrote
-    with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:
-        json.dump({"add_bos_token": True, "bos_token": "<s>", "eos_token": "</s>"}, f)
-    sp = spm.SentencePieceProcessor(model_file=os.path.join(model_dir, "tokenizer.model"))
-    return lambda text: sentencepiece_encode(sp, text), lambda ids: sentencepiece_text(sp, ids)
-
-
-def sentencepiece_encode(sp, text):
-    """As Hugging Face's LlamaTokenizer: control pieces written in the text ("</s>") stand for
-    themselves, and each stretch between them is encoded alone (with its own dummy prefix)."""
-    controls = sorted((sp.id_to_piece(i) for i in range(sp.get_piece_size()) if sp.is_control(i)), key=len,
-                      reverse=True)
-    for piece in controls:
-        if piece in text:
-            head, tail = text.split(piece, 1)
-            return sentencepiece_encode(sp, head) + [sp.piece_to_id(piece)] + sentencepiece_encode(sp, tail)
-    return sp.encode(text) if text else []
 
 
 def byte_level_bpe_tokenizer(model_dir):
@@ -134,35 +92,9 @@ def qwen2_tokenizer(model_dir):
             lambda ids: bpe_reference.decode(tok, ids).decode("utf-8", errors="replace"))
 
 
-def sentencepiece_text(sp, ids):
-    """Decoding written apart from meshnn's: pieces to bytes by hand, then Python's lossy UTF-8."""
-    out, first = b"", True
-    for i in ids:
-        if i >= sp.get_piece_size() or sp.is_control(i):
-            continue
-        piece = sp.id_to_piece(i)
-        if sp.is_byte(i):
-            out += bytes([int(piece[3:5], 16)])
-        else:
-            if first and piece.startswith("\u2581"):
-                piece = piece[1:]
-            out += piece.replace("\u2581", " ").encode("utf-8")
-        first = False
-    return out.decode("utf-8", errors="replace")
-
-
 def llm(ranks, weights, *args, stdin=None):
     return run([*MPIEXEC, "-n", str(ranks), LLM, "--weights", weights, "--weight-dtype", "bfloat16",
                 "--ignore-eos", *args], stdin)
-
-
-def outputs(path):
-    with h5py.File(path, "r") as f:
-        tokens = f["tokens"][...]
-        logits = f["logits"][...] if "logits" in f else None
-        text = [t.decode("utf-8") for t in f["text"][...]] if "text" in f else None
-        prompts = [t.decode("utf-8") for t in f["prompts"][...]] if "prompts" in f else None
-    return tokens, text, prompts, logits
 
 
 def run_attributes(path, ranks):
@@ -201,15 +133,6 @@ def check_convert_notes():
         f.write("{}")
     r = run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, os.path.join(WORK, "noted.h5")])
     check(r.returncode == 0 and b"cannot use this tokenizer" in r.stderr, "meshnn-convert notes an unusable tokenizer")
-
-
-def edit_tokenizer_config(model_dir, **entries):
-    path = os.path.join(model_dir, "tokenizer_config.json")
-    with open(path) as f:
-        config = json.load(f)
-    config.update(entries)
-    with open(path, "w") as f:
-        json.dump(config, f)
 
 
 def check_text_job(kind, weights, encode, decode, bos):
@@ -260,37 +183,6 @@ def check_text_job(kind, weights, encode, decode, bos):
         check(np.array_equal(results[1], results[2]), f"{kind}: text prompts on 2 ranks generate what 1 rank does")
     return tokens_file
 
-# Chat templates of this test's own writing, in the shapes of three families' prompt formats.
-CHATML = ("{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are a mesh.<|im_end|>\n{% endif %}"
-          "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-ZEPHYR = """{% for message in messages %}
-{% if message['role'] == 'user' %}
-{{ '<|user|>\\n' + message['content'] + eos_token }}
-{% elif message['role'] == 'system' %}
-{{ '<|system|>\\n' + message['content'] + eos_token }}
-{% else %}
-{{ '<|assistant|>\\n' + message['content'] + eos_token }}
-{% endif %}
-{% if loop.last and add_generation_prompt %}
-{{ '<|assistant|>' }}
-{% endif %}
-{% endfor %}"""
-LLAMA3 = """{{- bos_token }}
-{%- set ns = namespace(system='') %}
-{%- if messages[0].role == 'system' %}
-    {%- set ns.system = messages[0].content | trim %}
-    {%- set messages = messages[1:] %}
-{%- endif %}
-{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' }}
-{{- 'Today Date: ' + strftime_now('%d %b %Y') + '\\n\\n' + ns.system + '<|eot_id|>' }}
-{%- for message in messages %}
-    {{- '<|start_header_id|>' + message.role + '<|end_header_id|>\\n\\n' + message.content | trim + '<|eot_id|>' }}
-{%- endfor %}
-{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"""
-NO_SYSTEM = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
-             "{% for m in messages %}{{ m.content }}{% endfor %}")
-
 CONVERSATIONS = [
     {"messages": [{"role": "user", "content": "every shard of the mesh device"},
                   {"role": "assistant", "content": " gathers the tensor "},
@@ -298,21 +190,6 @@ CONVERSATIONS = [
     {"messages": [{"role": "system", "content": "You stream tokens.\\n"},
                   {"role": "user", "content": "prefill the cache"}]},
 ]
-
-
-def hf_render(template, messages, special_tokens, now):
-    """What transformers' apply_chat_template renders: a sandboxed, immutable jinja2 environment with
-    trim_blocks, lstrip_blocks and loop controls, raise_exception and strftime_now as globals, the
-    tools and documents variables None, and the special tokens as variables."""
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                                       extensions=[jinja2.ext.loopcontrols])
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: time.strftime(fmt, time.localtime(now))
-    return env.from_string(template).render(messages=messages, add_generation_prompt=True, tools=None,
-                                            documents=None, **special_tokens)
 
 
 def check_chat_job(kind, weights, encode, template, special_tokens):
@@ -451,7 +328,7 @@ def main():
 
     named = [{"name": "tool_use", "template": "{{ raise_exception('not this one') }}"},
              {"name": "default", "template": ZEPHYR}]
-    weights, encode, decode = converted_model("sentencepiece", sentencepiece_tokenizer, CONFIG,
+    weights, encode, decode = converted_model("sentencepiece", lambda d: sentencepiece_tokenizer(d, WORK), CONFIG,
                                               lambda d: edit_tokenizer_config(d, chat_template=named))
     tokens_file = check_text_job("sentencepiece", weights, encode, decode, CONFIG["bos_token_id"])
     check_chat_job("sentencepiece", weights, encode, ZEPHYR, {"bos_token": "<s>", "eos_token": "</s>"})

@@ -32,3 +32,12 @@ add_test(NAME meshnn_llm_text
                  ${CMAKE_BINARY_DIR}/llm_text_work ${MPIEXEC_EXECUTABLE} ${MESHNN_MPIEXEC_FLAGS})
 set_tests_properties(meshnn_llm_text PROPERTIES TIMEOUT 600 LABELS system PROCESSORS 2
                      ENVIRONMENT "${MESHNN_MPI_TEST_ENV}")
+
+# The OpenAI-compatible server (meshnn-llm --serve) on 2 ranks, its clients Python's HTTP libraries:
+# concurrent, streamed, chat, seeded and stopped requests against the batch job's answers, hang-ups,
+# bad requests and shutdown.
+add_test(NAME meshnn_llm_server
+         COMMAND ${MESHNN_SYSTEM_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/../io/test_server.py ${CMAKE_BINARY_DIR}
+                 ${CMAKE_BINARY_DIR}/llm_server_work ${MPIEXEC_EXECUTABLE} ${MESHNN_MPIEXEC_FLAGS})
+set_tests_properties(meshnn_llm_server PROPERTIES TIMEOUT 600 LABELS system PROCESSORS 2
+                     ENVIRONMENT "${MESHNN_MPI_TEST_ENV}")

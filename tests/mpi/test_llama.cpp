@@ -450,6 +450,67 @@ TEST(Llama, NextTurnTakesItsPrefixFromTheCache) {
   EXPECT_THROW(serving::generate(model, cache, std::span(&nowhere, 1), go), Error);
 }
 
+// A server's generator (serving::Generator): requests submitted while others run, each with its
+// own sampling (rows of different parameters share passes, sampled in groups), make exactly the
+// tokens they make alone with those parameters as the options'. A cancelled request stops with a
+// prefix of its tokens, and its slot goes to the waiting request at the next pass.
+TEST(Llama, RequestsJoiningARunningGeneratorMakeTheirSoloTokens) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  auto requests = ragged_requests(config.vocab_size, 8);  // 4 requests
+  requests[1].sampling = serving::SamplingParams{serving::SamplingMode::TOP_P, 0.9, 0, 0.8, 5};
+  requests[3].sampling = serving::SamplingParams{serving::SamplingMode::TOP_K, 1.3, 5, 0.9, 9};
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::BFLOAT8_B, DataType::BFLOAT16});
+  serving::KvCache cache = model.make_cache(3, 64, DataType::BFLOAT16);
+  std::vector<std::vector<int32_t>> solo(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    GenerationOptions alone;
+    GenerationRequest r = requests[i];
+    if (r.sampling) alone.sampling = *r.sampling;
+    r.sampling.reset();
+    solo[i] = serving::generate(model, cache, std::span(&r, 1), alone).outputs[0].tokens;
+  }
+
+  std::vector<std::vector<int32_t>> streamed(requests.size()), finished(requests.size());
+  std::vector<int> finishes(requests.size(), 0);
+  GenerationOptions go;
+  go.on_token = [&](size_t handle, int32_t token, bool) { streamed[handle].push_back(token); };
+  serving::Generator generator(model, cache, go, [&](size_t handle, serving::RequestOutput&& out) {
+    finished[handle] = std::move(out.tokens);
+    ++finishes[handle];
+  });
+  EXPECT_TRUE(generator.idle());
+  EXPECT_EQ(generator.submit(requests[0]), 0u);
+  generator.step();
+  generator.step();
+  EXPECT_EQ(generator.submit(requests[1]), 1u);
+  EXPECT_EQ(generator.submit(requests[2]), 2u);
+  EXPECT_EQ(generator.submit(requests[3]), 3u);  // waits: 3 slots
+  generator.step();
+  generator.step();
+  const bool cut_short = streamed[2].size() == 2 && streamed[3].empty();
+  generator.cancel(2);
+  generator.step();  // request 3 takes the freed slot and prefills at once
+  const bool admitted = streamed[3].size() == 1;
+  while (!generator.idle()) generator.step();
+  generator.cancel(2);  // finished: ignored
+  bool same = true;
+  for (size_t i : {0, 1, 3}) same = same && finished[i] == solo[i] && streamed[i] == solo[i];
+  const bool prefix = finished[2] == std::vector<int32_t>(solo[2].begin(), solo[2].begin() + 2);
+  const bool once = std::all_of(finishes.begin(), finishes.end(), [](int n) { return n == 1; });
+  EXPECT_TRUE(all_ranks_ok(same && cut_short && admitted && prefix && once))
+      << "solo tokens: " << same << ", request 2 cut after 2 tokens: " << cut_short << " (prefix " << prefix
+      << "), request 3 admitted at the next pass: " << admitted << ", one finish each: " << once;
+
+  GenerationRequest too_long = requests[0];
+  too_long.max_new_tokens = 64;
+  EXPECT_THROW(generator.check(too_long, "the request"), Error);
+  GenerationRequest bad_sampling = requests[0];
+  bad_sampling.sampling = serving::SamplingParams{serving::SamplingMode::TOP_P, 1.0, 0, 1.5, 0};
+  EXPECT_THROW(generator.check(bad_sampling, "the request"), Error);
+}
+
 TEST(Llama, SameRunTwiceIsBitwiseIdentical) {
   const std::string file = model_file(false);
   const LlamaConfig config = config_of(file);

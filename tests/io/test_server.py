@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""meshnn-llm --serve, the OpenAI-compatible server, against the batch job on the same model.
+
+    test_server.py BUILD_DIR WORK_DIR MPIEXEC [MPIEXEC_FLAGS...]
+
+A converted Llama directory with a SentencePiece tokenizer trained here and a Zephyr-style chat
+template, served on 2 ranks with 3 decode slots. The clients are Python's own HTTP libraries, and
+every answer is compared with what meshnn-llm's batch job (--prompts, --output) makes of the same
+request, which the MPI tests compare with float64 references.
+
+1. Concurrent completions, more than the slots (some wait, some join the running batch), half of
+   them streamed: each gives exactly the batch job's tokens and text; the stream's pieces add up to
+   the text; the usage counts are right. A prompt given as token ids gives the same.
+2. Chat completions (whole and streamed) give the batch job's answer to the same "messages".
+3. A seeded top-p request, sent twice beside greedy ones, draws the batch job's tokens for the same
+   seed and parameters both times.
+4. A stop string ends the text just before it (finish_reason "stop"), streamed or not.
+5. A client that hangs up frees its slot: the generation counter stops short of the request's
+   max_tokens.
+6. Bad requests get 400 (404 for no such route) with a message naming the problem, and the server
+   goes on serving; /metrics counts them.
+7. A second server on the same port fails on every rank with a clear message; --serve with dp is a
+   usage error.
+8. SIGTERM to rank 0 ends the open streams with [DONE], the unfinished ones with finish_reason
+   "abort", and every rank exits with status 0.
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_model_dir as hf  # noqa: E402
+from llm_fixtures import CONFIG, ZEPHYR, edit_tokenizer_config, outputs, sentencepiece_tokenizer  # noqa: E402
+
+BUILD, WORK, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3:]
+LLM = os.path.join(BUILD, "apps", "meshnn-llm")
+COMMON = ["--weight-dtype", "bfloat16", "--ignore-eos"]
+SLOTS, CONTEXT = 3, 224  # a multiple of 32: the cache holds whole tiles of positions
+failures = []
+
+PROMPTS = [("the mesh device gathers every shard", 6), ("prefill the cache and decode", 9),
+           ("Café naïve — Ελληνικά", 4), ("every rank reduces the ring", 12), ("tile weight users", 7)]
+CONVERSATIONS = [
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "what is a mesh device?"}],
+    [{"role": "user", "content": "the ring"}, {"role": "assistant", "content": " reduces"},
+     {"role": "user", "content": "and the line?"}],
+]
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def run(cmd, timeout=600):
+    return subprocess.run(cmd, capture_output=True, timeout=timeout)
+
+
+def batch_job(weights, name, lines, *args):
+    """The batch job's tokens and texts for --prompts lines."""
+    jsonl, out = os.path.join(WORK, f"{name}.jsonl"), os.path.join(WORK, f"{name}.h5")
+    with open(jsonl, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    r = run([*MPIEXEC, "-n", "2", LLM, "--weights", weights, *COMMON, "--prompts", jsonl, "--output", out, *args])
+    if r.returncode != 0:
+        print((r.stdout + r.stderr).decode(errors="replace")[-3000:])
+        raise RuntimeError(f"the batch job {name} failed")
+    tokens, text, _, _ = outputs(out)
+    return [[int(t) for t in row if t >= 0] for row in tokens], text
+
+
+def post(port, path, body, method="POST"):
+    data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data if method == "POST" else None,
+                                     headers={"Content-Type": "application/json"}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=300) as r:
+            return r.status, r.read().decode("utf-8")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8")
+
+
+def stream(port, path, body, close_after=None):
+    """Reads a server-sent-event stream; returns (status, events), "[DONE]" as the last event. With
+    close_after, hangs up after that many events."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    conn.request("POST", path, json.dumps(dict(body, stream=True)), {"Content-Type": "application/json"})
+    response = conn.getresponse()
+    events = []
+    while True:
+        line = response.readline()
+        if not line:
+            break
+        line = line.decode("utf-8").rstrip("\n")  # strict: the stream must be valid UTF-8
+        if not line.startswith("data: "):
+            continue
+        events.append("[DONE]" if line == "data: [DONE]" else json.loads(line[6:]))
+        if events[-1] == "[DONE]" or (close_after is not None and len(events) >= close_after):
+            break
+    conn.close()
+    return response.status, events
+
+
+def gathered(events, chat):
+    """A stream's text, ids, finish reason and usage."""
+    text, ids, finish, usage = "", [], None, None
+    for e in events:
+        if e == "[DONE]":
+            continue
+        usage = e.get("usage") or usage
+        for c in e["choices"]:
+            text += (c["delta"].get("content", "") if chat else c["text"])
+            ids += c.get("token_ids", [])
+            finish = c["finish_reason"] or finish
+    return text, ids, finish, usage
+
+
+def metric(port, name):
+    _, body = post(port, "/metrics", "", method="GET")
+    return int(re.search(rf"^meshnn:{name} (\d+)$", body, re.M).group(1))
+
+
+def start_server(weights, port_file, *args):
+    if os.path.exists(port_file):
+        os.remove(port_file)
+    log = open(os.path.join(WORK, os.path.basename(port_file) + ".log"), "w+b")
+    process = subprocess.Popen([*MPIEXEC, "-n", "2", LLM, "--weights", weights, *COMMON, "--serve",
+                                "--port-file", port_file, *args], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 300
+    while time.time() < deadline and process.poll() is None:
+        if os.path.exists(port_file) and open(port_file).read().strip():
+            return process, int(open(port_file).read()), log
+        time.sleep(0.2)
+    log.seek(0)
+    print(log.read().decode(errors="replace")[-3000:])
+    raise RuntimeError("the server did not start")
+
+
+def check_completions(port, weights, bos, encode):
+    """Concurrent completions (more than the slots), half streamed, against the batch job."""
+    expected_tokens, expected_text = batch_job(weights, "completions",
+                                               [{"prompt": p, "max_tokens": n} for p, n in PROMPTS])
+    results = [None] * len(PROMPTS)
+
+    def client(i):
+        body = {"model": "x", "prompt": PROMPTS[i][0], "max_tokens": PROMPTS[i][1], "return_token_ids": True}
+        if i % 2:
+            status, events = stream(port, "/v1/completions", dict(body, stream_options={"include_usage": True}))
+            results[i] = (status, *gathered(events, False), events)
+        else:
+            status, text = post(port, "/v1/completions", body)
+            j = json.loads(text)
+            c = j["choices"][0]
+            results[i] = (status, c["text"], c["token_ids"], c["finish_reason"], j["usage"], j)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, (status, text, ids, finish, usage, raw) in enumerate(results):
+        how = "streamed" if i % 2 else "whole"
+        prompt_tokens = len([bos] + encode(PROMPTS[i][0]))
+        check(status == 200 and ids == expected_tokens[i] and text == expected_text[i] and finish == "length" and
+              usage == {"prompt_tokens": prompt_tokens, "completion_tokens": PROMPTS[i][1],
+                        "total_tokens": prompt_tokens + PROMPTS[i][1]},
+              f"completion {i} ({how}, {len(PROMPTS)} at once on {SLOTS} slots): the batch job's tokens, text and "
+              f"usage")
+        if i % 2:
+            check(raw[-1] == "[DONE]" and all(e["object"] == "text_completion" for e in raw[:-1]),
+                  f"completion {i}: the stream is text_completion chunks ending with [DONE]")
+        else:
+            check(raw["prompt_token_ids"] == [bos] + encode(PROMPTS[i][0]) and raw["object"] == "text_completion",
+                  f"completion {i}: prompt_token_ids are the prompt encoded independently, BOS first")
+    ids = [bos] + encode(PROMPTS[0][0])
+    status, text = post(port, "/v1/completions", {"prompt": ids, "max_tokens": PROMPTS[0][1], "return_token_ids": True})
+    check(status == 200 and json.loads(text)["choices"][0]["token_ids"] == expected_tokens[0],
+          "a prompt given as token ids answers as its text does")
+    return expected_tokens, expected_text
+
+
+def check_chat(port, weights):
+    expected_tokens, expected_text = batch_job(weights, "chat", [{"messages": m, "max_tokens": 5}
+                                                                for m in CONVERSATIONS])
+    for i, messages in enumerate(CONVERSATIONS):
+        status, text = post(port, "/v1/chat/completions", {"messages": messages, "max_tokens": 5,
+                                                           "return_token_ids": True})
+        j = json.loads(text)
+        check(status == 200 and j["object"] == "chat.completion" and
+              j["choices"][0]["message"] == {"role": "assistant", "content": expected_text[i]} and
+              j["choices"][0]["token_ids"] == expected_tokens[i],
+              f"chat {i}: the batch job's answer to the same messages")
+        status, events = stream(port, "/v1/chat/completions", {"messages": messages, "max_completion_tokens": 5})
+        text, _, finish, _ = gathered(events, True)
+        check(status == 200 and text == expected_text[i] and finish == "length" and
+              events[0]["choices"][0]["delta"].get("role") == "assistant" and
+              events[0]["object"] == "chat.completion.chunk",
+              f"chat {i} streamed: the role first, then deltas adding up to the answer")
+
+
+def check_seeded_sampling(port, weights):
+    sampled = {"temperature": 0.8, "top_p": 0.9, "seed": 7}
+    expected, _ = batch_job(weights, "sampled", [{"prompt": PROMPTS[1][0], "max_tokens": 8}], "--sampling", "top-p",
+                            "--temperature", "0.8", "--top-p", "0.9", "--top-k", "0", "--seed", "7")
+    greedy, _ = batch_job(weights, "greedy", [{"prompt": PROMPTS[1][0], "max_tokens": 8}])
+    results = {}
+
+    def client(key, extra):
+        _, text = post(port, "/v1/completions", {"prompt": PROMPTS[1][0], "max_tokens": 8, "return_token_ids": True,
+                                                 **extra})
+        results[key] = json.loads(text)["choices"][0]["token_ids"]
+
+    threads = [threading.Thread(target=client, args=(k, e)) for k, e in
+               (("a", sampled), ("greedy", {}), ("b", sampled), ("zero", {"temperature": 0}))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(results["a"] == expected[0] and results["b"] == expected[0] and expected[0] != greedy[0],
+          "a seeded top-p request draws the batch job's tokens for that seed, twice, beside greedy ones")
+    check(results["greedy"] == greedy[0] and results["zero"] == greedy[0],
+          "beside it, a request without sampling parameters and one with temperature 0 are greedy")
+
+
+def check_stop_strings(port, expected_text):
+    text = expected_text[3]
+    middle = len(text) // 2
+    stop = text[middle:middle + 3]
+    if len(text) < 6 or not stop.strip():
+        check(False, f"stop strings: the reference text {text!r} is too short to cut")
+        return
+    cut = text[:text.find(stop)]
+    body = {"prompt": PROMPTS[3][0], "max_tokens": PROMPTS[3][1], "stop": [stop, "\u0000never"]}
+    status, answer = post(port, "/v1/completions", body)
+    j = json.loads(answer)
+    check(status == 200 and j["choices"][0]["text"] == cut and j["choices"][0]["finish_reason"] == "stop" and
+          j["usage"]["completion_tokens"] <= PROMPTS[3][1],
+          f"a stop string ({stop!r}) ends the text just before it")
+    status, events = stream(port, "/v1/completions", body)
+    streamed, _, finish, _ = gathered(events, False)
+    check(status == 200 and streamed == cut and finish == "stop" and events[-1] == "[DONE]",
+          "a stop string ends a stream just before it")
+
+
+def check_hang_up(port):
+    before = metric(port, "generation_tokens_total")
+    cancelled = metric(port, "requests_cancelled_total")
+    # A client that sends its request and hangs up at once: how soon the server notices does not
+    # depend on when this process (sharing the cores with the ranks) gets to run.
+    body = json.dumps({"prompt": PROMPTS[0][0], "max_tokens": 200, "stream": True})
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+    deadline = time.time() + 60
+    while time.time() < deadline and metric(port, "num_requests_running") > 0:
+        time.sleep(0.05)
+    made = metric(port, "generation_tokens_total") - before
+    # The server learns of the hang-up when a write fails, a token or two later (this model makes one
+    # in about a millisecond); it must not run the request to its end.
+    check(metric(port, "num_requests_running") == 0 and made < 200 and
+          metric(port, "requests_cancelled_total") == cancelled + 1,
+          f"a client that hangs up frees its slot ({made} of 200 tokens made)")
+
+
+def check_bad_requests(port, vocab, expected_tokens):
+    rejected = metric(port, "requests_rejected_total")
+    cases = [("/v1/completions", "{", 400, "not valid JSON"),
+             ("/v1/completions", {"prompt": "a", "n": 2}, 400, "'n' must be 1"),
+             ("/v1/completions", {"prompt": "a", "max_tokens": CONTEXT}, 400, f"exceeds the KV cache's {CONTEXT}"),
+             ("/v1/completions", {"prompt": "a", "max_tokens": 300}, 400, "exceeds max_position_embeddings 256"),
+             ("/v1/completions", {"prompt": [1, vocab]}, 400, "outside the vocabulary"),
+             ("/v1/completions", {"prompt": "a", "top_p": 1.5}, 400, "'top_p' must be in"),
+             ("/v1/chat/completions", {"messages": [{"role": "user"}], "tools": [{}]}, 400, "'tools' is not supported"),
+             ("/v1/embeddings", {"input": "a"}, 404, "no such route")]
+    for path, body, status, needle in cases:
+        got, text = post(port, path, body)
+        message = json.loads(text).get("error", {}).get("message", "")
+        check(got == status and needle in message, f"{path} {str(body)[:40]}: {status} with '{needle}' ({message})")
+    check(metric(port, "requests_rejected_total") == rejected + 7, "/metrics counts the refused requests")
+    _, text = post(port, "/v1/completions", {"prompt": PROMPTS[2][0], "max_tokens": PROMPTS[2][1],
+                                             "return_token_ids": True})
+    check(json.loads(text)["choices"][0]["token_ids"] == expected_tokens[2],
+          "after the bad requests the server answers as before")
+    status, text = post(port, "/health", "", method="GET")
+    check(status == 200 and json.loads(text) == {"status": "ok"}, "/health answers")
+    status, text = post(port, "/v1/models", "", method="GET")
+    check(status == 200 and json.loads(text)["data"][0]["id"] == "served", "/v1/models lists --served-model-name")
+
+
+def check_refusals(weights, port):
+    try:
+        r = run([*MPIEXEC, "-n", "2", LLM, "--weights", weights, *COMMON, "--serve", "--port", str(port)], timeout=60)
+    except subprocess.TimeoutExpired:
+        check(False, "a second server on the same port fails (it ran instead)")
+        return
+    out = (r.stdout + r.stderr).decode(errors="replace")
+    check(r.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in out,
+          "a second server on the same port fails with a clear message")
+    r = run([*MPIEXEC, "-n", "2", LLM, "--weights", weights, "--serve", "--mode", "dp"], timeout=300)
+    out = (r.stdout + r.stderr).decode(errors="replace")
+    check(r.returncode == 2 and "--serve runs one model replica" in out, "--serve with --mode dp is a usage error")
+
+
+def check_shutdown(process, port, log):
+    """SIGTERM to rank 0 (the pid it prints) while more streams than slots are open."""
+    results = [None] * (2 * SLOTS)
+
+    def client(i):
+        results[i] = stream(port, "/v1/completions", {"prompt": PROMPTS[i % 2][0], "max_tokens": 80})
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(results))]
+    for t in threads:
+        t.start()
+    # Once all are in the generator (half of them waiting for a slot), some cannot have finished.
+    deadline = time.time() + 60
+    while time.time() < deadline and metric(port, "num_requests_running") < len(results):
+        time.sleep(0.002)
+    log.seek(0)
+    os.kill(int(re.search(rb"rank 0 \(pid (\d+)\)", log.read()).group(1)), signal.SIGTERM)
+    for t in threads:
+        t.join(120)
+    try:
+        status = process.wait(120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        status = None
+    log.seek(0)
+    out = log.read().decode(errors="replace")
+    check(status == 0 and "server stopped" in out, f"SIGTERM to rank 0 stops the server, every rank exiting 0 "
+          f"(mpirun's status {status})")
+    ends = [gathered(events, False)[2] if events and events[-1] == "[DONE]" else None for _, events in
+            (r or (None, []) for r in results)]
+    check(all(e in ("length", "abort") for e in ends) and "abort" in ends,
+          f"the streams open at SIGTERM end with [DONE], the unfinished ones with finish_reason 'abort' ({ends})")
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    model_dir = os.path.join(WORK, "model")
+    hf.write_model_dir(model_dir, CONFIG, hf.llama_shapes(CONFIG), lambda _: "BF16")
+    encode, _ = sentencepiece_tokenizer(model_dir, WORK)
+    edit_tokenizer_config(model_dir, chat_template=ZEPHYR)
+    weights = os.path.join(WORK, "model.h5")
+    r = run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, weights])
+    if r.returncode != 0:
+        print((r.stdout + r.stderr).decode(errors="replace"))
+        sys.exit(1)
+    process, port, log = start_server(weights, os.path.join(WORK, "port"), "--port", "0", "--max-batch", str(SLOTS),
+                                      "--max-context", str(CONTEXT), "--served-model-name", "served")
+    try:
+        expected_tokens, expected_text = check_completions(port, weights, CONFIG["bos_token_id"], encode)
+        check_chat(port, weights)
+        check_seeded_sampling(port, weights)
+        check_stop_strings(port, expected_text)
+        check_hang_up(port)
+        check_bad_requests(port, CONFIG["vocab_size"], expected_tokens)
+        check_refusals(weights, port)
+        check_shutdown(process, port, log)
+    except Exception as e:  # report, and never leave the server running
+        check(False, f"the server checks ran ({e!r})")
+        log.seek(0)
+        print(log.read().decode(errors="replace")[-3000:])
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+    print(f"{len(failures)} failure(s)")
+    for f in failures:
+        print("  " + f)
+    if not failures:
+        shutil.rmtree(WORK, ignore_errors=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

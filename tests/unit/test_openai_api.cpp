@@ -1,0 +1,218 @@
+// The server's OpenAI protocol without a socket: requests read from JSON bodies (and refused with
+// a message naming the field), sampling as OpenAI's parameters mean it, response and stream shapes
+// parsed back with nlohmann-json, and the stop-string matcher over every split of its input.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "meshnn/server/openai_api.hpp"
+
+namespace meshnn::server {
+namespace {
+
+using nlohmann::json;
+using serving::SamplingMode;
+using serving::SamplingParams;
+
+std::string refusal(std::string_view body, Endpoint endpoint = Endpoint::COMPLETIONS) {
+  try {
+    parse_request(body, endpoint);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(OpenAiApi, ReadsACompletionRequest) {
+  const ApiRequest r = parse_request(
+      R"({"model": "m", "prompt": "hello", "max_tokens": 7, "temperature": 0.5, "top_p": 0.8, "top_k": 20,
+          "seed": -3, "stop": "\n", "stream": true, "stream_options": {"include_usage": true},
+          "return_token_ids": true, "n": 1, "logprobs": null, "echo": false, "presence_penalty": 0})",
+      Endpoint::COMPLETIONS);
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt, "hello");
+  EXPECT_TRUE(r.prompt_token_ids.empty());
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.temperature, 0.5);
+  EXPECT_EQ(r.top_p, 0.8);
+  EXPECT_EQ(r.top_k, 20);
+  EXPECT_EQ(r.seed, static_cast<uint64_t>(-3));
+  EXPECT_EQ(r.stop, std::vector<std::string>{"\n"});
+  EXPECT_TRUE(r.stream && r.include_usage && r.return_token_ids);
+
+  const ApiRequest ids = parse_request(R"({"prompt": [1, 2, 3]})", Endpoint::COMPLETIONS);
+  EXPECT_EQ(ids.prompt_token_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(ids.prompt.has_value());
+  EXPECT_FALSE(ids.max_tokens.has_value());
+  EXPECT_EQ(parse_request(R"({"prompt": ["one"]})", Endpoint::COMPLETIONS).prompt, "one");
+  EXPECT_EQ(parse_request(R"({"prompt": [[5, 6]]})", Endpoint::COMPLETIONS).prompt_token_ids,
+            (std::vector<int32_t>{5, 6}));
+}
+
+TEST(OpenAiApi, ReadsAChatRequest) {
+  const ApiRequest r = parse_request(
+      R"({"messages": [{"role": "system", "content": "be brief"},
+                       {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                       {"role": "assistant", "content": null}],
+          "max_completion_tokens": 9, "max_tokens": 4})",
+      Endpoint::CHAT_COMPLETIONS);
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "ab");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.max_tokens, 9);  // max_completion_tokens is the newer name and wins
+}
+
+TEST(OpenAiApi, RefusesWhatItCannotDoNamingTheField) {
+  EXPECT_NE(refusal("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(refusal("[1]").find("must be a JSON object"), std::string::npos);
+  EXPECT_NE(refusal("{}").find("'prompt' is required"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": ""})").find("'prompt' is empty"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": ["a", "b"]})").find("one prompt per request"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": [1, -2]})").find("token ids must be integers"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "max_tokens": 0})").find("'max_tokens' must be in [1, "), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "max_tokens": 2.5})").find("'max_tokens' must be an integer"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "temperature": -1})").find("'temperature' must be in"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "top_p": 0})").find("'top_p' must be in (0, 1]"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "top_k": -2})").find("'top_k' must be in [-1, "), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "n": 2})").find("'n' must be 1"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "logprobs": 3})").find("'logprobs' is not supported"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "stream": "yes"})").find("'stream' must be true or false"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "stop": ["x", ""]})").find("'stop' strings must be non-empty"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"messages": []})", Endpoint::CHAT_COMPLETIONS).find("non-empty list"), std::string::npos);
+  EXPECT_NE(refusal(R"({"messages": [{"content": "x"}]})", Endpoint::CHAT_COMPLETIONS).find("messages[0]"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+                    Endpoint::CHAT_COMPLETIONS)
+                .find("only text content parts"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
+                    Endpoint::CHAT_COMPLETIONS)
+                .find("'tools' is not supported"),
+            std::string::npos);
+}
+
+TEST(OpenAiApi, SamplingAsOpenAiParametersMeanIt) {
+  const SamplingParams greedy;  // the job's default
+  ApiRequest r;
+  EXPECT_EQ(sampling_of(r, greedy), greedy);  // nothing asked: the server's defaults
+  r.temperature = 0.0;
+  EXPECT_EQ(sampling_of(r, greedy).mode, SamplingMode::GREEDY);
+  r.temperature = 0.7;
+  SamplingParams p = sampling_of(r, greedy);
+  EXPECT_EQ(p.mode, SamplingMode::TOP_P);
+  EXPECT_EQ(p.temperature, 0.7);
+  EXPECT_EQ(p.top_p, 1.0);  // a plain temperature draws from the whole distribution
+  EXPECT_EQ(p.top_k, 0);
+  r.top_k = -1;
+  r.top_p = 0.9;
+  r.seed = 11;
+  p = sampling_of(r, greedy);
+  EXPECT_EQ(p.top_k, 0);
+  EXPECT_EQ(p.top_p, 0.9);
+  EXPECT_EQ(p.seed, 11u);
+  EXPECT_NO_THROW(p.validate());
+  // A server started with top-p keeps its own cut unless the request names one.
+  SamplingParams server{SamplingMode::TOP_P, 0.8, 40, 0.95, 5};
+  ApiRequest only_temperature;
+  only_temperature.temperature = 1.2;
+  p = sampling_of(only_temperature, server);
+  EXPECT_EQ(p.temperature, 1.2);
+  EXPECT_EQ(p.top_k, 40);
+  EXPECT_EQ(p.top_p, 0.95);
+  EXPECT_EQ(p.seed, 5u);
+}
+
+TEST(OpenAiApi, ResponsesHaveOpenAisShapes) {
+  const ResponseHeader completion{Endpoint::COMPLETIONS, "cmpl-3", 1700000000, "tiny"};
+  const std::vector<int32_t> prompt{1, 2}, tokens{7, 8, 9};
+  json j = json::parse(response_body(completion, "abc", FinishReason::LENGTH, {2, 3}, &prompt, &tokens));
+  EXPECT_EQ(j["id"], "cmpl-3");
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_EQ(j["choices"][0]["text"], "abc");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["choices"][0]["token_ids"], json(tokens));
+  EXPECT_EQ(j["prompt_token_ids"], json(prompt));
+  EXPECT_EQ(j["usage"]["total_tokens"], 5);
+
+  const ResponseHeader chat{Endpoint::CHAT_COMPLETIONS, "chatcmpl-4", 1700000000, "tiny"};
+  j = json::parse(response_body(chat, "hi", FinishReason::STOP, {4, 1}, nullptr, nullptr));
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "hi"}}));
+  EXPECT_FALSE(j["choices"][0].contains("token_ids"));
+  EXPECT_FALSE(j.contains("prompt_token_ids"));
+
+  auto event = [](const std::string& e) {
+    EXPECT_EQ(e.rfind("data: ", 0), 0u);
+    EXPECT_EQ(e.substr(e.size() - 2), "\n\n");
+    return json::parse(e.substr(6));
+  };
+  j = event(stream_chunk(chat, "", std::nullopt, true, nullptr));
+  EXPECT_EQ(j["object"], "chat.completion.chunk");
+  EXPECT_EQ(j["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", ""}}));
+  EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
+  j = event(stream_chunk(chat, "x", std::nullopt, false, nullptr));
+  EXPECT_EQ(j["choices"][0]["delta"], (json{{"content", "x"}}));
+  j = event(stream_chunk(chat, "", FinishReason::STOP, false, nullptr));
+  EXPECT_EQ(j["choices"][0]["delta"], json::object());
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  j = event(stream_chunk(completion, "y", std::nullopt, true, &tokens));
+  EXPECT_EQ(j["choices"][0]["text"], "y");
+  EXPECT_EQ(j["choices"][0]["token_ids"], json(tokens));
+  j = event(stream_usage_chunk(completion, {2, 3}));
+  EXPECT_TRUE(j["choices"].empty());
+  EXPECT_EQ(j["usage"]["completion_tokens"], 3);
+  // Text that is not UTF-8 is replaced, not thrown on.
+  EXPECT_NO_THROW(event(stream_chunk(completion, "\xff", std::nullopt, false, nullptr)));
+
+  j = json::parse(error_body(400, "bad 'x'"));
+  EXPECT_EQ(j["error"]["message"], "bad 'x'");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["code"], 400);
+}
+
+// The matcher gives, over any cut of the text into pushes, the text before the first stop string
+// (or all of it), and never releases text that a stop string later covers.
+std::string matched(const std::vector<std::string>& stops, const std::vector<std::string>& pieces, bool& stopped) {
+  StopMatcher m(stops);
+  std::string out;
+  for (const std::string& p : pieces) {
+    const std::string released = m.push(p);
+    out += released;
+  }
+  out += m.flush();
+  stopped = m.stopped();
+  return out;
+}
+
+TEST(OpenAiApi, StopStringsCutTheTextOverEverySplit) {
+  const std::string text = "the ring reduces; the line gathers; END and more";
+  const std::vector<std::vector<std::string>> cases = {{"END"}, {"; the", "END"}, {"gathers;"}, {"absent"},
+                                                       {"e r"},  {"ENDX", "more"}};
+  for (const auto& stops : cases) {
+    size_t first = std::string::npos;
+    for (const std::string& s : stops) first = std::min(first, text.find(s));
+    const std::string expected = text.substr(0, first);
+    for (size_t a = 0; a <= text.size(); ++a)
+      for (size_t b = a; b <= text.size(); b += 3) {
+        bool stopped = false;
+        const std::string out = matched(stops, {text.substr(0, a), text.substr(a, b - a), text.substr(b)}, stopped);
+        ASSERT_EQ(out, expected) << "stops " << stops.front() << ", cut at " << a << " and " << b;
+        ASSERT_EQ(stopped, first != std::string::npos);
+      }
+  }
+  // Held back while it may begin a stop string, released once it cannot.
+  StopMatcher m({"STOP"});
+  EXPECT_EQ(m.push("abc ST"), "abc ");
+  EXPECT_EQ(m.push("Ox"), "STOx");
+  EXPECT_EQ(m.push("ST"), "");
+  EXPECT_EQ(m.flush(), "ST");
+}
+
+}  // namespace
+}  // namespace meshnn::server
