@@ -137,11 +137,14 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
     std::fflush(stdout);
   }
   size_t submitted = 0;
+  double busy_seconds = 0;  // the loop's time with requests in the generator, passes and the rest
   for (;;) {
     const bool idle = generator.idle();
+    auto busy_since = std::chrono::steady_clock::now();
     std::string message;
     if (root) message = encode(frontend->collect(idle ? 200 : 0));
     const InboxBatch batch = decode(exchange(mesh.comm(), message, idle));
+    if (idle) busy_since = std::chrono::steady_clock::now();  // the wait for work is not busy time
     for (const auto& [ticket, request] : batch.arrivals) {
       MESHNN_CHECK(ticket == submitted, "server: ticket {} arrived out of order (expected {})", ticket, submitted);
       generator.submit(request);
@@ -153,11 +156,21 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
       for (size_t handle = 0; handle < submitted; ++handle) generator.cancel(handle);
       break;
     }
+    if (generator.idle()) continue;
     generator.step();
+    busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since).count();
   }
   if (root) {
     frontend->shut_down();
-    std::printf("server stopped\n");
+    // Where the busy time went: the passes (forward and sampling) and what the server adds.
+    const serving::GenerationStats& s = generator.stats();
+    const double passes = s.prefill_seconds + s.decode_seconds;
+    std::printf("server stopped: %zu request(s); %lld prefill pass(es) of %lld prompt tokens, %lld decode step(s) "
+                "of %lld tokens (%.2f ms per step); %.3f s in passes of %.3f s busy\n",
+                submitted, static_cast<long long>(s.prefill_passes), static_cast<long long>(s.prefill_tokens),
+                static_cast<long long>(s.decode_steps), static_cast<long long>(s.decode_tokens),
+                s.decode_steps > 0 ? 1e3 * s.decode_seconds / static_cast<double>(s.decode_steps) : 0.0, passes,
+                busy_seconds);
     std::fflush(stdout);
   }
 }
