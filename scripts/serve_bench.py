@@ -2,7 +2,8 @@
 """meshnn-llm --serve under load against the batch job on the same requests, same run.
 
     scripts/serve_bench.py [--ranks 2] [--preset tinyllama] [--requests 16] [--concurrency 8]
-                           [--prompt-len 128] [--new-tokens 64] [--rounds 3] [--build build] [--json FILE]
+                           [--prompt-len 128] [--new-tokens 64] [--rounds 3] [--act-dtype bfloat16]
+                           [--build build] [--json FILE]
 
 The model is meshnn-llm's generated --preset model (no download). --requests prompts of
 --prompt-len random token ids each ask for --new-tokens tokens (--ignore-eos, greedy).
@@ -19,7 +20,9 @@ third, whichever job runs). Prints per round both throughputs and their ratio, t
 first token (median, 95th percentile) and time between tokens, and the server's own account of
 its busy time: how much of it went to the passes (forward and sampling) and how much to the rest
 of the server (taking requests, telling the other ranks, handing tokens to the HTTP threads).
-Exits 1 unless every answer equals the batch job's tokens.
+Also counts the answers equal to the batch job's tokens: with bfloat16 activations (the default)
+some differ where two tokens are nearly tied, since the passes' shapes differ (README, "The LLM
+job"); --act-dtype float32 makes them all equal.
 """
 import re
 import argparse
@@ -43,7 +46,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def llm_command(args, *extra):
     return [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(args.ranks),
             os.path.join(args.build, "apps", "meshnn-llm"), "--preset", args.preset, "--ignore-eos",
-            "--max-batch", str(args.concurrency), *extra]
+            "--max-batch", str(args.concurrency), "--act-dtype", args.act_dtype, *extra]
 
 
 def batch_job(args, prompts, work):
@@ -86,6 +89,8 @@ def one_request(port, prompt, new_tokens):
 
 def serve_run(args, prompts, work):
     port_file = os.path.join(work, "port")
+    if os.path.exists(port_file):
+        os.remove(port_file)  # the last round's
     log = open(os.path.join(work, "server.log"), "w+")
     server = subprocess.Popen(llm_command(args, "--serve", "--port", "0", "--port-file", port_file, "--max-context",
                                           str(args.prompt_len + args.new_tokens)), stdout=log, stderr=subprocess.STDOUT)
@@ -99,7 +104,7 @@ def serve_run(args, prompts, work):
         todo = queue.Queue()
         for i, p in enumerate(prompts):
             todo.put((i, p))
-        results = [None] * len(prompts)
+        results, errors = [None] * len(prompts), []
 
         def client():
             while True:
@@ -107,13 +112,18 @@ def serve_run(args, prompts, work):
                     i, p = todo.get_nowait()
                 except queue.Empty:
                     return
-                results[i] = one_request(port, p, args.new_tokens)
+                try:
+                    results[i] = one_request(port, p, args.new_tokens)
+                except Exception as e:  # reported below: a request the server failed is a finding
+                    errors.append(f"request {i}: {e!r}")
 
         threads = [threading.Thread(target=client) for _ in range(args.concurrency)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        if errors:
+            sys.exit("requests failed:\n" + "\n".join(errors))
     finally:
         server.terminate()  # mpirun forwards it; the ranks stop the server and exit
         server.wait(120)
@@ -137,14 +147,15 @@ def one_round(args, prompts, work):
         "server_inter_token_ms_mean": 1e3 * statistics.fmean(gaps) if gaps else None,
         "server_decode_ms_per_step": server_step_ms, "server_pass_s": passes, "server_busy_s": busy,
         "server_overhead_of_busy": (busy - passes) / busy if busy > 0 else None,
-        "same_tokens_as_batch": all(r[4] == a for r, a in zip(results, answers)),
+        "answers_equal_to_batch": sum(r[4] == a for r, a in zip(results, answers)),
     }
     row["ratio_server_to_batch"] = row["server_tokens_per_s"] / row["batch_tokens_per_s"]
     print(f"  batch job {row['batch_tokens_per_s']:6.1f} tokens/s ({row['batch_decode_ms_per_step']:.1f} ms/step) | "
           f"server {row['server_tokens_per_s']:6.1f} tokens/s ({server_step_ms:.1f} ms/step; time to first token "
           f"p50 {row['server_ttft_p50_s']:.3f} s, p95 {row['server_ttft_p95_s']:.3f} s; "
           f"{row['server_inter_token_ms_mean']:.1f} ms between tokens) | ratio {row['ratio_server_to_batch']:.3f} | "
-          f"server busy {busy:.2f} s, passes {passes:.2f} s | same tokens: {row['same_tokens_as_batch']}", flush=True)
+          f"server busy {busy:.3f} s, passes {passes:.3f} s | answers equal to the batch job's: "
+          f"{row['answers_equal_to_batch']} of {len(answers)}", flush=True)
     return row
 
 
@@ -157,6 +168,7 @@ def main():
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--act-dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args()
@@ -170,13 +182,12 @@ def main():
     overheads = [r["server_overhead_of_busy"] for r in rounds]
     print(f"server / batch job: median {statistics.median(ratios):.3f} (range {ratios[0]:.3f}-{ratios[-1]:.3f}); "
           f"the server's own share of its busy time: {max(overheads):.4f} at most")
-    same = all(r["same_tokens_as_batch"] for r in rounds)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"requests": args.requests, "concurrency": args.concurrency, "prompt_len": args.prompt_len,
-                       "new_tokens": args.new_tokens, "ranks": args.ranks, "preset": args.preset, "rounds": rounds},
+                       "new_tokens": args.new_tokens, "ranks": args.ranks, "preset": args.preset,
+                       "act_dtype": args.act_dtype, "rounds": rounds},
                       f, indent=1)
-    sys.exit(0 if same else 1)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,7 @@ Frontend::Frontend(const ServeOptions& options, const ServeText& text,
       http_(std::make_unique<httplib::Server>()) {
   const size_t threads = static_cast<size_t>(std::max(1, options_.http_threads));
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(size_t{64} << 20);  // a request body beyond 64 MiB is refused (413)
   // httplib also sets SO_REUSEPORT, which would let a second server share the port and take half of
   // its connections; SO_REUSEADDR alone still allows a restart while old connections linger.
   http_->set_socket_options([](socket_t sock) {
@@ -126,8 +127,18 @@ void Frontend::start() {
 
 void Frontend::shut_down() {
   {
+    // Requests that arrived after the loop's last look end as aborted, so that no HTTP thread
+    // waits for tokens that will not come (stopping the server joins those threads).
     std::lock_guard lock(inbox_mutex_);
     closed_ = true;
+    for (auto& [number, ticket] : submitted_) {
+      {
+        std::lock_guard ticket_lock(ticket->mutex);
+        ticket->finished = ticket->aborted = true;
+      }
+      ticket->changed.notify_all();
+    }
+    submitted_.clear();
   }
   if (listener_.joinable()) {
     http_->stop();

@@ -5,8 +5,10 @@
 // decodes from the next pass on. Every pass reads all the weights once, so a prompt admitted while
 // others decode rides along with their step instead of costing passes of its own. When a request
 // ends (its eos token or its max_new_tokens) its slot goes to the next waiting request at once. A
-// request's tokens do not depend on what else runs beside it: each row of a pass is computed
-// independently and the draw is seeded by (seed, request id, step).
+// request's tokens depend on what else runs beside it only through rounding: each row of a pass is
+// computed on its own and the draw is seeded by (seed, request id, step), but the matmul kernels
+// chosen for a pass of few rows sum in another order than those for many (bfloat16 activations can
+// carry that difference into a near-tied token).
 //
 // Collective over model.mesh(): every device of it calls with the same requests and options and
 // makes the same decisions (the sampler's choice is identical everywhere).
