@@ -74,6 +74,10 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("--served-model-name", c.served_model_name,
                  "--serve: the model's name in /v1/models (default: the weights file's name)")
       ->needs(serve);
+  bool no_prefix_reuse = false;
+  cli.add_flag("--no-prefix-reuse", no_prefix_reuse,
+               "--serve: prefill every prompt whole, instead of taking its start from a slot whose cache holds it")
+      ->needs(serve);
   CLI::Option* max_context =
       cli.add_option("--max-context", c.max_context,
                      "--interactive and --serve: positions a conversation or request may fill (default: "
@@ -157,6 +161,7 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   c.sampling.mode = serving::parse_sampling_mode(sampling);
   c.sampling.seed = c.seed;
   c.stream = !no_stream;
+  c.prefix_reuse = !no_prefix_reuse;
   c.warm_up = !no_warm_up;
   try {
     c.sampling.validate();

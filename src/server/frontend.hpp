@@ -56,6 +56,7 @@ class Frontend {
   InboxBatch collect(int wait_ms);
   void on_token(size_t handle, int32_t token, bool last);
   void on_finish(size_t handle, bool aborted);
+  void note_reused_prompt_tokens(int64_t total) { reused_prompt_tokens_ = total; }
   // Ends the HTTP server (listening stops; open streams end with their tickets).
   void shut_down();
 
@@ -78,7 +79,7 @@ class Frontend {
   std::unordered_map<uint64_t, std::shared_ptr<Ticket>> running_;  // the loop's thread only
   std::unordered_map<uint64_t, std::shared_ptr<Ticket>> submitted_;  // under inbox_mutex_, until collected
   // For /metrics: set by the loop's thread, read by the HTTP threads.
-  std::atomic<int64_t> running_count_{0}, prompt_tokens_{0}, generated_tokens_{0};
+  std::atomic<int64_t> running_count_{0}, prompt_tokens_{0}, reused_prompt_tokens_{0}, generated_tokens_{0};
   std::atomic<int64_t> finished_{0}, cancelled_{0}, rejected_{0};
 };
 

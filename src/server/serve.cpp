@@ -158,6 +158,7 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
     }
     if (generator.idle()) continue;
     generator.step();
+    if (root) frontend->note_reused_prompt_tokens(generator.stats().reused_prompt_tokens);
     busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since).count();
   }
   if (root) {
@@ -165,9 +166,10 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
     // Where the busy time went: the passes (forward and sampling) and what the server adds.
     const serving::GenerationStats& s = generator.stats();
     const double passes = s.prefill_seconds + s.decode_seconds;
-    std::printf("server stopped: %zu request(s); %lld prefill pass(es) of %lld prompt tokens, %lld decode step(s) "
-                "of %lld tokens (%.2f ms per step); %.3f s in passes of %.3f s busy\n",
+    std::printf("server stopped: %zu request(s); %lld prefill pass(es) of %lld prompt tokens (%lld more taken from "
+                "the cache), %lld decode step(s) of %lld tokens (%.2f ms per step); %.3f s in passes of %.3f s busy\n",
                 submitted, static_cast<long long>(s.prefill_passes), static_cast<long long>(s.prefill_tokens),
+                static_cast<long long>(s.reused_prompt_tokens),
                 static_cast<long long>(s.decode_steps), static_cast<long long>(s.decode_tokens),
                 s.decode_steps > 0 ? 1e3 * s.decode_seconds / static_cast<double>(s.decode_steps) : 0.0, passes,
                 busy_seconds);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -70,6 +71,11 @@ struct Generator::State {
   std::deque<size_t> waiting;
   std::deque<Prefilling> prefilling;
   std::vector<int64_t> free_slots;
+  // reuse_prefixes: the tokens whose keys and values each slot holds from the last request that
+  // ran in it, and when that request ended (a count of ended requests: the same on every device).
+  std::vector<std::vector<int32_t>> held;
+  std::vector<int64_t> released_at;
+  int64_t releases = 0;
   // What a pass uses is made once and reused (cleared, not freed), so that a decode step after
   // the first allocates nothing: the model's buffers, the samplers', and these.
   std::vector<Active> active, still;
@@ -87,6 +93,10 @@ struct Generator::State {
     options.sampling.validate();
     MESHNN_CHECK(options.prefill_chunk >= 1, "prefill_chunk must be >= 1, got {}", options.prefill_chunk);
     for (int64_t s = cache.slots() - 1; s >= 0; --s) free_slots.push_back(s);  // slot 0 handed out first
+    if (options.reuse_prefixes) {
+      held.resize(static_cast<size_t>(cache.slots()));
+      released_at.assign(static_cast<size_t>(cache.slots()), -1);
+    }
     const size_t slots = static_cast<size_t>(cache.slots());
     active.reserve(slots);
     still.reserve(slots);
@@ -102,6 +112,39 @@ struct Generator::State {
   }
   ShardedSampler& sampler_for(const SamplingParams& p) { return samplers[{p.mode, p.top_k}]; }
 
+  // A request leaves its slot: with reuse_prefixes, the slot remembers what its cache now holds,
+  // the first `prefilled` prompt tokens and then the generated ones but the last (never fed back).
+  void release(int64_t slot, size_t handle, int64_t prefilled) {
+    free_slots.push_back(slot);
+    if (!options.reuse_prefixes) return;
+    const Entry& e = entries.at(handle);
+    std::vector<int32_t>& h = held[static_cast<size_t>(slot)];
+    h.assign(e.request.prompt.begin(), e.request.prompt.begin() + prefilled);
+    if (prefilled == static_cast<int64_t>(e.request.prompt.size()) && !e.output.tokens.empty())
+      h.insert(h.end(), e.output.tokens.begin(), e.output.tokens.end() - 1);
+    released_at[static_cast<size_t>(slot)] = releases++;
+  }
+
+  // reuse_prefixes: the free slot for a request, and how many of its prompt tokens it holds.
+  std::pair<std::vector<int64_t>::iterator, int64_t> slot_for(const std::vector<int32_t>& prompt) {
+    auto best = free_slots.end() - 1;
+    int64_t best_length = 0;
+    for (auto s = free_slots.begin(); s != free_slots.end(); ++s) {
+      const std::vector<int32_t>& h = held[static_cast<size_t>(*s)];
+      const size_t limit = std::min(h.size(), prompt.size() - 1);  // the last prompt token is prefilled
+      const auto length = static_cast<int64_t>(std::mismatch(h.begin(), h.begin() + static_cast<int64_t>(limit),
+                                                             prompt.begin()).first - h.begin());
+      const bool longer = length > best_length;
+      const bool older = length == best_length && released_at[static_cast<size_t>(*s)] <
+                                                      released_at[static_cast<size_t>(*best)];
+      if (longer || older) {
+        best = s;
+        best_length = length;
+      }
+    }
+    return {best, best_length};
+  }
+
   void finish(size_t handle) {
     auto it = entries.find(handle);
     RequestOutput output = std::move(it->second.output);
@@ -115,13 +158,17 @@ struct Generator::State {
     while (!free_slots.empty() && !waiting.empty()) {
       Entry& e = entries.at(waiting.front());
       auto slot = free_slots.end() - 1;
-      if (e.request.cached_prefix > 0) {
+      int64_t cached = e.request.cached_prefix;
+      if (cached > 0) {
         slot = std::find(free_slots.begin(), free_slots.end(), e.request.cached_slot);
         if (slot == free_slots.end()) break;
+      } else if (options.reuse_prefixes) {
+        std::tie(slot, cached) = slot_for(e.request.prompt);
+        stats.reused_prompt_tokens += cached;
       }
       e.output.tokens.reserve(static_cast<size_t>(e.request.max_new_tokens));
       if (options.keep_logits) e.output.logits.reserve(static_cast<size_t>(e.request.max_new_tokens * model.vocab_size()));
-      prefilling.push_back({waiting.front(), *slot, e.request.cached_prefix});
+      prefilling.push_back({waiting.front(), *slot, cached});
       e.admitted = Clock::now();
       waiting.pop_front();
       free_slots.erase(slot);
@@ -241,7 +288,7 @@ struct Generator::State {
     still.clear();
     for (size_t i = 0; i < decode_rows; ++i) {
       if (ended[i]) {
-        free_slots.push_back(active[i].slot);
+        release(active[i].slot, active[i].handle, static_cast<int64_t>(entries.at(active[i].handle).request.prompt.size()));
         finish(active[i].handle);
       } else {
         still.push_back(active[i]);
@@ -252,7 +299,7 @@ struct Generator::State {
       const Prefilling p = prefilling.front();
       prefilling.pop_front();
       if (ended[decode_rows + k]) {
-        free_slots.push_back(p.slot);
+        release(p.slot, p.handle, p.done);
         finish(p.handle);
       } else {
         still.push_back({p.handle, p.slot, static_cast<int64_t>(entries.at(p.handle).request.prompt.size())});
@@ -267,12 +314,12 @@ struct Generator::State {
       waiting.erase(w);
     } else if (auto a = std::find_if(active.begin(), active.end(), [&](const Active& x) { return x.handle == handle; });
                a != active.end()) {
-      free_slots.push_back(a->slot);
+      release(a->slot, handle, static_cast<int64_t>(entries.at(handle).request.prompt.size()));
       active.erase(a);
     } else if (auto p = std::find_if(prefilling.begin(), prefilling.end(),
                                      [&](const Prefilling& x) { return x.handle == handle; });
                p != prefilling.end()) {
-      free_slots.push_back(p->slot);
+      release(p->slot, handle, p->done);
       prefilling.erase(p);
     }
     finish(handle);

@@ -12,7 +12,9 @@ references.
 1. Concurrent completions, more than the slots (some wait, some join the running batch), half of
    them streamed: each gives exactly the batch job's tokens and text; the stream's pieces add up to
    the text; the usage counts are right. A prompt given as token ids gives the same.
-2. Chat completions (whole and streamed) give the batch job's answer to the same "messages".
+2. Chat completions (whole and streamed) give the batch job's answer to the same "messages". A
+   conversation's second turn takes the first turn's tokens from the cache (prefix reuse) and
+   still answers as the batch job does.
 3. A seeded top-p request, sent twice beside greedy ones, draws the batch job's tokens for the same
    seed and parameters both times.
 4. A stop string ends the text just before it (finish_reason "stop"), streamed or not.
@@ -213,6 +215,23 @@ def check_chat(port, weights):
               f"chat {i} streamed: the role first, then deltas adding up to the answer")
 
 
+def check_conversation(port, weights):
+    """A chat client sends the whole conversation again each turn: the second turn takes the first
+    turn's tokens from the slot that still holds them, and answers as the batch job does."""
+    first = CONVERSATIONS[0]
+    _, text = post(port, "/v1/chat/completions", {"messages": first, "max_tokens": 6, "return_token_ids": True})
+    answer = json.loads(text)["choices"][0]["message"]["content"]
+    second = first + [{"role": "assistant", "content": answer}, {"role": "user", "content": "and the ring?"}]
+    expected, _ = batch_job(weights, "second_turn", [{"messages": second, "max_tokens": 6}])
+    before = metric(port, "prompt_tokens_reused_total")
+    _, text = post(port, "/v1/chat/completions", {"messages": second, "max_tokens": 6, "return_token_ids": True})
+    j = json.loads(text)
+    reused = metric(port, "prompt_tokens_reused_total") - before
+    check(j["choices"][0]["token_ids"] == expected[0] and 10 <= reused < j["usage"]["prompt_tokens"],
+          f"a conversation's second turn answers as the batch job does, {reused} of its "
+          f"{j['usage']['prompt_tokens']} prompt tokens taken from the cache")
+
+
 def check_seeded_sampling(port, weights):
     sampled = {"temperature": 0.8, "top_p": 0.9, "seed": 7}
     expected, _ = batch_job(weights, "sampled", [{"prompt": PROMPTS[1][0], "max_tokens": 8}], "--sampling", "top-p",
@@ -366,6 +385,7 @@ def main():
     try:
         expected_tokens, expected_text = check_completions(port, weights, CONFIG["bos_token_id"], encode)
         check_chat(port, weights)
+        check_conversation(port, weights)
         check_seeded_sampling(port, weights)
         check_stop_strings(port, expected_text)
         check_hang_up(port)

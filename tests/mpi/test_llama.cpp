@@ -511,6 +511,50 @@ TEST(Llama, RequestsJoiningARunningGeneratorMakeTheirSoloTokens) {
   EXPECT_THROW(generator.check(bad_sampling, "the request"), Error);
 }
 
+// reuse_prefixes (the server's): a request whose prompt begins with what an earlier request left in
+// a free slot (its prompt and its tokens but the last) takes that slot and prefills only the rest,
+// giving the tokens of a fresh prefill (logits to float32 rounding); a request that matches no slot
+// takes the one idle longest, so the matching slot's cache survives until it is needed.
+TEST(Llama, ReusedPrefixesGiveTheTokensOfAFreshPrefill) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto requests = ragged_requests(config.vocab_size, 6);  // prompts of 33, 1, 45 and 31 tokens
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
+  GenerationOptions go;
+  go.keep_logits = true;
+  auto fresh = [&](const GenerationRequest& r) {
+    serving::KvCache fresh_cache = model.make_cache(1, 128, DataType::FLOAT32);
+    return serving::generate(model, fresh_cache, std::span(&r, 1), go).outputs[0];
+  };
+  GenerationOptions reuse = go;
+  reuse.reuse_prefixes = true;
+  serving::KvCache cache = model.make_cache(2, 128, DataType::FLOAT32);
+  std::vector<serving::RequestOutput> out(3);
+  serving::Generator generator(model, cache, reuse,
+                               [&](size_t handle, serving::RequestOutput&& o) { out[handle] = std::move(o); });
+  generator.submit(requests[0]);  // into slot 0
+  while (!generator.idle()) generator.step();
+  // The conversation's next turn: request 0's prompt, its answer and 5 more tokens.
+  GenerationRequest next = requests[0];
+  next.id = 7;
+  next.prompt.insert(next.prompt.end(), out[0].tokens.begin(), out[0].tokens.end());
+  for (int32_t t : {3, 1, 4, 1, 5}) next.prompt.push_back(t % static_cast<int32_t>(config.vocab_size));
+  generator.submit(requests[2]);  // first in line: matches nothing, so takes slot 1, idle longest
+  generator.submit(next);
+  while (!generator.idle()) generator.step();
+  const int64_t held = static_cast<int64_t>(requests[0].prompt.size() + out[0].tokens.size() - 1);
+  const serving::GenerationStats& s = generator.stats();
+  const int64_t prompts = static_cast<int64_t>(requests[0].prompt.size() + requests[2].prompt.size() + next.prompt.size());
+  const serving::RequestOutput other = fresh(requests[2]), again = fresh(next);
+  const bool same = out[1].tokens == other.tokens && out[2].tokens == again.tokens;
+  const double worst = std::min(pcc(out[1].logits, other.logits), pcc(out[2].logits, again.logits));
+  EXPECT_TRUE(all_ranks_ok(same && worst >= 0.99999 && s.reused_prompt_tokens == held &&
+                           s.prefill_tokens == prompts - held))
+      << "tokens of fresh prefills: " << same << ", min PCC " << worst << ", reused " << s.reused_prompt_tokens
+      << " of " << held << " held, prefilled " << s.prefill_tokens << " of " << prompts - held;
+}
+
 TEST(Llama, SameRunTwiceIsBitwiseIdentical) {
   const std::string file = model_file(false);
   const LlamaConfig config = config_of(file);

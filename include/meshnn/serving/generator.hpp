@@ -46,6 +46,13 @@ struct GenerationOptions {
   SamplingParams sampling;
   std::vector<int32_t> stop_token_ids;  // a request ends when it produces one (the eos ids)
   bool keep_logits = false;             // gather the full logits of every sampled token (tests, --save-logits)
+  // Automatic prefix reuse (a server's clients resend whole conversations): a request without a
+  // cached_prefix of its own takes the free slot whose cache holds the longest start of its
+  // prompt, as an earlier request left it there (its prompt and all its tokens but the last), and
+  // prefills only the rest. With no such slot it takes the one idle longest. The reused keys and
+  // values agree with a fresh prefill's to rounding: those of generated tokens came from decode
+  // steps.
+  bool reuse_prefixes = false;
   // Called on every device as each token is sampled (index into `requests`, the token, whether it
   // ends the request), in the order the tokens are made: for streaming text out.
   std::function<void(size_t request, int32_t token, bool last)> on_token;
@@ -66,6 +73,7 @@ struct GenerationStats {
   int64_t prefill_passes = 0, prefill_tokens = 0;  // passes holding prompt rows; prompt rows
   int64_t decode_steps = 0, decode_tokens = 0;     // decode-only passes; their rows summed
   int64_t decode_tokens_in_prefill = 0;            // decode rows that rode along in prefill passes
+  int64_t reused_prompt_tokens = 0;                // prompt tokens found in the cache (reuse_prefixes)
   double prefill_seconds = 0, decode_seconds = 0, sampling_seconds = 0;
   PhaseTimes prefill_times, decode_times;  // forward passes only (compute / communication)
 };

@@ -230,6 +230,7 @@ void run_server(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig
   options.model_name = c.served_model_name.empty() ? std::filesystem::path(file).stem().string() : c.served_model_name;
   options.default_max_tokens = c.max_new_tokens;
   options.generation = generation_options(c, job);
+  options.generation.reuse_prefixes = c.prefix_reuse;
   server::ServeText text;
   text.tokenizer = job.text_tokenizer();
   if (job.tokenizer && job.tokenizer->add_bos_token && config.bos_token_id)

@@ -54,6 +54,7 @@ struct LlmJobConfig {
   int port = 8000;
   std::string port_file;          // gets the bound port (for --port 0)
   std::string served_model_name;  // empty: the weights file's name
+  bool prefix_reuse = true;       // serving::GenerationOptions::reuse_prefixes
   std::string tokenizer;             // tokenizer file or directory; empty: the one in the weights file
   bool stream = true;                // print the first request's text as it is generated (world rank 0)
   int64_t batch = 1, prompt_len = 128;
