@@ -152,8 +152,6 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   c.mode = models::parse_parallel_mode(mode);
   if (c.interactive && c.mode != models::ParallelMode::TP && c.mode != models::ParallelMode::TWO_D)
     throw UsageError("--interactive holds one conversation on one model: run it with --mode tp or 2d");
-  if (c.serve && c.mode != models::ParallelMode::TP && c.mode != models::ParallelMode::TWO_D)
-    throw UsageError("--serve runs one model replica over the whole mesh: run it with --mode tp or 2d");
   c.model.weight_dtype = parse_data_type(weight_dtype);
   c.model.act_dtype = parse_data_type(act_dtype);
   c.kv_dtype = parse_data_type(kv_dtype);

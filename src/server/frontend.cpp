@@ -187,8 +187,8 @@ InboxBatch Frontend::collect(int wait_ms) {
   return batch;
 }
 
-void Frontend::on_token(size_t handle, int32_t token, bool last) {
-  const std::shared_ptr<Ticket>& t = running_.at(handle);
+void Frontend::on_token(uint64_t ticket, int32_t token, bool last) {
+  const std::shared_ptr<Ticket>& t = running_.at(ticket);
   {
     std::lock_guard lock(t->mutex);
     t->tokens.push_back(token);
@@ -198,8 +198,8 @@ void Frontend::on_token(size_t handle, int32_t token, bool last) {
   ++generated_tokens_;
 }
 
-void Frontend::on_finish(size_t handle, bool aborted) {
-  auto it = running_.find(handle);
+void Frontend::on_finish(uint64_t ticket, bool aborted) {
+  auto it = running_.find(ticket);
   if (it == running_.end()) return;
   {
     std::lock_guard lock(it->second->mutex);

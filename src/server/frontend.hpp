@@ -25,7 +25,7 @@ namespace meshnn::server {
 
 // One request between its HTTP thread and the mesh loop.
 struct Ticket {
-  uint64_t number = 0;  // the generator's handle: tickets are submitted in number order
+  uint64_t number = 0;  // in arrival order
   int64_t max_new_tokens = 0;
   std::mutex mutex;
   std::condition_variable changed;
@@ -54,8 +54,9 @@ class Frontend {
   void start();  // serves on a thread of its own
   // The mesh loop's side. collect() waits up to `wait_ms` for something when the inbox is empty.
   InboxBatch collect(int wait_ms);
-  void on_token(size_t handle, int32_t token, bool last);
-  void on_finish(size_t handle, bool aborted);
+  // A request's token, and its end (`aborted`: by the server's stop), by ticket.
+  void on_token(uint64_t ticket, int32_t token, bool last);
+  void on_finish(uint64_t ticket, bool aborted);
   void note_reused_prompt_tokens(int64_t total) { reused_prompt_tokens_ = total; }
   // Ends the HTTP server (listening stops; open streams end with their tickets).
   void shut_down();

@@ -22,10 +22,12 @@ references.
    max_tokens.
 6. Bad requests get 400 (404 for no such route) with a message naming the problem, and the server
    goes on serving; /metrics counts them.
-7. A second server on the same port fails on every rank with a clear message; --serve with dp is a
-   usage error.
+7. A second server on the same port fails on every rank with a clear message; --serve with
+   --interactive is a usage error.
 8. SIGTERM to rank 0 ends the open streams with [DONE], the unfinished ones with finish_reason
    "abort", and every rank exits with status 0.
+9. dp: two replicas of one slot each share concurrent requests (one streams back from the second
+   replica through rank 0) and answer as the batch job does.
 """
 import http.client
 import json
@@ -276,21 +278,42 @@ def check_stop_strings(port, expected_text):
           "a stop string ends a stream just before it")
 
 
-def check_hang_up(port):
+def wait_until_idle(port):
+    """Until the server has ended every request (a stop string's cancel lands after its response)."""
+    deadline = time.time() + 60
+    while time.time() < deadline and metric(port, "num_requests_running") > 0:
+        time.sleep(0.01)
+
+
+def rank_pids(process, log):
+    """World ranks 0 and 1 of a 2-rank server: rank 0 prints its pid; both are mpirun's children."""
+    log.seek(0)
+    rank0 = int(re.search(rb"rank 0 \(pid (\d+)\)", log.read()).group(1))
+    ranks = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+    return rank0, next(int(p) for p in ranks if int(p) != rank0)
+
+
+def check_hang_up(port, rank1):
+    """A streaming client that hangs up once its response has begun. This model makes 200 tokens in
+    a fraction of a second, sooner than this process (sharing the cores with the ranks) may get to
+    run again: rank 1 is paused (SIGSTOP) while the client hangs up, so the passes stand still."""
+    wait_until_idle(port)
     before = metric(port, "generation_tokens_total")
     cancelled = metric(port, "requests_cancelled_total")
-    # A client that sends its request and hangs up at once: how soon the server notices does not
-    # depend on when this process (sharing the cores with the ranks) gets to run.
     body = json.dumps({"prompt": PROMPTS[0][0], "max_tokens": 200, "stream": True})
     with socket.create_connection(("127.0.0.1", port)) as s:
         s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+        s.recv(1)  # the response has begun: the request is on its way to the mesh
+        os.kill(rank1, signal.SIGSTOP)
+    time.sleep(0.05)
+    os.kill(rank1, signal.SIGCONT)
     deadline = time.time() + 60
     while time.time() < deadline and metric(port, "num_requests_running") > 0:
         time.sleep(0.05)
     made = metric(port, "generation_tokens_total") - before
-    # The server learns of the hang-up when a write fails, a token or two later (this model makes one
-    # in about a millisecond); it must not run the request to its end.
+    # The server learns of the hang-up when a write fails, a token or two later; it must not run the
+    # request to its end.
     check(metric(port, "num_requests_running") == 0 and made < 200 and
           metric(port, "requests_cancelled_total") == cancelled + 1,
           f"a client that hangs up frees its slot ({made} of 200 tokens made)")
@@ -330,9 +353,9 @@ def check_refusals(weights, port):
     out = (r.stdout + r.stderr).decode(errors="replace")
     check(r.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in out,
           "a second server on the same port fails with a clear message")
-    r = run([*MPIEXEC, "-n", "2", LLM, "--weights", weights, "--serve", "--mode", "dp"], timeout=300)
+    r = run([*MPIEXEC, "-n", "2", LLM, "--weights", weights, "--serve", "--interactive"], timeout=300)
     out = (r.stdout + r.stderr).decode(errors="replace")
-    check(r.returncode == 2 and "--serve runs one model replica" in out, "--serve with --mode dp is a usage error")
+    check(r.returncode == 2 and "--interactive excludes --serve" in out, "--serve with --interactive is a usage error")
 
 
 def check_shutdown(process, port, log):
@@ -340,17 +363,22 @@ def check_shutdown(process, port, log):
     results = [None] * (2 * SLOTS)
 
     def client(i):
-        results[i] = stream(port, "/v1/completions", {"prompt": PROMPTS[i % 2][0], "max_tokens": 80})
+        results[i] = stream(port, "/v1/completions", {"prompt": PROMPTS[i % 2][0], "max_tokens": 200})
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(results))]
     for t in threads:
         t.start()
-    # Once all are in the generator (half of them waiting for a slot), some cannot have finished.
+    # This model makes 6 x 200 tokens in a fraction of a second: rank 1 is paused (SIGSTOP) as soon
+    # as tokens flow, so that the passes stand still while rank 0 gets SIGTERM; then it goes on.
+    rank0, rank1 = rank_pids(process, log)
+    before = metric(port, "generation_tokens_total")
     deadline = time.time() + 60
-    while time.time() < deadline and metric(port, "num_requests_running") < len(results):
-        time.sleep(0.002)
-    log.seek(0)
-    os.kill(int(re.search(rb"rank 0 \(pid (\d+)\)", log.read()).group(1)), signal.SIGTERM)
+    while time.time() < deadline and metric(port, "generation_tokens_total") == before:
+        time.sleep(0.001)
+    os.kill(rank1, signal.SIGSTOP)
+    os.kill(rank0, signal.SIGTERM)
+    time.sleep(0.2)
+    os.kill(rank1, signal.SIGCONT)
     for t in threads:
         t.join(120)
     try:
@@ -366,6 +394,44 @@ def check_shutdown(process, port, log):
             (r or (None, []) for r in results)]
     check(all(e in ("length", "abort") for e in ends) and "abort" in ends,
           f"the streams open at SIGTERM end with [DONE], the unfinished ones with finish_reason 'abort' ({ends})")
+
+
+def check_replicas(weights, expected_tokens):
+    """dp: two replicas of one device and one slot each. Requests sent at once spread over both
+    (a replica with a free slot is preferred) and answer as the batch job does; a stream on the
+    second replica reaches its client through rank 0; SIGTERM stops both."""
+    process, port, log = start_server(weights, os.path.join(WORK, "dp_port"), "--port", "0", "--mode", "dp",
+                                      "--max-batch", "1", "--max-context", str(CONTEXT))
+    try:
+        results = [None] * len(PROMPTS)
+
+        def client(i):
+            body = {"prompt": PROMPTS[i][0], "max_tokens": PROMPTS[i][1], "return_token_ids": True}
+            if i % 2:
+                _, events = stream(port, "/v1/completions", body)
+                results[i] = gathered(events, False)[1]
+            else:
+                results[i] = json.loads(post(port, "/v1/completions", body)[1])["choices"][0]["token_ids"]
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(PROMPTS))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(results == expected_tokens, "dp serving, 2 replicas: every request answers as the batch job does")
+        log.seek(0)
+        os.kill(int(re.search(rb"rank 0 \(pid (\d+)\)", log.read()).group(1)), signal.SIGTERM)
+        status = process.wait(120)
+        log.seek(0)
+        out = log.read().decode(errors="replace")
+        served = re.search(r"replica 1 stopped: (\d+) request", out)
+        check(status == 0 and served is not None and int(served.group(1)) >= 1 and "server stopped" in out,
+              f"dp serving: replica 1 served {served.group(1) if served else 'no'} request(s) of {len(PROMPTS)}, and "
+              "SIGTERM stops both replicas")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def main():
@@ -388,10 +454,11 @@ def main():
         check_conversation(port, weights)
         check_seeded_sampling(port, weights)
         check_stop_strings(port, expected_text)
-        check_hang_up(port)
+        check_hang_up(port, rank_pids(process, log)[1])
         check_bad_requests(port, CONFIG["vocab_size"], expected_tokens)
         check_refusals(weights, port)
         check_shutdown(process, port, log)
+        check_replicas(weights, expected_tokens)
     except Exception as e:  # report, and never leave the server running
         check(False, f"the server checks ran ({e!r})")
         log.seek(0)

@@ -1,7 +1,7 @@
 // An OpenAI-compatible HTTP server over a model on the mesh (meshnn-llm --serve): world rank 0
-// answers /v1/completions, /v1/chat/completions, /v1/models and /health, and every device of the
-// mesh runs the requests with continuous batching, a request joining the running batch at the
-// next pass. Clients stream tokens as server-sent events as they are made; a client that goes
+// answers /v1/completions, /v1/chat/completions, /v1/models, /health and /metrics, and the mesh's
+// replicas of the model run the requests with continuous batching, a request joining its
+// replica's running batch at the next pass. Clients stream tokens as server-sent events as they are made; a client that goes
 // away frees its slot at the next pass.
 #pragma once
 
@@ -40,10 +40,14 @@ struct ServeText {
 };
 
 // Serves until world rank 0 gets SIGINT or SIGTERM (Ctrl-C), then ends every request (finish
-// reason "abort") and returns on every device. Collective over `mesh`, which must be the model's
-// mesh (tp or 2d: one replica). Throws meshnn::Error on every device alike when rank 0 cannot
-// listen on host:port.
-void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDevice& mesh, const ServeOptions& options,
-           const ServeText& text);
+// reason "abort") and returns on every device. Collective over `world`, every rank of the job.
+// `model` runs on this rank's replica, model.mesh(): `world` itself in tp and 2d, or one of
+// `replicas` submeshes in dp and hybrid (`replica` is its index; world rank 0 must be device 0 of
+// replica 0). World rank 0 sends each request to a replica with a free slot, preferring one that
+// recently ran a request with the same start (its cache may hold it), and passes the replicas'
+// tokens back to the clients. Throws meshnn::Error on every device alike when rank 0 cannot listen
+// on host:port.
+void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDevice& world, int replica, int replicas,
+           const ServeOptions& options, const ServeText& text);
 
 }  // namespace meshnn::server

@@ -162,8 +162,9 @@ void print_setup(const LlmJobConfig& c, const JobRequests& job, const LlamaConfi
               c.mode == ParallelMode::TWO_D ? "each mesh row" : "each group");
   if (!prefill_plan.empty()) std::printf("%s\n", prefill_plan.c_str());
   if (c.serve)
-    std::printf("mode %s: one %s group; a server of %lld decode slot(s)\n", std::string(to_string(c.mode)).c_str(),
-                replicas.group->shape().to_string().c_str(), slots);
+    std::printf("mode %s: %d replica(s) of a %s group; a server of %lld decode slot(s) per replica\n",
+                std::string(to_string(c.mode)).c_str(), replicas.count, replicas.group->shape().to_string().c_str(),
+                slots);
   else if (c.interactive)
     std::printf("mode %s: one %s group; one conversation\n", std::string(to_string(c.mode)).c_str(),
                 replicas.group->shape().to_string().c_str());
@@ -222,7 +223,8 @@ Generation run_generation(const LlmJobConfig& c, const JobRequests& job, const L
 
 // --serve: the OpenAI-compatible server until Ctrl-C. The text side is world rank 0's alone.
 void run_server(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig& config, const std::string& file,
-                const LlamaModel& model, serving::KvCache& cache, const MeshDevice& mesh, std::time_t now) {
+                const LlamaModel& model, serving::KvCache& cache, const MeshDevice& mesh, const Replicas& replicas,
+                std::time_t now) {
   server::ServeOptions options;
   options.host = c.host;
   options.port = c.port;
@@ -240,7 +242,7 @@ void run_server(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig
   text.now = now;
   if (mesh.device_id() == 0 && !job.tokenizer_problem.empty())
     std::printf("note: no text (%s); prompts must be token ids\n", job.tokenizer_problem.c_str());
-  server::serve(model, cache, mesh, options, text);
+  server::serve(model, cache, mesh, replicas.index, replicas.count, options, text);
 }
 
 }  // namespace
@@ -278,7 +280,7 @@ int run_llm_job(const LlmJobConfig& c) {
   if (c.serve) {
     // The passes' buffers are made before the first client's request, not inside its answer.
     if (c.warm_up) serving::warm_up(loaded.model, cache, std::min(c.prefill_chunk, positions), cache.slots());
-    run_server(c, job, config, file, loaded.model, cache, *mesh, now);
+    run_server(c, job, config, file, loaded.model, cache, *mesh, replicas, now);
     return 0;
   }
   if (c.interactive) {

@@ -1,0 +1,132 @@
+#include "mesh_messages.hpp"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/core/mpi_utils.hpp"
+
+namespace meshnn::server {
+
+using nlohmann::json;
+
+std::string encode(const InboxBatch& b) {
+  if (b.arrivals.empty() && b.cancels.empty() && !b.stop) return {};
+  json j;
+  j["stop"] = b.stop;
+  j["cancels"] = b.cancels;
+  j["arrivals"] = json::array();
+  for (const auto& [ticket, r] : b.arrivals) {
+    json a{{"ticket", ticket}, {"id", r.id}, {"max_new_tokens", r.max_new_tokens}, {"prompt", r.prompt}};
+    if (r.sampling)
+      a["sampling"] = {{"mode", static_cast<int>(r.sampling->mode)}, {"temperature", r.sampling->temperature},
+                       {"top_k", r.sampling->top_k},         {"top_p", r.sampling->top_p},
+                       {"seed", r.sampling->seed}};
+    j["arrivals"].push_back(std::move(a));
+  }
+  return j.dump();
+}
+
+InboxBatch decode_batch(const std::string& text) {
+  InboxBatch b;
+  if (text.empty()) return b;
+  const json j = json::parse(text);
+  b.stop = j.at("stop").get<bool>();
+  b.cancels = j.at("cancels").get<std::vector<uint64_t>>();
+  for (const json& a : j.at("arrivals")) {
+    serving::GenerationRequest r;
+    r.id = a.at("id").get<uint64_t>();
+    r.max_new_tokens = a.at("max_new_tokens").get<int64_t>();
+    r.prompt = a.at("prompt").get<std::vector<int32_t>>();
+    if (a.contains("sampling")) {
+      const json& s = a.at("sampling");
+      r.sampling = serving::SamplingParams{static_cast<serving::SamplingMode>(s.at("mode").get<int>()),
+                                           s.at("temperature").get<double>(), s.at("top_k").get<int64_t>(),
+                                           s.at("top_p").get<double>(), s.at("seed").get<uint64_t>()};
+    }
+    b.arrivals.emplace_back(a.at("ticket").get<uint64_t>(), std::move(r));
+  }
+  return b;
+}
+
+std::string encode(const TokenReport& r) {
+  json j;
+  j["tokens"] = json::array();
+  for (const TokenReport::Token& t : r.tokens) j["tokens"].push_back({t.ticket, t.token, t.last});
+  j["endings"] = json::array();
+  for (const TokenReport::Ending& e : r.endings) j["endings"].push_back({e.ticket, e.aborted});
+  j["reused"] = r.reused_prompt_tokens;
+  j["done"] = r.done;
+  return j.dump();
+}
+
+TokenReport decode_report(const std::string& text) {
+  const json j = json::parse(text);
+  TokenReport r;
+  for (const json& t : j.at("tokens"))
+    r.tokens.push_back({t.at(0).get<uint64_t>(), t.at(1).get<int32_t>(), t.at(2).get<bool>()});
+  for (const json& e : j.at("endings")) r.endings.push_back({e.at(0).get<uint64_t>(), e.at(1).get<bool>()});
+  r.reused_prompt_tokens = j.at("reused").get<int64_t>();
+  r.done = j.at("done").get<bool>();
+  return r;
+}
+
+bool receive(MPI_Comm comm, int from, int tag, bool wait, std::string& message, int* source) {
+  MPI_Status status;
+  for (int arrived = 0;;) {
+    MESHNN_MPI_CHECK(MPI_Iprobe(from, tag, comm, &arrived, &status));
+    if (arrived) break;
+    if (!wait) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  int count = 0;
+  MESHNN_MPI_CHECK(MPI_Get_count(&status, MPI_CHAR, &count));
+  message.assign(static_cast<size_t>(count), '\0');
+  MESHNN_MPI_CHECK(
+      MPI_Recv(message.data(), count, MPI_CHAR, status.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE));
+  if (source != nullptr) *source = status.MPI_SOURCE;
+  return true;
+}
+
+std::string share_with_group(MPI_Comm comm, const std::string& message, bool idle) {
+  const int rank = comm_rank(comm), size = comm_size(comm);
+  if (rank == 0) {
+    for (int r = 1; r < size; ++r)
+      MESHNN_MPI_CHECK(MPI_Send(message.data(), checked_mpi_count(static_cast<int64_t>(message.size())), MPI_CHAR, r,
+                                kGroupTag, comm));
+    return message;
+  }
+  std::string received;
+  if (idle) {
+    receive(comm, 0, kGroupTag, true, received);
+    return received;
+  }
+  MPI_Status status;
+  MESHNN_MPI_CHECK(MPI_Probe(0, kGroupTag, comm, &status));
+  int count = 0;
+  MESHNN_MPI_CHECK(MPI_Get_count(&status, MPI_CHAR, &count));
+  received.assign(static_cast<size_t>(count), '\0');
+  MESHNN_MPI_CHECK(MPI_Recv(received.data(), count, MPI_CHAR, 0, kGroupTag, comm, MPI_STATUS_IGNORE));
+  return received;
+}
+
+void Outbox::send(MPI_Comm comm, int to, int tag, std::string message) {
+  // Completed sends are dropped first, so the list holds only those in flight.
+  std::erase_if(pending_, [](Pending& p) {
+    int done = 0;
+    MESHNN_MPI_CHECK(MPI_Test(&p.request, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  });
+  pending_.push_back({std::move(message), MPI_REQUEST_NULL});
+  Pending& p = pending_.back();
+  MESHNN_MPI_CHECK(MPI_Isend(p.bytes.data(), checked_mpi_count(static_cast<int64_t>(p.bytes.size())), MPI_CHAR, to,
+                             tag, comm, &p.request));
+}
+
+void Outbox::finish() {
+  for (Pending& p : pending_) MESHNN_MPI_CHECK(MPI_Wait(&p.request, MPI_STATUS_IGNORE));
+  pending_.clear();
+}
+
+}  // namespace meshnn::server

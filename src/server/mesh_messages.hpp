@@ -1,0 +1,69 @@
+// What the server's ranks tell each other, point to point (control-plane bytes, never tensors):
+// world rank 0 hands each replica's leader its requests, cancellations and the order to stop; a
+// leader passes them on to the rest of its replica before each pass; a leader of another replica
+// than rank 0's reports its tokens back to rank 0, which owns the HTTP connections.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <list>
+#include <string>
+#include <vector>
+
+#include "frontend.hpp"
+
+namespace meshnn::server {
+
+// Tokens and endings of one replica's requests, by ticket, in the order they happened.
+struct TokenReport {
+  struct Token {
+    uint64_t ticket;
+    int32_t token;
+    bool last;
+  };
+  struct Ending {
+    uint64_t ticket;
+    bool aborted;
+  };
+  std::vector<Token> tokens;
+  std::vector<Ending> endings;  // after the tokens of the same report
+  int64_t reused_prompt_tokens = 0;  // the replica's total so far
+  bool done = false;  // the replica has stopped: its last report
+  bool empty() const { return tokens.empty() && endings.empty() && !done; }
+};
+
+std::string encode(const InboxBatch& batch);  // "" for an empty batch
+InboxBatch decode_batch(const std::string& text);
+std::string encode(const TokenReport& report);
+TokenReport decode_report(const std::string& text);
+
+// The group root's message to every other member of `comm` before each pass. While `idle` the
+// others wait for it sleeping a millisecond between looks, so an idle server leaves the cores
+// free; while it runs they wait as MPI does, since a message comes at every pass.
+std::string share_with_group(MPI_Comm comm, const std::string& message, bool idle);
+
+// Messages that are sent without waiting for their receiver (rank 0 to the leaders, the leaders
+// to rank 0): each buffer lives until its send completes. finish() waits for all.
+class Outbox {
+ public:
+  void send(MPI_Comm comm, int to, int tag, std::string message);
+  void finish();
+
+ private:
+  struct Pending {
+    std::string bytes;
+    MPI_Request request;
+  };
+  std::list<Pending> pending_;  // a list: a send's buffer must not move while it is in flight
+};
+
+// The next message with `tag` from `from` (MPI_ANY_SOURCE: anyone) on `comm`, if one has arrived:
+// returns false at once otherwise. With `wait`, waits for one, sleeping a millisecond between looks.
+bool receive(MPI_Comm comm, int from, int tag, bool wait, std::string& message, int* source = nullptr);
+
+inline constexpr int kGroupTag = 0x5e7e;   // group root -> members: the pass's requests
+inline constexpr int kRouteTag = 0x5e7f;   // world rank 0 -> a replica's leader
+inline constexpr int kReportTag = 0x5e80;  // a replica's leader -> world rank 0
+
+}  // namespace meshnn::server
