@@ -1,4 +1,4 @@
-#include "router.hpp"
+#include "meshnn/server/router.hpp"
 
 #include <algorithm>
 

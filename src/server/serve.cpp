@@ -14,7 +14,7 @@
 
 #include "frontend.hpp"
 #include "mesh_messages.hpp"
-#include "router.hpp"
+#include "meshnn/server/router.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/mpi_utils.hpp"
 
