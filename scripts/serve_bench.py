@@ -2,7 +2,7 @@
 """meshnn-llm --serve under load against the batch job on the same requests, same run.
 
     scripts/serve_bench.py [--ranks 2] [--preset tinyllama] [--requests 16] [--concurrency 8]
-                           [--prompt-len 128] [--new-tokens 64] [--rounds 3] [--act-dtype bfloat16]
+                           [--prompt-len 128] [--new-tokens 64] [--rounds 3] [--act-dtype bfloat16] [--mode tp]
                            [--build build] [--json FILE]
 
 The model is meshnn-llm's generated --preset model (no download). --requests prompts of
@@ -46,7 +46,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def llm_command(args, *extra):
     return [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(args.ranks),
             os.path.join(args.build, "apps", "meshnn-llm"), "--preset", args.preset, "--ignore-eos",
-            "--max-batch", str(args.concurrency), "--act-dtype", args.act_dtype, *extra]
+            "--max-batch", str(args.concurrency // args.replicas), "--act-dtype", args.act_dtype, "--mode", args.mode,
+            *extra]
 
 
 def batch_job(args, prompts, work):
@@ -169,13 +170,16 @@ def main():
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--act-dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    p.add_argument("--mode", default="tp", choices=["tp", "2d", "dp", "hybrid"],
+                   help="dp and hybrid: --concurrency is split over the replicas' slots")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args()
+    args.replicas = args.ranks if args.mode == "dp" else args.ranks // 2 if args.mode == "hybrid" else 1
     rng = np.random.default_rng(5)
     prompts = [[int(t) for t in rng.integers(100, 20000, args.prompt_len)] for _ in range(args.requests)]
     print(f"{args.requests} requests of {args.prompt_len} prompt + {args.new_tokens} new tokens, {args.concurrency} "
-          f"at a time, {args.preset} on {args.ranks} ranks, {args.rounds} round(s)")
+          f"at a time, {args.preset} on {args.ranks} ranks ({args.mode}), {args.rounds} round(s)")
     with tempfile.TemporaryDirectory() as work:
         rounds = [one_round(args, prompts, work) for _ in range(args.rounds)]
     ratios = sorted(r["ratio_server_to_batch"] for r in rounds)
@@ -186,7 +190,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"requests": args.requests, "concurrency": args.concurrency, "prompt_len": args.prompt_len,
                        "new_tokens": args.new_tokens, "ranks": args.ranks, "preset": args.preset,
-                       "act_dtype": args.act_dtype, "rounds": rounds},
+                       "act_dtype": args.act_dtype, "mode": args.mode, "rounds": rounds},
                       f, indent=1)
 
 
