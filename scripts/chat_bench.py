@@ -85,11 +85,18 @@ def main():
             fresh_ttft = float(re.search(r"mean time to first token ([\d.]+) s", fresh).group(1))
             rows.append({"turn": k + 1, "prompt_tokens": prompt, "from_cache": cached, "ttft_kept_s": ttft,
                          "ttft_fresh_s": fresh_ttft})
+    report(args, rows, "from_cache", "ttft_kept_s", "kept")
+
+
+def report(args, rows, cached_key, ttft_key, name):
+    """Prints one row per turn (prompt tokens, those from the cache, both times to first token and
+    their ratio) and writes --json. `name` is the cached side's name in the headings."""
     print(f"{args.preset}, {args.ranks} rank(s), {args.words} words a turn, {args.new_tokens} new tokens an answer")
-    print(f"{'turn':>4} {'prompt':>7} {'cached':>7} {'TTFT kept s':>12} {'TTFT fresh s':>13} {'fresh/kept':>11}")
+    print(f"{'turn':>4} {'prompt':>7} {'cached':>7} {'TTFT ' + name + ' s':>13} {'TTFT fresh s':>13} "
+          f"{'fresh/' + name:>12}")
     for r in rows:
-        print(f"{r['turn']:>4} {r['prompt_tokens']:>7} {r['from_cache']:>7} {r['ttft_kept_s']:>12.2f} "
-              f"{r['ttft_fresh_s']:>13.2f} {r['ttft_fresh_s'] / r['ttft_kept_s']:>11.2f}")
+        print(f"{r['turn']:>4} {r['prompt_tokens']:>7} {r[cached_key]:>7} {r[ttft_key]:>13.2f} "
+              f"{r['ttft_fresh_s']:>13.2f} {r['ttft_fresh_s'] / r[ttft_key]:>12.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"preset": args.preset, "ranks": args.ranks, "words": args.words, "new_tokens": args.new_tokens,

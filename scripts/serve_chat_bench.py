@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from chat_bench import ROOT, WORDS, tokenizer_dir
+from chat_bench import ROOT, WORDS, report, tokenizer_dir
 
 
 def start_server(args, work, name, *extra):
@@ -110,15 +110,7 @@ def main():
         finally:
             server.terminate()
             server.wait(120)
-    print(f"{args.preset}, {args.ranks} rank(s), {args.words} words a turn, {args.new_tokens} new tokens an answer")
-    print(f"{'turn':>4} {'prompt':>7} {'reused':>7} {'TTFT reuse s':>13} {'TTFT fresh s':>13} {'fresh/reuse':>12}")
-    for r in rows:
-        print(f"{r['turn']:>4} {r['prompt_tokens']:>7} {r['reused']:>7} {r['ttft_reuse_s']:>13.2f} "
-              f"{r['ttft_fresh_s']:>13.2f} {r['ttft_fresh_s'] / r['ttft_reuse_s']:>12.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"preset": args.preset, "ranks": args.ranks, "words": args.words, "new_tokens": args.new_tokens,
-                       "turns": rows}, f, indent=1)
+    report(args, rows, "reused", "ttft_reuse_s", "reuse")
 
 
 if __name__ == "__main__":

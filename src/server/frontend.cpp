@@ -252,8 +252,13 @@ void Frontend::install_routes() {
     metric("requests_rejected_total", "counter", "Requests refused with an error status.", rejected_.load());
     res.set_content(out, "text/plain; version=0.0.4");
   });
+  // httplib's own refusals (no route, a body beyond the limit, a malformed request) in OpenAI's shape.
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.body.empty()) send_error(res, res.status, fmt::format("{} {}: no such route", req.method, req.path));
+    if (!res.body.empty()) return;
+    const std::string what = res.status == 404   ? "no such route"
+                             : res.status == 413 ? "the request body is larger than 64 MiB"
+                                                 : fmt::format("refused with HTTP status {}", res.status);
+    send_error(res, res.status, fmt::format("{} {}: {}", req.method, req.path, what));
   });
 
   auto answer = [this](Endpoint endpoint) {
