@@ -106,12 +106,8 @@ Frontend::Frontend(const ServeOptions& options, const ServeText& text,
   install_routes();
 }
 
-Frontend::~Frontend() {
-  if (listener_.joinable()) {
-    http_->stop();
-    listener_.join();
-  }
-}
+// Also on an error that leaves the mesh loop: no HTTP thread may be left waiting for tokens.
+Frontend::~Frontend() { shut_down(); }
 
 int Frontend::bind() {
   const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
@@ -126,20 +122,24 @@ void Frontend::start() {
 }
 
 void Frontend::shut_down() {
+  auto abort = [](Ticket& ticket) {
+    {
+      std::lock_guard ticket_lock(ticket.mutex);
+      ticket.finished = ticket.aborted = true;
+    }
+    ticket.changed.notify_all();
+  };
   {
-    // Requests that arrived after the loop's last look end as aborted, so that no HTTP thread
-    // waits for tokens that will not come (stopping the server joins those threads).
+    // Requests that arrived after the loop's last look, or that the loop left unfinished (an error
+    // ended it), end as aborted: no HTTP thread may wait for tokens that will not come, since
+    // stopping the server joins those threads.
     std::lock_guard lock(inbox_mutex_);
     closed_ = true;
-    for (auto& [number, ticket] : submitted_) {
-      {
-        std::lock_guard ticket_lock(ticket->mutex);
-        ticket->finished = ticket->aborted = true;
-      }
-      ticket->changed.notify_all();
-    }
+    for (auto& [number, ticket] : submitted_) abort(*ticket);
     submitted_.clear();
   }
+  for (auto& [number, ticket] : running_) abort(*ticket);
+  running_.clear();
   if (listener_.joinable()) {
     http_->stop();
     listener_.join();

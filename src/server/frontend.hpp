@@ -58,7 +58,8 @@ class Frontend {
   void on_token(uint64_t ticket, int32_t token, bool last);
   void on_finish(uint64_t ticket, bool aborted);
   void note_reused_prompt_tokens(int64_t total) { reused_prompt_tokens_ = total; }
-  // Ends the HTTP server (listening stops; open streams end with their tickets).
+  // Ends the HTTP server: requests not yet ended end as aborted, listening stops, and the HTTP
+  // threads finish their responses. The loop's thread; again (the destructor) does nothing more.
   void shut_down();
 
  private:

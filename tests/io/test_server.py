@@ -399,13 +399,20 @@ def check_shutdown(process, port, log):
 
 
 def check_replicas(weights, expected_tokens):
-    """dp: two replicas of one device and one slot each. Requests sent at once spread over both
-    (a replica with a free slot is preferred) and answer as the batch job does; a stream on the
-    second replica reaches its client through rank 0; SIGTERM stops both."""
+    """dp: two replicas of one device and one slot each. While a long request holds replica 0's
+    slot, the requests sent go to replica 1 (a replica with a free slot is preferred) and answer as
+    the batch job does; a stream on replica 1 reaches its client through rank 0; SIGTERM stops both."""
     process, port, log = start_server(weights, os.path.join(WORK, "dp_port"), "--port", "0", "--mode", "dp",
                                       "--max-batch", "1", "--max-context", str(CONTEXT))
     try:
         results = [None] * len(PROMPTS)
+        # The long request: once its first token is out it holds replica 0 for 200 more tokens.
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+        conn.request("POST", "/v1/completions", json.dumps({"prompt": PROMPTS[4][0], "max_tokens": 200,
+                                                            "stream": True}), {"Content-Type": "application/json"})
+        long_response = conn.getresponse()
+        while not long_response.readline().startswith(b"data: "):
+            pass
 
         def client(i):
             body = {"prompt": PROMPTS[i][0], "max_tokens": PROMPTS[i][1], "return_token_ids": True}
@@ -420,6 +427,8 @@ def check_replicas(weights, expected_tokens):
             t.start()
         for t in threads:
             t.join()
+        long_response.read()
+        conn.close()
         check(results == expected_tokens, "dp serving, 2 replicas: every request answers as the batch job does")
         log.seek(0)
         os.kill(int(re.search(rb"rank 0 \(pid (\d+)\)", log.read()).group(1)), signal.SIGTERM)
@@ -428,8 +437,8 @@ def check_replicas(weights, expected_tokens):
         out = log.read().decode(errors="replace")
         served = re.search(r"replica 1 stopped: (\d+) request", out)
         check(status == 0 and served is not None and int(served.group(1)) >= 1 and "server stopped" in out,
-              f"dp serving: replica 1 served {served.group(1) if served else 'no'} request(s) of {len(PROMPTS)}, and "
-              "SIGTERM stops both replicas")
+              f"dp serving: replica 1 served {served.group(1) if served else 'no'} of the {len(PROMPTS)} requests sent "
+              "while replica 0 was busy, and SIGTERM stops both replicas")
     finally:
         if process.poll() is None:
             process.kill()
