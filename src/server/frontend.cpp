@@ -269,8 +269,9 @@ void Frontend::install_routes() {
         api = parse_request(req.body, endpoint);
         if (endpoint == Endpoint::CHAT_COMPLETIONS) {
           if (text_.chat_template == nullptr || text_.tokenizer == nullptr)
-            throw ApiError(400, "this model has no chat template (give the server one with --chat-template) or no "
-                                "tokenizer: use /v1/completions");
+            throw ApiError(400, "this server has no chat template it can run (the model has none, or one meshnn "
+                                "cannot run: see the server's startup notes; start it with --chat-template FILE) or "
+                                "no tokenizer: use /v1/completions");
           text::ChatTemplateInputs inputs;
           inputs.messages = api.messages;
           inputs.special_tokens = text_.special_tokens;

@@ -28,6 +28,7 @@ references.
    "abort", and every rank exits with status 0.
 9. dp: two replicas of one slot each share concurrent requests (one streams back from the second
    replica through rank 0) and answer as the batch job does.
+10. A model whose chat template meshnn cannot run serves completions and refuses chat, saying why.
 """
 import http.client
 import json
@@ -398,6 +399,34 @@ def check_shutdown(process, port, log):
           f"ones get 503 ({ends})")
 
 
+def check_unusable_template(model_dir, expected_tokens):
+    """A model whose chat template meshnn cannot run still serves completions; chat is refused with a
+    message that says why, and the startup says so too."""
+    edit_tokenizer_config(model_dir, chat_template="{% extends 'base.jinja' %}")
+    weights = os.path.join(WORK, "unusable_template.h5")
+    run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, weights])
+    process, port, log = start_server(weights, os.path.join(WORK, "template_port"), "--port", "0", "--max-context",
+                                      str(CONTEXT))
+    try:
+        _, text = post(port, "/v1/completions", {"prompt": PROMPTS[2][0], "max_tokens": PROMPTS[2][1],
+                                                 "return_token_ids": True})
+        completion = json.loads(text)["choices"][0]["token_ids"]
+        status, text = post(port, "/v1/chat/completions", {"messages": CONVERSATIONS[0]})
+        log.seek(0)
+        out = log.read().decode(errors="replace")
+        check(completion == expected_tokens[2] and status == 400 and
+              "no chat template it can run" in json.loads(text)["error"]["message"] and
+              "/v1/chat/completions is off" in out and "'extends'" in out,
+              "a model whose chat template meshnn cannot run serves completions and refuses chat, saying why")
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def check_replicas(weights, expected_tokens):
     """dp: two replicas of one device and one slot each. While a long request holds replica 0's
     slot, the requests sent go to replica 1 (a replica with a free slot is preferred) and answer as
@@ -470,6 +499,7 @@ def main():
         check_refusals(weights, port)
         check_shutdown(process, port, log)
         check_replicas(weights, expected_tokens)
+        check_unusable_template(model_dir, expected_tokens)
     except Exception as e:  # report, and never leave the server running
         check(False, f"the server checks ran ({e!r})")
         log.seek(0)

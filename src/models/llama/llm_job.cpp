@@ -242,6 +242,9 @@ void run_server(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig
   text.now = now;
   if (mesh.device_id() == 0 && !job.tokenizer_problem.empty())
     std::printf("note: no text (%s); prompts must be token ids\n", job.tokenizer_problem.c_str());
+  if (mesh.device_id() == 0 && !job.chat_template_problem.empty())
+    std::printf("note: /v1/chat/completions is off (%s); give a template with --chat-template\n",
+                job.chat_template_problem.c_str());
   server::serve(model, cache, mesh, replicas.index, replicas.count, options, text);
 }
 

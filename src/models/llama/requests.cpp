@@ -177,8 +177,16 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
     // Clients may send token ids without a tokenizer, and completions without a chat template.
     MESHNN_CHECK(c.chat_template_file.empty() || out.tokenizer.has_value(),
                  "--chat-template needs the model's tokenizer, and {} has none", weights_file);
-    if (out.tokenizer && (out.tokenizer->chat_template || !c.chat_template_file.empty()))
+    if (!c.chat_template_file.empty()) {
       out.chat_template = chat_template(c, *out.tokenizer);
+    } else if (out.tokenizer && out.tokenizer->chat_template) {
+      // A model template meshnn cannot run leaves the completions endpoint serving.
+      try {
+        out.chat_template = chat_template(c, *out.tokenizer);
+      } catch (const Error& e) {
+        out.chat_template_problem = e.what();
+      }
+    }
     return out;
   }
   if (c.interactive) {

@@ -26,8 +26,9 @@ struct JobRequests {
   std::vector<int64_t> stop_token_ids;
   std::string tokenizer_problem;  // why the weights file's tokenizer is unusable, when ids do without it
   // --interactive and --serve: the template conversations are rendered with (requests stay empty;
-  // --serve: nullopt when the model has none).
+  // --serve: nullopt when the model has none, or has one meshnn cannot run: chat_template_problem).
   std::optional<text::ChatTemplate> chat_template;
+  std::string chat_template_problem;
 
   const text::Tokenizer* text_tokenizer() const { return tokenizer ? tokenizer->tokenizer.get() : nullptr; }
 };
