@@ -216,6 +216,96 @@ void Frontend::on_finish(uint64_t ticket, bool aborted) {
   running_count_ = static_cast<int64_t>(running_.size());
 }
 
+serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {
+  serving::GenerationRequest g;
+  if (api.endpoint == Endpoint::CHAT_COMPLETIONS) {
+    if (text_.chat_template == nullptr || text_.tokenizer == nullptr)
+      throw ApiError(400, "this server has no chat template it can run (the model has none, or one meshnn cannot "
+                          "run: see the server's startup notes; start it with --chat-template FILE) or no "
+                          "tokenizer: use /v1/completions");
+    text::ChatTemplateInputs inputs;
+    inputs.messages = api.messages;
+    inputs.special_tokens = text_.special_tokens;
+    inputs.now = std::time(nullptr);
+    // As apply_chat_template: the template writes BOS where the model wants it.
+    g.prompt = text::encode_prompt(*text_.tokenizer, text_.chat_template->render(inputs), std::nullopt);
+  } else if (api.prompt) {
+    if (text_.tokenizer == nullptr) throw ApiError(400, "this model has no tokenizer: give the prompt as a list of token ids");
+    g.prompt = text::encode_prompt(*text_.tokenizer, *api.prompt, text_.bos);
+  } else {
+    g.prompt = api.prompt_token_ids;
+  }
+  g.max_new_tokens = api.max_tokens.value_or(options_.default_max_tokens);
+  g.sampling = sampling_of(api, options_.generation.sampling);
+  check_(g);
+  return g;
+}
+
+void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  ApiRequest api;
+  serving::GenerationRequest g;
+  try {
+    api = parse_request(req.body, endpoint);
+    g = request_of(api);
+  } catch (const ApiError& e) {
+    ++rejected_;
+    return send_error(res, e.status(), e.what());
+  } catch (const Error& e) {
+    ++rejected_;
+    return send_error(res, 400, e.what());
+  }
+  const std::vector<int32_t> prompt = g.prompt;
+  const std::shared_ptr<Ticket> ticket = submit(std::move(g), api.seed.has_value());
+  if (!ticket) return send_error(res, 503, "the server is shutting down");
+  const ResponseHeader header{endpoint,
+                              fmt::format("{}-{}", endpoint == Endpoint::CHAT_COMPLETIONS ? "chatcmpl" : "cmpl",
+                                          ticket->number),
+                              unix_now(), options_.model_name};
+  // Without a tokenizer the ids are the answer.
+  const bool ids = api.return_token_ids || text_.tokenizer == nullptr;
+  auto reply = std::make_shared<Reply>(ticket, text_, options_.generation.stop_token_ids, api.stop);
+  auto cancel = [this, number = ticket->number] { this->cancel(number); };
+  if (!api.stream) {
+    std::string text;
+    std::vector<int32_t> tokens;
+    std::optional<FinishReason> finish;
+    while (!finish) {
+      Reply::Piece p = reply->next(cancel);
+      text += p.text;
+      tokens.insert(tokens.end(), p.ids.begin(), p.ids.end());
+      finish = p.finish;
+    }
+    const Usage usage{static_cast<int64_t>(prompt.size()), static_cast<int64_t>(reply->tokens_taken())};
+    res.set_content(response_body(header, text, *finish, usage, ids ? &prompt : nullptr, ids ? &tokens : nullptr),
+                    "application/json");
+    return;
+  }
+  auto first = std::make_shared<bool>(true);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [reply, header, ids, cancel, first, prompt_tokens = static_cast<int64_t>(prompt.size()),
+       usage = api.include_usage](size_t, httplib::DataSink& sink) {
+        Reply::Piece p = reply->next(cancel);
+        std::string out;
+        if (!p.text.empty() || !p.ids.empty() || *first)
+          out += stream_chunk(header, p.text, std::nullopt, *first, ids ? &p.ids : nullptr);
+        *first = false;
+        if (p.finish) {
+          out += stream_chunk(header, "", p.finish, false, nullptr);
+          if (usage) out += stream_usage_chunk(header, {prompt_tokens, static_cast<int64_t>(reply->tokens_taken())});
+          out += kStreamEnd;
+        }
+        if (!sink.write(out.data(), out.size())) return false;
+        if (p.finish) sink.done();
+        return true;
+      },
+      [reply, cancel](bool) {
+        // The client went away (or the write failed) before the answer ended: free its slot.
+        if (!reply->done()) cancel();
+      });
+}
+
 void Frontend::install_routes() {
   httplib::Server& s = *http_;
   s.Get("/health", [](const httplib::Request&, httplib::Response& res) {
@@ -261,94 +351,12 @@ void Frontend::install_routes() {
     send_error(res, res.status, fmt::format("{} {}: {}", req.method, req.path, what));
   });
 
-  auto answer = [this](Endpoint endpoint) {
-    return [this, endpoint](const httplib::Request& req, httplib::Response& res) {
-      ApiRequest api;
-      serving::GenerationRequest g;
-      try {
-        api = parse_request(req.body, endpoint);
-        if (endpoint == Endpoint::CHAT_COMPLETIONS) {
-          if (text_.chat_template == nullptr || text_.tokenizer == nullptr)
-            throw ApiError(400, "this server has no chat template it can run (the model has none, or one meshnn "
-                                "cannot run: see the server's startup notes; start it with --chat-template FILE) or "
-                                "no tokenizer: use /v1/completions");
-          text::ChatTemplateInputs inputs;
-          inputs.messages = api.messages;
-          inputs.special_tokens = text_.special_tokens;
-          inputs.now = std::time(nullptr);
-          // As apply_chat_template: the template writes BOS where the model wants it.
-          g.prompt = text::encode_prompt(*text_.tokenizer, text_.chat_template->render(inputs), std::nullopt);
-        } else if (api.prompt) {
-          if (text_.tokenizer == nullptr)
-            throw ApiError(400, "this model has no tokenizer: give the prompt as a list of token ids");
-          g.prompt = text::encode_prompt(*text_.tokenizer, *api.prompt, text_.bos);
-        } else {
-          g.prompt = api.prompt_token_ids;
-        }
-        g.max_new_tokens = api.max_tokens.value_or(options_.default_max_tokens);
-        g.sampling = sampling_of(api, options_.generation.sampling);
-        check_(g);
-      } catch (const ApiError& e) {
-        ++rejected_;
-        return send_error(res, e.status(), e.what());
-      } catch (const Error& e) {
-        ++rejected_;
-        return send_error(res, 400, e.what());
-      }
-      const std::vector<int32_t> prompt = g.prompt;
-      const std::shared_ptr<Ticket> ticket = submit(std::move(g), api.seed.has_value());
-      if (!ticket) return send_error(res, 503, "the server is shutting down");
-      const ResponseHeader header{endpoint,
-                                  fmt::format("{}-{}", endpoint == Endpoint::CHAT_COMPLETIONS ? "chatcmpl" : "cmpl",
-                                              ticket->number),
-                                  unix_now(), options_.model_name};
-      // Without a tokenizer the ids are the answer.
-      const bool ids = api.return_token_ids || text_.tokenizer == nullptr;
-      auto reply = std::make_shared<Reply>(ticket, text_, options_.generation.stop_token_ids, api.stop);
-      auto cancel = [this, number = ticket->number] { this->cancel(number); };
-      if (!api.stream) {
-        std::string text;
-        std::vector<int32_t> tokens;
-        std::optional<FinishReason> finish;
-        while (!finish) {
-          Reply::Piece p = reply->next(cancel);
-          text += p.text;
-          tokens.insert(tokens.end(), p.ids.begin(), p.ids.end());
-          finish = p.finish;
-        }
-        const Usage usage{static_cast<int64_t>(prompt.size()), static_cast<int64_t>(reply->tokens_taken())};
-        res.set_content(response_body(header, text, *finish, usage, ids ? &prompt : nullptr, ids ? &tokens : nullptr),
-                        "application/json");
-        return;
-      }
-      auto first = std::make_shared<bool>(true);
-      res.set_header("Cache-Control", "no-cache");
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [reply, header, ids, cancel, first, prompt_tokens = static_cast<int64_t>(prompt.size()),
-           usage = api.include_usage](size_t, httplib::DataSink& sink) {
-            Reply::Piece p = reply->next(cancel);
-            std::string out;
-            if (!p.text.empty() || !p.ids.empty() || *first)
-              out += stream_chunk(header, p.text, std::nullopt, *first, ids ? &p.ids : nullptr);
-            *first = false;
-            if (p.finish) {
-              out += stream_chunk(header, "", p.finish, false, nullptr);
-              if (usage) out += stream_usage_chunk(header, {prompt_tokens, static_cast<int64_t>(reply->tokens_taken())});
-              out += kStreamEnd;
-            }
-            if (!sink.write(out.data(), out.size())) return false;
-            if (p.finish) sink.done();
-            return true;
-          },
-          [reply, cancel](bool) {
-            // The client went away (or the write failed) before the answer ended: free its slot.
-            if (!reply->done()) cancel();
-          });
-    };
-  };
-  s.Post("/v1/completions", answer(Endpoint::COMPLETIONS));
-  s.Post("/v1/chat/completions", answer(Endpoint::CHAT_COMPLETIONS));
+  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    answer(Endpoint::COMPLETIONS, req, res);
+  });
+  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    answer(Endpoint::CHAT_COMPLETIONS, req, res);
+  });
 }
 
 }  // namespace meshnn::server

@@ -15,10 +15,13 @@
 #include <utility>
 #include <vector>
 
+#include "meshnn/server/openai_api.hpp"
 #include "meshnn/server/serve.hpp"
 
 namespace httplib {
 class Server;
+struct Request;
+struct Response;
 }
 
 namespace meshnn::server {
@@ -66,6 +69,11 @@ class Frontend {
   std::shared_ptr<Ticket> submit(serving::GenerationRequest request, bool seeded);
   void cancel(uint64_t ticket);
   void install_routes();
+  // A completion or chat request from its body to its response (whole, or a stream).
+  void answer(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  // The generator's request for an API request: the prompt's ids, max_tokens and sampling, checked.
+  // Throws ApiError or meshnn::Error.
+  serving::GenerationRequest request_of(const ApiRequest& api) const;
 
   ServeOptions options_;
   ServeText text_;

@@ -7,14 +7,13 @@
 #include <cstdio>
 #include <fstream>
 #include <fmt/format.h>
-#include <thread>
 #include <unordered_map>
 
 #include <unistd.h>
 
 #include "frontend.hpp"
 #include "mesh_messages.hpp"
-#include "meshnn/server/router.hpp"
+#include "root_relay.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/mpi_utils.hpp"
 
@@ -23,6 +22,19 @@ namespace {
 
 volatile std::sig_atomic_t g_stop_requested = 0;
 extern "C" void request_stop(int) { g_stop_requested = 1; }
+
+// Where a replica's busy time went: the passes (forward and sampling) and what the server adds.
+void print_account(const std::string& who, size_t requests, const serving::GenerationStats& s, double busy_seconds) {
+  const double passes = s.prefill_seconds + s.decode_seconds;
+  std::printf("%s: %zu request(s); %lld prefill pass(es) of %lld prompt tokens (%lld more taken from the cache), "
+              "%lld decode step(s) of %lld tokens (%.2f ms per step); %.3f s in passes of %.3f s busy\n",
+              who.c_str(), requests, static_cast<long long>(s.prefill_passes), static_cast<long long>(s.prefill_tokens),
+              static_cast<long long>(s.reused_prompt_tokens), static_cast<long long>(s.decode_steps),
+              static_cast<long long>(s.decode_tokens),
+              s.decode_steps > 0 ? 1e3 * s.decode_seconds / static_cast<double>(s.decode_steps) : 0.0, passes,
+              busy_seconds);
+  std::fflush(stdout);
+}
 
 }  // namespace
 
@@ -44,35 +56,33 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
     if (leader_of[rank] >= 0) leader_rank[static_cast<size_t>(leader_of[rank])] = static_cast<int>(rank);
 
   std::unique_ptr<Frontend> frontend;
+  std::unique_ptr<RootRelay> relay;
   serving::Generator* generator_ptr = nullptr;
   // Tickets are the frontend's numbers; handles the generator's, in this replica's submission order.
   std::vector<uint64_t> ticket_of;
   std::unordered_map<uint64_t, size_t> handle_of;
   TokenReport report;  // a leader of another replica than rank 0's: what to tell rank 0 after the pass
+  Outbox outbox;       // that leader's reports in flight
   bool stopping = false;
   serving::GenerationOptions go = options.generation;
   if (root) {
     frontend = std::make_unique<Frontend>(
         options, text, [&](const serving::GenerationRequest& r) { generator_ptr->check(r, "the request"); },
         reinterpret_cast<const volatile int*>(&g_stop_requested));
+    relay = std::make_unique<RootRelay>(*frontend, world_comm, leader_rank, cache.slots());
     go.on_token = [&](size_t handle, int32_t token, bool last) { frontend->on_token(ticket_of[handle], token, last); };
   } else if (leader) {
     go.on_token = [&](size_t handle, int32_t token, bool last) {
       report.tokens.push_back({ticket_of[handle], token, last});
     };
   }
-  Router router(replicas, cache.slots());
-  std::unordered_map<uint64_t, int> replica_of;  // rank 0: where each running ticket went
   serving::Generator generator(model, cache, go, [&](size_t handle, serving::RequestOutput&&) {
     const uint64_t ticket = ticket_of[handle];
     handle_of.erase(ticket);
-    if (root) {
-      frontend->on_finish(ticket, stopping);
-      router.ended(0);
-      replica_of.erase(ticket);
-    } else if (leader) {
+    if (root)
+      relay->ended_on_replica_0(ticket, stopping);
+    else if (leader)
       report.endings.push_back({ticket, stopping});
-    }
   });
   generator_ptr = &generator;
 
@@ -96,58 +106,13 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
     std::fflush(stdout);
   }
 
-  // Rank 0: the other replicas' tokens and endings, passed on to the HTTP threads.
-  Outbox outbox;
-  int replicas_done = 0;
-  std::vector<int64_t> reused_by_replica(static_cast<size_t>(replicas), 0);
-  auto deliver = [&](const std::string& message, int source) {
-    const TokenReport r = decode_report(message);
-    for (const TokenReport::Token& t : r.tokens) frontend->on_token(t.ticket, t.token, t.last);
-    for (const TokenReport::Ending& e : r.endings) {
-      frontend->on_finish(e.ticket, e.aborted);
-      if (auto it = replica_of.find(e.ticket); it != replica_of.end()) {
-        router.ended(it->second);
-        replica_of.erase(it);
-      }
-    }
-    reused_by_replica[static_cast<size_t>(leader_of[static_cast<size_t>(source)])] = r.reused_prompt_tokens;
-    replicas_done += r.done ? 1 : 0;
-  };
-  auto deliver_arrived = [&] {
-    std::string message;
-    for (int source = 0; receive(world_comm, MPI_ANY_SOURCE, kReportTag, false, message, &source);)
-      deliver(message, source);
-  };
-  // Rank 0: waits (while its replica is idle) for something for its replica, sending the others theirs.
-  auto next_batch_at_root = [&](bool idle) {
-    for (;;) {
-      // With other replicas, rank 0 also looks for their reports while it waits.
-      InboxBatch all = frontend->collect(!idle ? 0 : replicas > 1 ? 1 : 200);
-      std::vector<InboxBatch> parts(static_cast<size_t>(replicas));
-      for (auto& [ticket, request] : all.arrivals) {
-        const int r = router.route(request.prompt);
-        replica_of[ticket] = r;
-        parts[static_cast<size_t>(r)].arrivals.emplace_back(ticket, std::move(request));
-      }
-      for (uint64_t ticket : all.cancels)
-        if (auto it = replica_of.find(ticket); it != replica_of.end())
-          parts[static_cast<size_t>(it->second)].cancels.push_back(ticket);
-      for (InboxBatch& part : parts) part.stop = all.stop;
-      for (int r = 1; r < replicas; ++r)
-        if (std::string m = encode(parts[static_cast<size_t>(r)]); !m.empty())
-          outbox.send(world_comm, leader_rank[static_cast<size_t>(r)], kRouteTag, std::move(m));
-      if (replicas > 1) deliver_arrived();
-      if (!idle || !encode(parts[0]).empty()) return std::move(parts[0]);
-    }
-  };
-
   double busy_seconds = 0;  // the loop's time with requests in the generator, passes and the rest
   for (;;) {
     const bool idle = generator.idle();
     auto busy_since = std::chrono::steady_clock::now();
     InboxBatch batch;
     if (root) {
-      batch = next_batch_at_root(idle);
+      batch = relay->next_batch(idle);
     } else if (leader) {
       std::string message;
       if (receive(world_comm, 0, kRouteTag, idle, message)) batch = decode_batch(message);
@@ -170,10 +135,7 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
       busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since).count();
     }
     if (root) {
-      reused_by_replica[0] = generator.stats().reused_prompt_tokens;
-      int64_t reused = 0;
-      for (int64_t n : reused_by_replica) reused += n;
-      frontend->note_reused_prompt_tokens(reused);
+      relay->note_reused_on_replica_0(generator.stats().reused_prompt_tokens);
     } else if (leader && !report.empty()) {
       report.reused_prompt_tokens = generator.stats().reused_prompt_tokens;
       outbox.send(world_comm, 0, kReportTag, encode(report));
@@ -185,30 +147,11 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
     report.done = true;
     outbox.send(world_comm, 0, kReportTag, encode(report));
   }
-  if (root) {
-    // Every other replica's last report says it has stopped; nothing may be left in flight.
-    std::string message;
-    for (int source = 0; replicas_done < replicas - 1;) {
-      receive(world_comm, MPI_ANY_SOURCE, kReportTag, true, message, &source);
-      deliver(message, source);
-    }
-    frontend->shut_down();
-  }
+  if (root) relay->finish();
   outbox.finish();
-  if (leader) {
-    // Where the busy time went: the passes (forward and sampling) and what the server adds.
-    const serving::GenerationStats& s = generator.stats();
-    const double passes = s.prefill_seconds + s.decode_seconds;
-    const std::string who = root ? "server stopped" : fmt::format("replica {} stopped", replica);
-    std::printf("%s: %zu request(s); %lld prefill pass(es) of %lld prompt tokens (%lld more taken from the cache), "
-                "%lld decode step(s) of %lld tokens (%.2f ms per step); %.3f s in passes of %.3f s busy\n",
-                who.c_str(), ticket_of.size(), static_cast<long long>(s.prefill_passes),
-                static_cast<long long>(s.prefill_tokens), static_cast<long long>(s.reused_prompt_tokens),
-                static_cast<long long>(s.decode_steps), static_cast<long long>(s.decode_tokens),
-                s.decode_steps > 0 ? 1e3 * s.decode_seconds / static_cast<double>(s.decode_steps) : 0.0, passes,
-                busy_seconds);
-    std::fflush(stdout);
-  }
+  if (leader)
+    print_account(root ? "server stopped" : fmt::format("replica {} stopped", replica), ticket_of.size(),
+                  generator.stats(), busy_seconds);
 }
 
 }  // namespace meshnn::server
