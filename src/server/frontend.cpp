@@ -140,6 +140,12 @@ void Frontend::shut_down() {
   }
   for (auto& [number, ticket] : running_) abort(*ticket);
   running_.clear();
+  {
+    // The aborted answers' last chunks and [DONE] go out before the server stops: httplib ends a
+    // stream where it is once stopping. A client that reads nothing does not hold the stop for long.
+    std::unique_lock lock(responses_mutex_);
+    responses_ended_.wait_for(lock, std::chrono::seconds(10), [&] { return open_responses_ == 0; });
+  }
   if (listener_.joinable()) {
     http_->stop();
     listener_.join();
@@ -257,6 +263,10 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
   const std::vector<int32_t> prompt = g.prompt;
   const std::shared_ptr<Ticket> ticket = submit(std::move(g), api.seed.has_value());
   if (!ticket) return send_error(res, 503, "the server is shutting down");
+  {
+    std::lock_guard lock(responses_mutex_);
+    ++open_responses_;
+  }
   const ResponseHeader header{endpoint,
                               fmt::format("{}-{}", endpoint == Endpoint::CHAT_COMPLETIONS ? "chatcmpl" : "cmpl",
                                           ticket->number),
@@ -278,6 +288,7 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
     const Usage usage{static_cast<int64_t>(prompt.size()), static_cast<int64_t>(reply->tokens_taken())};
     res.set_content(response_body(header, text, *finish, usage, ids ? &prompt : nullptr, ids ? &tokens : nullptr),
                     "application/json");
+    response_ended();
     return;
   }
   auto first = std::make_shared<bool>(true);
@@ -300,10 +311,19 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
         if (p.finish) sink.done();
         return true;
       },
-      [reply, cancel](bool) {
+      [this, reply, cancel](bool) {
         // The client went away (or the write failed) before the answer ended: free its slot.
         if (!reply->done()) cancel();
+        response_ended();
       });
+}
+
+void Frontend::response_ended() {
+  {
+    std::lock_guard lock(responses_mutex_);
+    --open_responses_;
+  }
+  responses_ended_.notify_all();
 }
 
 void Frontend::install_routes() {

@@ -87,6 +87,12 @@ class Frontend {
   uint64_t next_ticket_ = 0;
   bool closed_ = false;  // shutting down: new requests get 503
   std::unordered_map<uint64_t, std::shared_ptr<Ticket>> running_;  // the loop's thread only
+  // Responses to generation requests not yet wholly written. Stopping httplib cuts a stream short,
+  // so shut_down() waits for these to end (their tickets aborted) first.
+  std::mutex responses_mutex_;
+  std::condition_variable responses_ended_;
+  int open_responses_ = 0;
+  void response_ended();
   std::unordered_map<uint64_t, std::shared_ptr<Ticket>> submitted_;  // under inbox_mutex_, until collected
   // For /metrics: set by the loop's thread, read by the HTTP threads.
   std::atomic<int64_t> running_count_{0}, prompt_tokens_{0}, reused_prompt_tokens_{0}, generated_tokens_{0};

@@ -297,18 +297,20 @@ def rank_pids(process, log):
 def check_hang_up(port, rank1):
     """A streaming client that hangs up once its response has begun. This model makes 200 tokens in
     a fraction of a second, sooner than this process (sharing the cores with the ranks) may get to
-    run again: rank 1 is paused (SIGSTOP) while the client hangs up, so the passes stand still."""
+    run again: rank 1 is paused (SIGSTOP) from before the request until the client has hung up, so
+    no pass runs meanwhile. The HTTP threads run on rank 0 and answer with the headers all the same."""
     wait_until_idle(port)
     before = metric(port, "generation_tokens_total")
     cancelled = metric(port, "requests_cancelled_total")
     body = json.dumps({"prompt": PROMPTS[0][0], "max_tokens": 200, "stream": True})
-    with socket.create_connection(("127.0.0.1", port)) as s:
-        s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
-        s.recv(1)  # the response has begun: the request is on its way to the mesh
-        os.kill(rank1, signal.SIGSTOP)
-    time.sleep(0.05)
-    os.kill(rank1, signal.SIGCONT)
+    os.kill(rank1, signal.SIGSTOP)
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+            s.recv(1)  # the response has begun: the request is on its way to the mesh
+    finally:
+        os.kill(rank1, signal.SIGCONT)
     deadline = time.time() + 60
     while time.time() < deadline and metric(port, "num_requests_running") > 0:
         time.sleep(0.05)
