@@ -56,8 +56,9 @@ def llm(args, extra, stdin=None):
     return r.stdout
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_arguments(description):
+    """The options both chat benchmarks take: the conversation's shape, the model, the output."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--turns", type=int, default=6)
     p.add_argument("--words", type=int, default=60, help="words per user message")
@@ -65,7 +66,11 @@ def main():
     p.add_argument("--preset", default="tinyllama")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--json", help="also write the figures here")
-    args = p.parse_args()
+    return p.parse_args()
+
+
+def main():
+    args = parse_arguments(__doc__.splitlines()[0])
     with tempfile.TemporaryDirectory() as work:
         tokenizer_dir(work)
         rng = random.Random(1)

@@ -11,7 +11,6 @@ template scripts/chat_bench.py trains (no download). The first server's answers 
 conversation; the second is sent exactly the same requests. Prints per turn the prompt tokens, how
 many the server took from its cache (/metrics), and the time to first token both clients saw.
 """
-import argparse
 import http.client
 import json
 import os
@@ -22,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from chat_bench import ROOT, WORDS, report, tokenizer_dir
+from chat_bench import ROOT, WORDS, parse_arguments, report, tokenizer_dir
 
 
 def start_server(args, work, name, *extra):
@@ -73,15 +72,7 @@ def chat_turn(port, messages, new_tokens):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--ranks", type=int, default=2)
-    p.add_argument("--turns", type=int, default=6)
-    p.add_argument("--words", type=int, default=60, help="words per user message")
-    p.add_argument("--new-tokens", type=int, default=64)
-    p.add_argument("--preset", default="tinyllama")
-    p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--json", help="also write the figures here")
-    args = p.parse_args()
+    args = parse_arguments(__doc__.splitlines()[0])
     rng = random.Random(1)
     turns = [" ".join(rng.choice(WORDS) for _ in range(args.words)) for _ in range(args.turns)]
     rows = []
