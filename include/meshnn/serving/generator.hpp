@@ -111,8 +111,8 @@ class Generator {
   void cancel(size_t handle);
   // Nothing is waiting or running: step() would do nothing.
   bool idle() const;
-  // Admits waiting requests to free slots and runs one pass. Allocates nothing once the passes
-  // of its shape have run (see generate()).
+  // Admits waiting requests to free slots and runs one pass. A decode step allocates nothing once
+  // steps of its shape have run (see generate()), unless its rows' sampling parameters differ.
   void step();
   const GenerationStats& stats() const;
 
