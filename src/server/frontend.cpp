@@ -154,7 +154,6 @@ void Frontend::shut_down() {
 
 std::shared_ptr<Ticket> Frontend::submit(serving::GenerationRequest request, bool seeded) {
   auto ticket = std::make_shared<Ticket>();
-  ticket->max_new_tokens = request.max_new_tokens;
   std::lock_guard lock(inbox_mutex_);
   if (closed_) return nullptr;
   ticket->number = next_ticket_++;
@@ -204,7 +203,7 @@ void Frontend::on_token(uint64_t ticket, int32_t token, bool last) {
   ++generated_tokens_;
 }
 
-void Frontend::on_finish(uint64_t ticket, bool aborted) {
+void Frontend::on_finish(uint64_t ticket, bool aborted, bool cancelled) {
   auto it = running_.find(ticket);
   if (it == running_.end()) return;
   {
@@ -213,11 +212,7 @@ void Frontend::on_finish(uint64_t ticket, bool aborted) {
     it->second->aborted = aborted;
   }
   it->second->changed.notify_all();
-  const bool cut_short = static_cast<int64_t>(it->second->tokens.size()) < it->second->max_new_tokens &&
-                         !it->second->tokens.empty() &&
-                         std::find(options_.generation.stop_token_ids.begin(), options_.generation.stop_token_ids.end(),
-                                   it->second->tokens.back()) == options_.generation.stop_token_ids.end();
-  ++(aborted || cut_short || it->second->tokens.empty() ? cancelled_ : finished_);
+  ++(aborted || cancelled ? cancelled_ : finished_);
   running_.erase(it);
   running_count_ = static_cast<int64_t>(running_.size());
 }

@@ -29,7 +29,6 @@ namespace meshnn::server {
 // One request between its HTTP thread and the mesh loop.
 struct Ticket {
   uint64_t number = 0;  // in arrival order
-  int64_t max_new_tokens = 0;
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<int32_t> tokens;  // generated so far
@@ -57,9 +56,10 @@ class Frontend {
   void start();  // serves on a thread of its own
   // The mesh loop's side. collect() waits up to `wait_ms` for something when the inbox is empty.
   InboxBatch collect(int wait_ms);
-  // A request's token, and its end (`aborted`: by the server's stop), by ticket.
+  // A request's token, and its end (`aborted`: by the server's stop; `cancelled`: before its stop
+  // token or max_tokens), by ticket.
   void on_token(uint64_t ticket, int32_t token, bool last);
-  void on_finish(uint64_t ticket, bool aborted);
+  void on_finish(uint64_t ticket, bool aborted, bool cancelled);
   void note_reused_prompt_tokens(int64_t total) { reused_prompt_tokens_ = total; }
   // Ends the HTTP server: requests not yet ended end as aborted, listening stops, and the HTTP
   // threads finish their responses. The loop's thread; again (the destructor) does nothing more.

@@ -12,7 +12,7 @@ namespace meshnn::server {
 using nlohmann::json;
 
 std::string encode(const InboxBatch& b) {
-  if (b.arrivals.empty() && b.cancels.empty() && !b.stop) return {};
+  if (empty(b)) return {};
   json j;
   j["stop"] = b.stop;
   j["cancels"] = b.cancels;
@@ -55,7 +55,7 @@ std::string encode(const TokenReport& r) {
   j["tokens"] = json::array();
   for (const TokenReport::Token& t : r.tokens) j["tokens"].push_back({t.ticket, t.token, t.last});
   j["endings"] = json::array();
-  for (const TokenReport::Ending& e : r.endings) j["endings"].push_back({e.ticket, e.aborted});
+  for (const TokenReport::Ending& e : r.endings) j["endings"].push_back({e.ticket, e.aborted, e.cancelled});
   j["reused"] = r.reused_prompt_tokens;
   j["done"] = r.done;
   return j.dump();
@@ -66,19 +66,24 @@ TokenReport decode_report(const std::string& text) {
   TokenReport r;
   for (const json& t : j.at("tokens"))
     r.tokens.push_back({t.at(0).get<uint64_t>(), t.at(1).get<int32_t>(), t.at(2).get<bool>()});
-  for (const json& e : j.at("endings")) r.endings.push_back({e.at(0).get<uint64_t>(), e.at(1).get<bool>()});
+  for (const json& e : j.at("endings"))
+    r.endings.push_back({e.at(0).get<uint64_t>(), e.at(1).get<bool>(), e.at(2).get<bool>()});
   r.reused_prompt_tokens = j.at("reused").get<int64_t>();
   r.done = j.at("done").get<bool>();
   return r;
 }
 
-bool receive(MPI_Comm comm, int from, int tag, bool wait, std::string& message, int* source) {
+bool receive(MPI_Comm comm, int from, int tag, Wait wait, std::string& message, int* source) {
   MPI_Status status;
-  for (int arrived = 0;;) {
-    MESHNN_MPI_CHECK(MPI_Iprobe(from, tag, comm, &arrived, &status));
-    if (arrived) break;
-    if (!wait) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (wait == Wait::AS_MPI_DOES) {
+    MESHNN_MPI_CHECK(MPI_Probe(from, tag, comm, &status));
+  } else {
+    for (int arrived = 0;;) {
+      MESHNN_MPI_CHECK(MPI_Iprobe(from, tag, comm, &arrived, &status));
+      if (arrived) break;
+      if (wait == Wait::NO) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   int count = 0;
   MESHNN_MPI_CHECK(MPI_Get_count(&status, MPI_CHAR, &count));
@@ -98,16 +103,7 @@ std::string share_with_group(MPI_Comm comm, const std::string& message, bool idl
     return message;
   }
   std::string received;
-  if (idle) {
-    receive(comm, 0, kGroupTag, true, received);
-    return received;
-  }
-  MPI_Status status;
-  MESHNN_MPI_CHECK(MPI_Probe(0, kGroupTag, comm, &status));
-  int count = 0;
-  MESHNN_MPI_CHECK(MPI_Get_count(&status, MPI_CHAR, &count));
-  received.assign(static_cast<size_t>(count), '\0');
-  MESHNN_MPI_CHECK(MPI_Recv(received.data(), count, MPI_CHAR, 0, kGroupTag, comm, MPI_STATUS_IGNORE));
+  receive(comm, 0, kGroupTag, idle ? Wait::SLEEPING : Wait::AS_MPI_DOES, received);
   return received;
 }
 

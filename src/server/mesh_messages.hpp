@@ -16,6 +16,9 @@
 namespace meshnn::server {
 
 // Tokens and endings of one replica's requests, by ticket, in the order they happened.
+// A batch without arrivals, cancellations or the stop: nothing to tell anyone.
+inline bool empty(const InboxBatch& b) { return b.arrivals.empty() && b.cancels.empty() && !b.stop; }
+
 struct TokenReport {
   struct Token {
     uint64_t ticket;
@@ -24,7 +27,8 @@ struct TokenReport {
   };
   struct Ending {
     uint64_t ticket;
-    bool aborted;
+    bool aborted;    // by the server's stop
+    bool cancelled;  // before its stop token or max_new_tokens (the stop, a hang-up, a stop string)
   };
   std::vector<Token> tokens;
   std::vector<Ending> endings;  // after the tokens of the same report
@@ -58,9 +62,11 @@ class Outbox {
   std::list<Pending> pending_;  // a list: a send's buffer must not move while it is in flight
 };
 
-// The next message with `tag` from `from` (MPI_ANY_SOURCE: anyone) on `comm`, if one has arrived:
-// returns false at once otherwise. With `wait`, waits for one, sleeping a millisecond between looks.
-bool receive(MPI_Comm comm, int from, int tag, bool wait, std::string& message, int* source = nullptr);
+// The next message with `tag` from `from` (MPI_ANY_SOURCE: anyone) on `comm`. NO: only one that
+// has arrived (returns false otherwise); SLEEPING: waits, sleeping a millisecond between looks (an
+// idle server's cores stay free); AS_MPI_DOES: waits in MPI_Probe (a message is due at once).
+enum class Wait { NO, SLEEPING, AS_MPI_DOES };
+bool receive(MPI_Comm comm, int from, int tag, Wait wait, std::string& message, int* source = nullptr);
 
 inline constexpr int kGroupTag = 0x5e7e;   // group root -> members: the pass's requests
 inline constexpr int kRouteTag = 0x5e7f;   // world rank 0 -> a replica's leader

@@ -26,15 +26,15 @@ InboxBatch RootRelay::next_batch(bool idle) {
         parts[static_cast<size_t>(it->second)].cancels.push_back(ticket);
     for (InboxBatch& part : parts) part.stop = all.stop;
     for (int r = 1; r < replicas; ++r)
-      if (std::string m = encode(parts[static_cast<size_t>(r)]); !m.empty())
-        outbox_.send(world_, leader_rank_[static_cast<size_t>(r)], kRouteTag, std::move(m));
+      if (!empty(parts[static_cast<size_t>(r)]))
+        outbox_.send(world_, leader_rank_[static_cast<size_t>(r)], kRouteTag, encode(parts[static_cast<size_t>(r)]));
     if (replicas > 1) deliver_arrived();
-    if (!idle || !encode(parts[0]).empty()) return std::move(parts[0]);
+    if (!idle || !empty(parts[0])) return std::move(parts[0]);
   }
 }
 
-void RootRelay::ended_on_replica_0(uint64_t ticket, bool aborted) {
-  frontend_.on_finish(ticket, aborted);
+void RootRelay::ended_on_replica_0(uint64_t ticket, bool aborted, bool cancelled) {
+  frontend_.on_finish(ticket, aborted, cancelled);
   router_.ended(0);
   replica_of_.erase(ticket);
 }
@@ -48,7 +48,7 @@ void RootRelay::finish() {
   // Every other replica's last report says it has stopped: nothing is left in flight to rank 0.
   std::string message;
   for (int source = 0; replicas_done_ < router_.replicas() - 1;) {
-    receive(world_, MPI_ANY_SOURCE, kReportTag, true, message, &source);
+    receive(world_, MPI_ANY_SOURCE, kReportTag, Wait::SLEEPING, message, &source);
     deliver(message, source);
   }
   frontend_.shut_down();
@@ -59,7 +59,7 @@ void RootRelay::deliver(const std::string& message, int source) {
   const TokenReport r = decode_report(message);
   for (const TokenReport::Token& t : r.tokens) frontend_.on_token(t.ticket, t.token, t.last);
   for (const TokenReport::Ending& e : r.endings) {
-    frontend_.on_finish(e.ticket, e.aborted);
+    frontend_.on_finish(e.ticket, e.aborted, e.cancelled);
     if (auto it = replica_of_.find(e.ticket); it != replica_of_.end()) {
       router_.ended(it->second);
       replica_of_.erase(it);
@@ -72,7 +72,7 @@ void RootRelay::deliver(const std::string& message, int source) {
 
 void RootRelay::deliver_arrived() {
   std::string message;
-  for (int source = 0; receive(world_, MPI_ANY_SOURCE, kReportTag, false, message, &source);)
+  for (int source = 0; receive(world_, MPI_ANY_SOURCE, kReportTag, Wait::NO, message, &source);)
     deliver(message, source);
 }
 

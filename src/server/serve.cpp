@@ -76,13 +76,13 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
       report.tokens.push_back({ticket_of[handle], token, last});
     };
   }
-  serving::Generator generator(model, cache, go, [&](size_t handle, serving::RequestOutput&&) {
+  serving::Generator generator(model, cache, go, [&](size_t handle, serving::RequestOutput&& output) {
     const uint64_t ticket = ticket_of[handle];
     handle_of.erase(ticket);
     if (root)
-      relay->ended_on_replica_0(ticket, stopping);
+      relay->ended_on_replica_0(ticket, stopping, output.cancelled);
     else if (leader)
-      report.endings.push_back({ticket, stopping});
+      report.endings.push_back({ticket, stopping, output.cancelled});
   });
   generator_ptr = &generator;
 
@@ -115,7 +115,7 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
       batch = relay->next_batch(idle);
     } else if (leader) {
       std::string message;
-      if (receive(world_comm, 0, kRouteTag, idle, message)) batch = decode_batch(message);
+      if (receive(world_comm, 0, kRouteTag, idle ? Wait::SLEEPING : Wait::NO, message)) batch = decode_batch(message);
     }
     if (model.mesh()->num_devices() > 1) batch = decode_batch(share_with_group(group_comm, encode(batch), idle));
     if (idle) busy_since = std::chrono::steady_clock::now();  // the wait for work is not busy time

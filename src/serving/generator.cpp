@@ -322,6 +322,7 @@ struct Generator::State {
       release(p->slot, handle, p->done);
       prefilling.erase(p);
     }
+    entries.at(handle).output.cancelled = true;
     finish(handle);
   }
 };

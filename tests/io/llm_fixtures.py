@@ -4,6 +4,8 @@ in three families' formats, Hugging Face's rendering of them through jinja2, and
 datasets. Used by test_llm_text.py and test_server.py."""
 import json
 import os
+import shutil
+import sys
 import time
 
 import h5py
@@ -132,3 +134,13 @@ def hf_render(template, messages, special_tokens, now):
     env.globals["strftime_now"] = lambda fmt: time.strftime(fmt, time.localtime(now))
     return env.from_string(template).render(messages=messages, add_generation_prompt=True, tools=None,
                                             documents=None, **special_tokens)
+
+
+def finish(failures, work):
+    """Ends a test script: lists the failed checks, keeps the work directory only for them."""
+    print(f"{len(failures)} failure(s)")
+    for f in failures:
+        print("  " + f)
+    if not failures:
+        shutil.rmtree(work, ignore_errors=True)
+    sys.exit(1 if failures else 0)

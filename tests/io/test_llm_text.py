@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bpe_reference  # noqa: E402
 import hf_model_dir as hf  # noqa: E402
 from llm_fixtures import (CHATML, CONFIG, LLAMA3, NO_SYSTEM, ZEPHYR, edit_tokenizer_config, hf_render,  # noqa: E402
-                          outputs, sentencepiece_tokenizer)
+                          finish, outputs, sentencepiece_tokenizer)
 
 BUILD, WORK, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3:]
 LLM = os.path.join(BUILD, "apps", "meshnn-llm")
@@ -372,12 +372,7 @@ def main():
     r = llm(2, bare, "--tokens", tokens_file)
     check(r.returncode == 0, "ids without a tokenizer still run")
 
-    print(f"{len(failures)} failure(s)")
-    for f in failures:
-        print("  " + f)
-    if not failures:
-        shutil.rmtree(WORK, ignore_errors=True)
-    sys.exit(1 if failures else 0)
+    finish(failures, WORK)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_model_dir as hf  # noqa: E402
-from llm_fixtures import CONFIG, ZEPHYR, edit_tokenizer_config, outputs, sentencepiece_tokenizer  # noqa: E402
+from llm_fixtures import CONFIG, ZEPHYR, edit_tokenizer_config, finish, outputs, sentencepiece_tokenizer  # noqa: E402
 
 BUILD, WORK, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3:]
 LLM = os.path.join(BUILD, "apps", "meshnn-llm")
@@ -511,12 +511,7 @@ def main():
             process.kill()
             process.wait()
 
-    print(f"{len(failures)} failure(s)")
-    for f in failures:
-        print("  " + f)
-    if not failures:
-        shutil.rmtree(WORK, ignore_errors=True)
-    sys.exit(1 if failures else 0)
+    finish(failures, WORK)
 
 
 if __name__ == "__main__":

@@ -474,10 +474,12 @@ TEST(Llama, RequestsJoiningARunningGeneratorMakeTheirSoloTokens) {
 
   std::vector<std::vector<int32_t>> streamed(requests.size()), finished(requests.size());
   std::vector<int> finishes(requests.size(), 0);
+  std::vector<uint8_t> cancelled(requests.size(), 0);
   GenerationOptions go;
   go.on_token = [&](size_t handle, int32_t token, bool) { streamed[handle].push_back(token); };
   serving::Generator generator(model, cache, go, [&](size_t handle, serving::RequestOutput&& out) {
     finished[handle] = std::move(out.tokens);
+    cancelled[handle] = out.cancelled ? 1 : 0;
     ++finishes[handle];
   });
   EXPECT_TRUE(generator.idle());
@@ -498,10 +500,12 @@ TEST(Llama, RequestsJoiningARunningGeneratorMakeTheirSoloTokens) {
   bool same = true;
   for (size_t i : {0, 1, 3}) same = same && finished[i] == solo[i] && streamed[i] == solo[i];
   const bool prefix = finished[2] == std::vector<int32_t>(solo[2].begin(), solo[2].begin() + 2);
-  const bool once = std::all_of(finishes.begin(), finishes.end(), [](int n) { return n == 1; });
+  const bool once = std::all_of(finishes.begin(), finishes.end(), [](int n) { return n == 1; }) &&
+                    cancelled == std::vector<uint8_t>{0, 0, 1, 0};
   EXPECT_TRUE(all_ranks_ok(same && cut_short && admitted && prefix && once))
       << "solo tokens: " << same << ", request 2 cut after 2 tokens: " << cut_short << " (prefix " << prefix
-      << "), request 3 admitted at the next pass: " << admitted << ", one finish each: " << once;
+      << "), request 3 admitted at the next pass: " << admitted << ", one finish each, only request 2's cancelled: "
+      << once;
 
   GenerationRequest too_long = requests[0];
   too_long.max_new_tokens = 64;

@@ -62,6 +62,7 @@ struct RequestOutput {
   std::vector<int32_t> tokens;     // generated ids, the eos token included when it ended the request
   std::vector<float> logits;       // keep_logits: tokens.size() x vocab, row t the distribution of tokens[t]
   double time_to_first_token = 0;  // seconds from the request's admission to its first token
+  bool cancelled = false;          // ended by Generator::cancel, not by a stop token or max_new_tokens
 };
 
 // A pass with decode rows counts as a decode step (its prompt rows, if any, as prefill tokens); a
