@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_model_dir as hf  # noqa: E402
+from llm_fixtures import finish  # noqa: E402
 
 BUILD, WORK, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3:]
 CONVERT = os.path.join(BUILD, "apps", "meshnn-convert")
@@ -489,12 +490,7 @@ def main():
     test_hostile(models)
     test_placements()
     test_jobs(models)
-    print(f"{len(failures)} failure(s)")
-    for f in failures:
-        print("  " + f)
-    if not failures:
-        shutil.rmtree(WORK, ignore_errors=True)
-    sys.exit(1 if failures else 0)
+    finish(failures, WORK)
 
 
 if __name__ == "__main__":
