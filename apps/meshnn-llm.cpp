@@ -4,6 +4,9 @@
 //   mpirun -np 2 build/apps/meshnn-llm                      # generated TinyLlama-shaped model, 1x2 tp
 //   mpirun -np 4 build/apps/meshnn-llm --mesh 2x2 --mode hybrid --weights model.h5 --tokens prompts.h5 --output out.h5
 //   mpirun -np 2 build/apps/meshnn-llm --weights converted.h5 --prompt "The capital of France is"
+#include <algorithm>
+#include <string_view>
+
 #include "meshnn/models/llama/llm_job.hpp"
 #include "meshnn/runtime/cli.hpp"
 
@@ -172,7 +175,14 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return run_app(argc, argv, [](Runtime& rt, int argc, char** argv) {
-    return models::llama::run_llm_job(parse(argc, argv, rt.world_size()));
+  // MPI's thread support is chosen before the options are parsed: a server relays on a thread of
+  // its own where it runs several replicas (server/root_relay.hpp), which needs MULTIPLE. The
+  // other jobs keep FUNNELED, whose MPI calls take no lock.
+  const bool serving = std::any_of(argv + 1, argv + argc, [](const char* a) {
+    return std::string_view(a) == "--serve" || std::string_view(a).starts_with("--serve=");
   });
+  return run_app(
+      argc, argv,
+      [](Runtime& rt, int argc, char** argv) { return models::llama::run_llm_job(parse(argc, argv, rt.world_size())); },
+      serving ? MpiThreads::MULTIPLE : MpiThreads::FUNNELED);
 }

@@ -27,8 +27,8 @@ int run_reporting(const char* prefix, bool print, const std::function<int()>& bo
 
 }  // namespace
 
-int run_app(int argc, char** argv, const std::function<int(Runtime&, int, char**)>& body) {
-  Runtime runtime(argc, argv);
+int run_app(int argc, char** argv, const std::function<int(Runtime&, int, char**)>& body, MpiThreads threads) {
+  Runtime runtime(argc, argv, threads);
   int status = 0;
   try {
     begin_tracing();  // MESHNN_TRACE: also for apps that parse no options

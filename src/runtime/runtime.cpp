@@ -26,12 +26,10 @@ bool env_flag(const char* name, bool fallback) {
 }
 }  // namespace
 
-Runtime::Runtime(int& argc, char**& argv) {
+Runtime::Runtime(int& argc, char**& argv, MpiThreads threads) {
   if (g_runtime != nullptr) fatal("meshnn::Runtime created twice in one process");
-  // FUNNELED: only the main thread calls MPI (collectives and their watchdog poll there; worker
-  // threads never do). MULTIPLE would put a lock around every MPI call, adding about 60% to
-  // a small exchange (docs/design-measurements.md §11).
-  MESHNN_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &thread_level_));
+  const int required = threads == MpiThreads::MULTIPLE ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
+  MESHNN_MPI_CHECK(MPI_Init_thread(&argc, &argv, required, &thread_level_));
   // Errors come back as codes and go through meshnn::fatal, which names the rank and coordinate.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   world_rank_ = comm_rank(MPI_COMM_WORLD);
@@ -42,26 +40,26 @@ Runtime::Runtime(int& argc, char**& argv) {
                  "threads are outside what it supports\n", thread_level_);
 
   binding_ = bind_this_rank(env_flag("MESHNN_BIND", true));
-  int threads = static_cast<int>(binding_.cores.size());
+  int workers = static_cast<int>(binding_.cores.size());
   if (const char* v = std::getenv("MESHNN_NUM_THREADS"); v != nullptr && *v != '\0') {
     char* end = nullptr;
     const long n = std::strtol(v, &end, 10);
     if (*end != '\0' || n < 1 || n > 1024) fatal(fmt::format("MESHNN_NUM_THREADS='{}' is not a thread count from 1 to 1024", v));
-    threads = static_cast<int>(n);
+    workers = static_cast<int>(n);
   }
   std::vector<int> cpus;
-  if (binding_.applied && static_cast<int>(binding_.cpu_ids.size()) == threads) cpus = binding_.cpu_ids;
+  if (binding_.applied && static_cast<int>(binding_.cpu_ids.size()) == workers) cpus = binding_.cpu_ids;
   // Workers poll between jobs only where each has a core of its own (docs/performance.md: a wake-up
   // from sleep took 40-80 us, many decode-step ops take less); with ranks sharing cores, or more
-  // threads than the rank's cores, polling would take time from the threads that have work.
-  const bool own_cores = !binding_.shared && threads <= static_cast<int>(binding_.cores.size());
-  pool_ = std::make_unique<ThreadPool>(threads, cpus, own_cores ? kWorkerPollTime : std::chrono::microseconds{0});
+  // workers than the rank's cores, polling would take time from the workers that have work.
+  const bool own_cores = !binding_.shared && workers <= static_cast<int>(binding_.cores.size());
+  pool_ = std::make_unique<ThreadPool>(workers, cpus, own_cores ? kWorkerPollTime : std::chrono::microseconds{0});
   set_default_worker_pool(pool_.get());
   set_ranks_share_cores(binding_.shared);
 
   if (env_flag("MESHNN_SHOW_BINDING", false)) {
     std::fprintf(stderr, "[meshnn rank %d] %s, %d worker thread%s\n", world_rank_, binding_.describe().c_str(),
-                 threads, threads == 1 ? "" : "s");
+                 workers, workers == 1 ? "" : "s");
     std::fflush(stderr);
   }
 }

@@ -138,8 +138,11 @@ void Frontend::shut_down() {
     for (auto& [number, ticket] : submitted_) abort(*ticket);
     submitted_.clear();
   }
-  for (auto& [number, ticket] : running_) abort(*ticket);
-  running_.clear();
+  {
+    std::lock_guard lock(running_mutex_);
+    for (auto& [number, ticket] : running_) abort(*ticket);
+    running_.clear();
+  }
   {
     // The aborted answers' last chunks and [DONE] go out before the server stops: httplib ends a
     // stream where it is once stopping. A client that reads nothing does not hold the stop for long.
@@ -183,6 +186,7 @@ InboxBatch Frontend::collect(int wait_ms) {
   InboxBatch batch;
   std::swap(batch, inbox_);
   batch.stop = *stop_requested_ != 0;
+  std::lock_guard running_lock(running_mutex_);
   for (const auto& [number, request] : batch.arrivals) {
     running_.emplace(number, std::move(submitted_.at(number)));
     submitted_.erase(number);
@@ -193,7 +197,11 @@ InboxBatch Frontend::collect(int wait_ms) {
 }
 
 void Frontend::on_token(uint64_t ticket, int32_t token, bool last) {
-  const std::shared_ptr<Ticket>& t = running_.at(ticket);
+  std::shared_ptr<Ticket> t;
+  {
+    std::lock_guard lock(running_mutex_);
+    t = running_.at(ticket);
+  }
   {
     std::lock_guard lock(t->mutex);
     t->tokens.push_back(token);
@@ -204,17 +212,22 @@ void Frontend::on_token(uint64_t ticket, int32_t token, bool last) {
 }
 
 void Frontend::on_finish(uint64_t ticket, bool aborted, bool cancelled) {
-  auto it = running_.find(ticket);
-  if (it == running_.end()) return;
+  std::shared_ptr<Ticket> t;
   {
-    std::lock_guard lock(it->second->mutex);
-    it->second->finished = true;
-    it->second->aborted = aborted;
+    std::lock_guard lock(running_mutex_);
+    auto it = running_.find(ticket);
+    if (it == running_.end()) return;
+    t = std::move(it->second);
+    running_.erase(it);
+    running_count_ = static_cast<int64_t>(running_.size());
   }
-  it->second->changed.notify_all();
+  {
+    std::lock_guard lock(t->mutex);
+    t->finished = true;
+    t->aborted = aborted;
+  }
+  t->changed.notify_all();
   ++(aborted || cancelled ? cancelled_ : finished_);
-  running_.erase(it);
-  running_count_ = static_cast<int64_t>(running_.size());
 }
 
 serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {

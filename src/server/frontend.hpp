@@ -1,7 +1,8 @@
 // World rank 0's side of the server: the HTTP threads that read requests and write responses,
 // and the inbox through which they hand requests to the mesh loop (serve.cpp) and get tokens back.
-// Only the mesh loop's thread calls MPI; the HTTP threads touch nothing but the inbox and their
-// own request's ticket.
+// Only the mesh loop's threads call MPI (rank 0's main thread, and with several replicas its relay
+// thread, root_relay.hpp); the HTTP threads touch nothing but the inbox and their own request's
+// ticket.
 #pragma once
 
 #include <atomic>
@@ -55,6 +56,7 @@ class Frontend {
   int bind();
   void start();  // serves on a thread of its own
   // The mesh loop's side. collect() waits up to `wait_ms` for something when the inbox is empty.
+  // One thread collects; tokens and endings may come from two (replica 0's and the relay's).
   InboxBatch collect(int wait_ms);
   // A request's token, and its end (`aborted`: by the server's stop; `cancelled`: before its stop
   // token or max_tokens), by ticket.
@@ -86,7 +88,8 @@ class Frontend {
   InboxBatch inbox_;
   uint64_t next_ticket_ = 0;
   bool closed_ = false;  // shutting down: new requests get 503
-  std::unordered_map<uint64_t, std::shared_ptr<Ticket>> running_;  // the loop's thread only
+  std::mutex running_mutex_;
+  std::unordered_map<uint64_t, std::shared_ptr<Ticket>> running_;  // collected, not yet ended
   // Responses to generation requests not yet wholly written. Stopping httplib cuts a stream short,
   // so shut_down() waits for these to end (their tickets aborted) first.
   std::mutex responses_mutex_;

@@ -23,6 +23,15 @@ namespace {
 volatile std::sig_atomic_t g_stop_requested = 0;
 extern "C" void request_stop(int) { g_stop_requested = 1; }
 
+// A duplicate of a communicator, freed at the end of its scope.
+struct ControlComm {
+  explicit ControlComm(MPI_Comm of) { MESHNN_MPI_CHECK(MPI_Comm_dup(of, &comm)); }
+  ~ControlComm() { MPI_Comm_free(&comm); }
+  ControlComm(const ControlComm&) = delete;
+  ControlComm& operator=(const ControlComm&) = delete;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
 // Where a replica's busy time went: the passes (forward and sampling) and what the server adds.
 void print_account(const std::string& who, size_t requests, const serving::GenerationStats& s, double busy_seconds) {
   const double passes = s.prefill_seconds + s.decode_seconds;
@@ -54,6 +63,12 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
   std::vector<int> leader_rank(static_cast<size_t>(replicas), -1);
   for (size_t rank = 0; rank < leader_of.size(); ++rank)
     if (leader_of[rank] >= 0) leader_rank[static_cast<size_t>(leader_of[rank])] = static_cast<int>(rank);
+  // The server's messages between rank 0 and the leaders go on a communicator of their own, which
+  // rank 0's relay thread may use while its main thread runs a pass.
+  ControlComm control(world_comm);
+  int thread_level = MPI_THREAD_SINGLE;
+  MESHNN_MPI_CHECK(MPI_Query_thread(&thread_level));
+  const bool relay_thread = replicas > 1 && thread_level == MPI_THREAD_MULTIPLE;
 
   std::unique_ptr<Frontend> frontend;
   std::unique_ptr<RootRelay> relay;
@@ -69,7 +84,7 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
     frontend = std::make_unique<Frontend>(
         options, text, [&](const serving::GenerationRequest& r) { generator_ptr->check(r, "the request"); },
         reinterpret_cast<const volatile int*>(&g_stop_requested));
-    relay = std::make_unique<RootRelay>(*frontend, world_comm, leader_rank, cache.slots());
+    relay = std::make_unique<RootRelay>(*frontend, control.comm, leader_rank, cache.slots(), relay_thread);
     go.on_token = [&](size_t handle, int32_t token, bool last) { frontend->on_token(ticket_of[handle], token, last); };
   } else if (leader) {
     go.on_token = [&](size_t handle, int32_t token, bool last) {
@@ -103,6 +118,9 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
     std::printf("serving %s on http://%s:%d/v1 (OpenAI API: /v1/completions, /v1/chat/completions, /v1/models; "
                 "/health, /metrics) with %d replica(s); Ctrl-C, or SIGTERM to rank 0 (pid %d), stops it\n",
                 options.model_name.c_str(), options.host.c_str(), port, replicas, static_cast<int>(getpid()));
+    if (replicas > 1 && !relay_thread)
+      std::printf("note: MPI gives this process thread level %d, not MPI_THREAD_MULTIPLE: rank 0 relays the other "
+                  "replicas' tokens and requests only between its own passes\n", thread_level);
     std::fflush(stdout);
   }
 
@@ -115,7 +133,7 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
       batch = relay->next_batch(idle);
     } else if (leader) {
       std::string message;
-      if (receive(world_comm, 0, kRouteTag, idle ? Wait::SLEEPING : Wait::NO, message)) batch = decode_batch(message);
+      if (receive(control.comm, 0, kRouteTag, idle ? Wait::SLEEPING : Wait::NO, message)) batch = decode_batch(message);
     }
     if (model.mesh()->num_devices() > 1) batch = decode_batch(share_with_group(group_comm, encode(batch), idle));
     if (idle) busy_since = std::chrono::steady_clock::now();  // the wait for work is not busy time
@@ -138,14 +156,14 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
       relay->note_reused_on_replica_0(generator.stats().reused_prompt_tokens);
     } else if (leader && !report.empty()) {
       report.reused_prompt_tokens = generator.stats().reused_prompt_tokens;
-      outbox.send(world_comm, 0, kReportTag, encode(report));
+      outbox.send(control.comm, 0, kReportTag, encode(report));
       report = {};
     }
   }
   if (leader && !root) {
     report.reused_prompt_tokens = generator.stats().reused_prompt_tokens;
     report.done = true;
-    outbox.send(world_comm, 0, kReportTag, encode(report));
+    outbox.send(control.comm, 0, kReportTag, encode(report));
   }
   if (root) relay->finish();
   outbox.finish();

@@ -27,7 +27,7 @@ references.
 8. SIGTERM to rank 0 ends the open streams with [DONE], the unfinished ones with finish_reason
    "abort", and every rank exits with status 0.
 9. dp: two replicas of one slot each share concurrent requests (one streams back from the second
-   replica through rank 0) and answer as the batch job does.
+   replica through rank 0's relay thread) and answer as the batch job does.
 10. A model whose chat template meshnn cannot run serves completions and refuses chat, saying why.
 """
 import http.client
@@ -470,6 +470,8 @@ def check_replicas(weights, expected_tokens):
         check(status == 0 and served is not None and int(served.group(1)) >= 1 and "server stopped" in out,
               f"dp serving: replica 1 served {served.group(1) if served else 'no'} of the {len(PROMPTS)} requests sent "
               "while replica 0 was busy, and SIGTERM stops both replicas")
+        check("not MPI_THREAD_MULTIPLE" not in out, "dp serving: rank 0 relays on a thread of its own (MPI gave "
+              "MPI_THREAD_MULTIPLE), so the other replica's tokens do not wait for rank 0's passes")
     finally:
         if process.poll() is None:
             process.kill()

@@ -30,7 +30,9 @@ struct HelpRequested : Error {
   using Error::Error;
 };
 
-int run_app(int argc, char** argv, const std::function<int(Runtime&, int, char**)>& body);
+// `threads`: which threads may call MPI (runtime.hpp).
+int run_app(int argc, char** argv, const std::function<int(Runtime&, int, char**)>& body,
+            MpiThreads threads = MpiThreads::FUNNELED);
 
 // The same for a one-process tool that needs no MPI (meshnn-convert, meshnn-make-weights,
 // meshnn-kernel-bench): the messages start with the tool's name, and any exception (a filesystem

@@ -32,12 +32,19 @@ struct CoreBinding {
   std::string describe() const;
 };
 
+// Which of a process's threads may call MPI.
+//   FUNNELED  the main thread only: the default. Collectives and their watchdog run there and the
+//             worker threads never call MPI, and MULTIPLE puts a lock around every call, adding
+//             about 60% to a small exchange (docs/design-measurements.md §11).
+//   MULTIPLE  any thread: the server's relay thread on world rank 0 (server/root_relay.hpp).
+enum class MpiThreads { FUNNELED, MULTIPLE };
+
 class Runtime {
  public:
-  // Initialises MPI with MPI_THREAD_FUNNELED (only the main thread calls MPI; warns if the library
-  // provides less), binds this rank to its share of the node's cores and starts the worker
-  // threads. One per process.
-  Runtime(int& argc, char**& argv);
+  // Initialises MPI with the thread support asked for (warns if the library provides less than
+  // FUNNELED; thread_level() says what it gave), binds this rank to its share of the node's cores
+  // and starts the worker threads. One per process.
+  Runtime(int& argc, char**& argv, MpiThreads threads = MpiThreads::FUNNELED);
   ~Runtime();  // MPI_Finalize
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
