@@ -28,6 +28,7 @@ class Reply {
   struct Piece {
     std::string text;
     std::vector<int32_t> ids;
+    std::vector<serving::TokenLogprobs> logprobs;  // the ids', if the request asked
     std::optional<FinishReason> finish;
   };
 
@@ -47,6 +48,8 @@ class Reply {
       std::unique_lock lock(ticket_->mutex);
       ticket_->changed.wait(lock, [&] { return ticket_->finished || ticket_->tokens.size() > taken_; });
       piece.ids.assign(ticket_->tokens.begin() + static_cast<int64_t>(taken_), ticket_->tokens.end());
+      if (!ticket_->logprobs.empty())
+        piece.logprobs.assign(ticket_->logprobs.begin() + static_cast<int64_t>(taken_), ticket_->logprobs.end());
       finished = ticket_->finished;
       aborted = ticket_->aborted;
     }
@@ -103,6 +106,7 @@ Frontend::Frontend(const ServeOptions& options, const ServeText& text,
     const int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
+  if (text_.tokenizer != nullptr) token_texts_.emplace(*text_.tokenizer);
   install_routes();
 }
 
@@ -196,7 +200,7 @@ InboxBatch Frontend::collect(int wait_ms) {
   return batch;
 }
 
-void Frontend::on_token(uint64_t ticket, int32_t token, bool last) {
+void Frontend::on_token(uint64_t ticket, int32_t token, bool last, const serving::TokenLogprobs* logprobs) {
   std::shared_ptr<Ticket> t;
   {
     std::lock_guard lock(running_mutex_);
@@ -205,6 +209,7 @@ void Frontend::on_token(uint64_t ticket, int32_t token, bool last) {
   {
     std::lock_guard lock(t->mutex);
     t->tokens.push_back(token);
+    if (logprobs != nullptr) t->logprobs.push_back(*logprobs);
     t->finished = last;
   }
   t->changed.notify_all();
@@ -250,6 +255,7 @@ serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {
     g.prompt = api.prompt_token_ids;
   }
   g.max_new_tokens = api.max_tokens.value_or(options_.default_max_tokens);
+  g.logprobs = api.logprobs.value_or(-1);
   g.sampling = sampling_of(api, options_.generation.sampling);
   check_(g);
   return g;
@@ -283,32 +289,42 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
   const bool ids = api.return_token_ids || text_.tokenizer == nullptr;
   auto reply = std::make_shared<Reply>(ticket, text_, options_.generation.stop_token_ids, api.stop);
   auto cancel = [this, number = ticket->number] { this->cancel(number); };
+  const bool logprobs = api.logprobs.has_value();
   if (!api.stream) {
     std::string text;
     std::vector<int32_t> tokens;
+    std::vector<serving::TokenLogprobs> token_logprobs;
     std::optional<FinishReason> finish;
     while (!finish) {
       Reply::Piece p = reply->next(cancel);
       text += p.text;
       tokens.insert(tokens.end(), p.ids.begin(), p.ids.end());
+      token_logprobs.insert(token_logprobs.end(), p.logprobs.begin(), p.logprobs.end());
       finish = p.finish;
     }
     const Usage usage{static_cast<int64_t>(prompt.size()), static_cast<int64_t>(reply->tokens_taken())};
-    res.set_content(response_body(header, text, *finish, usage, ids ? &prompt : nullptr, ids ? &tokens : nullptr),
+    const std::vector<TokenLogprob> shown = logprobs ? shown_logprobs(tokens, token_logprobs) : std::vector<TokenLogprob>{};
+    res.set_content(response_body(header, text, *finish, usage, ids ? &prompt : nullptr, ids ? &tokens : nullptr,
+                                  logprobs ? &shown : nullptr),
                     "application/json");
     response_ended();
     return;
   }
   auto first = std::make_shared<bool>(true);
+  auto text_offset = std::make_shared<int64_t>(0);  // characters of the token texts streamed so far
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [reply, header, ids, cancel, first, prompt_tokens = static_cast<int64_t>(prompt.size()),
+      [this, reply, header, ids, logprobs, cancel, first, text_offset, prompt_tokens = static_cast<int64_t>(prompt.size()),
        usage = api.include_usage](size_t, httplib::DataSink& sink) {
         Reply::Piece p = reply->next(cancel);
         std::string out;
-        if (!p.text.empty() || !p.ids.empty() || *first)
-          out += stream_chunk(header, p.text, std::nullopt, *first, ids ? &p.ids : nullptr);
+        if (!p.text.empty() || !p.ids.empty() || *first) {
+          const std::vector<TokenLogprob> shown = logprobs ? shown_logprobs(p.ids, p.logprobs) : std::vector<TokenLogprob>{};
+          out += stream_chunk(header, p.text, std::nullopt, *first, ids ? &p.ids : nullptr, logprobs ? &shown : nullptr,
+                              *text_offset);
+          for (const TokenLogprob& t : shown) *text_offset += characters(t.token);
+        }
         *first = false;
         if (p.finish) {
           out += stream_chunk(header, "", p.finish, false, nullptr);
@@ -324,6 +340,24 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
         if (!reply->done()) cancel();
         response_ended();
       });
+}
+
+std::string Frontend::token_text(int32_t id) const {
+  // Without a tokenizer a token shows as its id, as vLLM's return_tokens_as_token_ids does.
+  return token_texts_ ? (*token_texts_)(id) : fmt::format("token_id:{}", id);
+}
+
+std::vector<TokenLogprob> Frontend::shown_logprobs(const std::vector<int32_t>& ids,
+                                                   const std::vector<serving::TokenLogprobs>& logprobs) const {
+  std::vector<TokenLogprob> shown;
+  shown.reserve(logprobs.size());
+  for (size_t i = 0; i < logprobs.size() && i < ids.size(); ++i) {
+    TokenLogprob& t = shown.emplace_back();
+    t.token = token_text(ids[i]);
+    t.logprob = logprobs[i].logprob;
+    for (const auto& [id, logprob] : logprobs[i].top) t.top.emplace_back(token_text(id), logprob);
+  }
+  return shown;
 }
 
 void Frontend::response_ended() {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -18,6 +19,7 @@
 
 #include "meshnn/server/openai_api.hpp"
 #include "meshnn/server/serve.hpp"
+#include "meshnn/text/text_stream.hpp"
 
 namespace httplib {
 class Server;
@@ -33,6 +35,7 @@ struct Ticket {
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<int32_t> tokens;  // generated so far
+  std::vector<serving::TokenLogprobs> logprobs;  // theirs, if the request asked
   bool finished = false;        // no more tokens will come
   bool aborted = false;         // finished by the server's shutdown
 };
@@ -60,7 +63,7 @@ class Frontend {
   InboxBatch collect(int wait_ms);
   // A request's token, and its end (`aborted`: by the server's stop; `cancelled`: before its stop
   // token or max_tokens), by ticket.
-  void on_token(uint64_t ticket, int32_t token, bool last);
+  void on_token(uint64_t ticket, int32_t token, bool last, const serving::TokenLogprobs* logprobs);
   void on_finish(uint64_t ticket, bool aborted, bool cancelled);
   void note_reused_prompt_tokens(int64_t total) { reused_prompt_tokens_ = total; }
   // Ends the HTTP server: requests not yet ended end as aborted, listening stops, and the HTTP
@@ -77,8 +80,14 @@ class Frontend {
   // Throws ApiError or meshnn::Error.
   serving::GenerationRequest request_of(const ApiRequest& api) const;
 
+  // The answer's log-probabilities as the response shows them, their texts through the tokenizer.
+  std::vector<TokenLogprob> shown_logprobs(const std::vector<int32_t>& ids,
+                                           const std::vector<serving::TokenLogprobs>& logprobs) const;
+  std::string token_text(int32_t id) const;
+
   ServeOptions options_;
   ServeText text_;
+  std::optional<text::TokenTexts> token_texts_;  // with a tokenizer
   std::function<void(const serving::GenerationRequest&)> check_;
   const volatile int* stop_requested_;
   std::unique_ptr<httplib::Server> http_;

@@ -18,7 +18,11 @@ std::string encode(const InboxBatch& b) {
   j["cancels"] = b.cancels;
   j["arrivals"] = json::array();
   for (const auto& [ticket, r] : b.arrivals) {
-    json a{{"ticket", ticket}, {"id", r.id}, {"max_new_tokens", r.max_new_tokens}, {"prompt", r.prompt}};
+    json a{{"ticket", ticket},
+           {"id", r.id},
+           {"max_new_tokens", r.max_new_tokens},
+           {"prompt", r.prompt},
+           {"logprobs", r.logprobs}};
     if (r.sampling)
       a["sampling"] = {{"mode", static_cast<int>(r.sampling->mode)}, {"temperature", r.sampling->temperature},
                        {"top_k", r.sampling->top_k},         {"top_p", r.sampling->top_p},
@@ -39,6 +43,7 @@ InboxBatch decode_batch(const std::string& text) {
     r.id = a.at("id").get<uint64_t>();
     r.max_new_tokens = a.at("max_new_tokens").get<int64_t>();
     r.prompt = a.at("prompt").get<std::vector<int32_t>>();
+    r.logprobs = a.at("logprobs").get<int64_t>();
     if (a.contains("sampling")) {
       const json& s = a.at("sampling");
       r.sampling = serving::SamplingParams{static_cast<serving::SamplingMode>(s.at("mode").get<int>()),
@@ -53,7 +58,11 @@ InboxBatch decode_batch(const std::string& text) {
 std::string encode(const TokenReport& r) {
   json j;
   j["tokens"] = json::array();
-  for (const TokenReport::Token& t : r.tokens) j["tokens"].push_back({t.ticket, t.token, t.last});
+  for (const TokenReport::Token& t : r.tokens) {
+    json token{t.ticket, t.token, t.last};
+    if (t.logprobs) token.push_back({t.logprobs->logprob, t.logprobs->top});
+    j["tokens"].push_back(std::move(token));
+  }
   j["endings"] = json::array();
   for (const TokenReport::Ending& e : r.endings) j["endings"].push_back({e.ticket, e.aborted, e.cancelled});
   j["reused"] = r.reused_prompt_tokens;
@@ -64,8 +73,13 @@ std::string encode(const TokenReport& r) {
 TokenReport decode_report(const std::string& text) {
   const json j = json::parse(text);
   TokenReport r;
-  for (const json& t : j.at("tokens"))
-    r.tokens.push_back({t.at(0).get<uint64_t>(), t.at(1).get<int32_t>(), t.at(2).get<bool>()});
+  for (const json& t : j.at("tokens")) {
+    TokenReport::Token& token = r.tokens.emplace_back();
+    token = {t.at(0).get<uint64_t>(), t.at(1).get<int32_t>(), t.at(2).get<bool>(), std::nullopt};
+    if (t.size() > 3)  // float -> JSON number -> float is exact
+      token.logprobs = serving::TokenLogprobs{t.at(3).at(0).get<float>(),
+                                              t.at(3).at(1).get<std::vector<std::pair<int32_t, float>>>()};
+  }
   for (const json& e : j.at("endings"))
     r.endings.push_back({e.at(0).get<uint64_t>(), e.at(1).get<bool>(), e.at(2).get<bool>()});
   r.reused_prompt_tokens = j.at("reused").get<int64_t>();

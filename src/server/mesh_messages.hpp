@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct TokenReport {
     uint64_t ticket;
     int32_t token;
     bool last;
+    std::optional<serving::TokenLogprobs> logprobs;  // if the request asked
   };
   struct Ending {
     uint64_t ticket;

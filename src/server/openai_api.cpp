@@ -49,8 +49,8 @@ bool flag(const json& body, const char* key) {
 
 // Fields whose default meshnn implements and whose other values it refuses instead of ignoring.
 void refuse_unimplemented(const json& body) {
-  for (const char* key : {"logprobs", "top_logprobs", "echo", "tools", "functions", "logit_bias", "suffix",
-                          "response_format", "presence_penalty", "frequency_penalty"}) {
+  for (const char* key : {"echo", "tools", "functions", "logit_bias", "suffix", "response_format",
+                          "presence_penalty", "frequency_penalty"}) {
     const json* v = field(body, key);
     const bool neutral = v == nullptr || *v == false || *v == 0 || (v->is_array() && v->empty()) ||
                          (v->is_object() && v->empty()) ||
@@ -124,6 +124,21 @@ void read_stop(const json& body, ApiRequest& r) {
   }
 }
 
+// completions: "logprobs": N; chat: "logprobs": true with "top_logprobs": N.
+void read_logprobs(const json& body, ApiRequest& r) {
+  if (r.endpoint == Endpoint::COMPLETIONS) {
+    if (const json* t = field(body, "top_logprobs"); t != nullptr && *t != 0)
+      bad("'top_logprobs' is a chat field: completions take 'logprobs': N, the alternatives per token");
+    r.logprobs = integer(body, "logprobs", 0, kMaxLogprobs);
+    return;
+  }
+  const std::optional<int64_t> top = integer(body, "top_logprobs", 0, kMaxLogprobs);
+  if (flag(body, "logprobs"))
+    r.logprobs = top.value_or(0);
+  else if (top && *top > 0)
+    bad("'top_logprobs' needs 'logprobs': true");
+}
+
 ordered header_json(const ResponseHeader& h, bool chunk) {
   ordered j;
   j["id"] = h.id;
@@ -138,6 +153,45 @@ ordered usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+// JSON has no -infinity: a token the model rules out shows -9999, as vLLM's do.
+double shown(float logprob) { return std::max(static_cast<double>(logprob), -9999.0); }
+
+ordered bytes_json(const std::string& text) {
+  ordered bytes = ordered::array();
+  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+// Chat: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
+// Completions: {tokens, token_logprobs, top_logprobs: [{text: logprob}], text_offset}.
+ordered logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs, int64_t text_offset) {
+  if (endpoint == Endpoint::CHAT_COMPLETIONS) {
+    ordered content = ordered::array();
+    for (const TokenLogprob& t : logprobs) {
+      ordered top = ordered::array();
+      for (const auto& [text, logprob] : t.top)
+        top.push_back({{"token", text}, {"logprob", shown(logprob)}, {"bytes", bytes_json(text)}});
+      content.push_back(
+          {{"token", t.token}, {"logprob", shown(t.logprob)}, {"bytes", bytes_json(t.token)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  ordered tokens = ordered::array(), token_logprobs = ordered::array(), top_logprobs = ordered::array(),
+          offsets = ordered::array();
+  for (const TokenLogprob& t : logprobs) {
+    tokens.push_back(t.token);
+    token_logprobs.push_back(shown(t.logprob));
+    ordered top = ordered::object();
+    for (const auto& [text, logprob] : t.top)
+      if (!top.contains(text)) top[text] = shown(logprob);  // two ids of one text: the likelier
+    top_logprobs.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += characters(t.token);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
+          {"text_offset", offsets}};
 }
 
 std::string event(const ordered& j) {
@@ -180,6 +234,7 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
     r.include_usage = flag(*o, "include_usage");
   }
   r.return_token_ids = flag(body, "return_token_ids");
+  read_logprobs(body, r);
   return r;
 }
 
@@ -210,8 +265,15 @@ std::string_view to_string(FinishReason reason) {
   return "abort";
 }
 
+int64_t characters(std::string_view text) {
+  int64_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
 std::string response_body(const ResponseHeader& h, const std::string& text, FinishReason reason, const Usage& usage,
-                          const std::vector<int32_t>* prompt_ids, const std::vector<int32_t>* token_ids) {
+                          const std::vector<int32_t>* prompt_ids, const std::vector<int32_t>* token_ids,
+                          const std::vector<TokenLogprob>* logprobs) {
   ordered j = header_json(h, false);
   ordered choice;
   choice["index"] = 0;
@@ -219,7 +281,7 @@ std::string response_body(const ResponseHeader& h, const std::string& text, Fini
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
     choice["text"] = text;
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs != nullptr ? logprobs_json(h.endpoint, *logprobs, 0) : ordered(nullptr);
   choice["finish_reason"] = to_string(reason);
   if (token_ids != nullptr) choice["token_ids"] = *token_ids;
   j["choices"] = ordered::array({choice});
@@ -229,7 +291,8 @@ std::string response_body(const ResponseHeader& h, const std::string& text, Fini
 }
 
 std::string stream_chunk(const ResponseHeader& h, const std::string& text, std::optional<FinishReason> reason,
-                         bool first, const std::vector<int32_t>* token_ids) {
+                         bool first, const std::vector<int32_t>* token_ids, const std::vector<TokenLogprob>* logprobs,
+                         int64_t text_offset) {
   ordered j = header_json(h, true);
   ordered choice;
   choice["index"] = 0;
@@ -241,7 +304,7 @@ std::string stream_chunk(const ResponseHeader& h, const std::string& text, std::
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs != nullptr ? logprobs_json(h.endpoint, *logprobs, text_offset) : ordered(nullptr);
   choice["finish_reason"] = reason ? ordered(to_string(*reason)) : ordered(nullptr);
   if (token_ids != nullptr) choice["token_ids"] = *token_ids;
   j["choices"] = ordered::array({choice});

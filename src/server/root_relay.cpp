@@ -126,7 +126,8 @@ void RootRelay::finish() {
 
 void RootRelay::deliver(const std::string& message, int source) {
   const TokenReport r = decode_report(message);
-  for (const TokenReport::Token& t : r.tokens) frontend_.on_token(t.ticket, t.token, t.last);
+  for (const TokenReport::Token& t : r.tokens)
+    frontend_.on_token(t.ticket, t.token, t.last, t.logprobs ? &*t.logprobs : nullptr);
   for (const TokenReport::Ending& e : r.endings) frontend_.on_finish(e.ticket, e.aborted, e.cancelled);
   std::lock_guard lock(mutex_);
   for (const TokenReport::Ending& e : r.endings)

@@ -85,10 +85,12 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
         options, text, [&](const serving::GenerationRequest& r) { generator_ptr->check(r, "the request"); },
         reinterpret_cast<const volatile int*>(&g_stop_requested));
     relay = std::make_unique<RootRelay>(*frontend, control.comm, leader_rank, cache.slots(), relay_thread);
-    go.on_token = [&](size_t handle, int32_t token, bool last) { frontend->on_token(ticket_of[handle], token, last); };
+    go.on_token = [&](size_t handle, int32_t token, bool last, const serving::TokenLogprobs* logprobs) {
+      frontend->on_token(ticket_of[handle], token, last, logprobs);
+    };
   } else if (leader) {
-    go.on_token = [&](size_t handle, int32_t token, bool last) {
-      report.tokens.push_back({ticket_of[handle], token, last});
+    go.on_token = [&](size_t handle, int32_t token, bool last, const serving::TokenLogprobs* logprobs) {
+      report.tokens.push_back({ticket_of[handle], token, last, logprobs ? std::optional(*logprobs) : std::nullopt});
     };
   }
   serving::Generator generator(model, cache, go, [&](size_t handle, serving::RequestOutput&& output) {

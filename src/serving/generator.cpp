@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <deque>
+#include <limits>
 #include <map>
+#include <numeric>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -43,6 +46,28 @@ Tensor logit_rows(const Tensor& logits, std::span<const size_t> rows) {
 }
 
 }  // namespace
+
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int64_t top) {
+  double most = -std::numeric_limits<double>::infinity();
+  for (float x : logits) most = std::max(most, static_cast<double>(x));
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - most);
+  const double log_total = most + std::log(sum);
+  auto logprob = [&](int32_t id) {
+    return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - log_total);
+  };
+  TokenLogprobs result;
+  result.logprob = logprob(token);
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  const auto n = std::min<int64_t>(top, static_cast<int64_t>(ids.size()));
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
+    const float x = logits[static_cast<size_t>(a)], y = logits[static_cast<size_t>(b)];
+    return x > y || (x == y && a < b);
+  });
+  for (int64_t k = 0; k < n; ++k) result.top.emplace_back(ids[static_cast<size_t>(k)], logprob(ids[static_cast<size_t>(k)]));
+  return result;
+}
 
 struct Generator::State {
   struct Entry {
@@ -168,6 +193,7 @@ struct Generator::State {
       }
       e.output.tokens.reserve(static_cast<size_t>(e.request.max_new_tokens));
       if (options.keep_logits) e.output.logits.reserve(static_cast<size_t>(e.request.max_new_tokens * model.vocab_size()));
+      if (e.request.logprobs >= 0) e.output.logprobs.reserve(static_cast<size_t>(e.request.max_new_tokens));
       prefilling.push_back({waiting.front(), *slot, cached});
       e.admitted = Clock::now();
       waiting.pop_front();
@@ -210,23 +236,32 @@ struct Generator::State {
         for (size_t k = 0; k < group.size(); ++k) sampled[group[k]] = next[k];
       }
     }
-    std::vector<float> full;  // --save-logits gathers every pass's logits: that path allocates
-    if (options.keep_logits) full = full_logits(model, logits);
-    stats.sampling_seconds += seconds_since(sample_start);
+    // --save-logits and log-probabilities gather the pass's full logits: those paths allocate.
+    const bool any_logprobs = std::any_of(handle_of_row.begin(), handle_of_row.end(),
+                                          [&](size_t h) { return entries.at(h).request.logprobs >= 0; });
+    std::vector<float> full;
+    if (options.keep_logits || any_logprobs) full = full_logits(model, logits);
     const int64_t vocab = model.vocab_size();
+    auto full_row = [&](size_t i) {
+      return std::span<const float>(full).subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+    };
+    for (size_t i = 0; i < rows && any_logprobs; ++i)
+      if (const int64_t top = entries.at(handle_of_row[i]).request.logprobs; top >= 0)
+        entries.at(handle_of_row[i]).output.logprobs.push_back(token_logprobs(full_row(i), sampled[i], top));
+    stats.sampling_seconds += seconds_since(sample_start);
     ended.assign(rows, 0);
     for (size_t i = 0; i < rows; ++i) {
       Entry& e = entries.at(handle_of_row[i]);
       RequestOutput& out = e.output;
       if (out.tokens.empty()) out.time_to_first_token = seconds_since(e.admitted);
       out.tokens.push_back(sampled[i]);
-      if (options.keep_logits)
-        out.logits.insert(out.logits.end(), full.begin() + static_cast<int64_t>(i) * vocab,
-                          full.begin() + static_cast<int64_t>(i + 1) * vocab);
+      if (options.keep_logits) out.logits.insert(out.logits.end(), full_row(i).begin(), full_row(i).end());
       ended[i] = static_cast<int64_t>(out.tokens.size()) >= e.request.max_new_tokens ||
                  std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), sampled[i]) !=
                      options.stop_token_ids.end();
-      if (options.on_token) options.on_token(handle_of_row[i], sampled[i], ended[i] != 0);
+      if (options.on_token)
+        options.on_token(handle_of_row[i], sampled[i], ended[i] != 0,
+                         e.request.logprobs >= 0 ? &out.logprobs.back() : nullptr);
     }
   }
 
@@ -354,6 +389,8 @@ void Generator::check(const GenerationRequest& r, const std::string& what) const
                  "{}: token {} of the prompt is {}, outside the vocabulary [0, {})", what, t, r.prompt[t],
                  model.vocab_size());
   if (r.sampling) r.sampling->validate();
+  MESHNN_CHECK(r.logprobs >= -1 && r.logprobs <= model.vocab_size(),
+               "{}: logprobs {} must be -1 (none) or a count of tokens in [0, {}]", what, r.logprobs, model.vocab_size());
 }
 
 size_t Generator::submit(GenerationRequest request) {

@@ -49,4 +49,22 @@ std::string generated_text(const Tokenizer& tokenizer, std::span<const int32_t> 
   return sanitize_utf8(tokenizer.decode(known));
 }
 
+TokenTexts::TokenTexts(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {
+  for (const int32_t id : tokenizer.encode("a")) {
+    const std::string text = tokenizer.decode(std::span<const int32_t>(&id, 1));
+    if (!text.empty()) {
+      anchor_ = id;
+      anchor_bytes_ = text.size();
+    }
+  }
+}
+
+std::string TokenTexts::operator()(int32_t id) const {
+  if (id < 0 || id >= tokenizer_->vocab_size()) return {};
+  if (anchor_ < 0) return tokenizer_->decode(std::span<const int32_t>(&id, 1));
+  const int32_t pair[2] = {anchor_, id};
+  std::string text = tokenizer_->decode(pair);
+  return text.size() > anchor_bytes_ ? text.substr(anchor_bytes_) : std::string();
+}
+
 }  // namespace meshnn::text

@@ -376,7 +376,7 @@ TEST(Llama, StopTokensEndRequestsAndEveryTokenIsReported) {
   std::vector<std::vector<int32_t>> reported(requests.size());
   std::vector<int> last_marks(requests.size(), 0);
   bool marked_at_end = true;
-  go.on_token = [&](size_t request, int32_t token, bool last) {
+  go.on_token = [&](size_t request, int32_t token, bool last, const serving::TokenLogprobs*) {
     reported[request].push_back(token);
     last_marks[request] += last ? 1 : 0;
     marked_at_end = marked_at_end && (last_marks[request] == 0 || last);
@@ -476,7 +476,7 @@ TEST(Llama, RequestsJoiningARunningGeneratorMakeTheirSoloTokens) {
   std::vector<int> finishes(requests.size(), 0);
   std::vector<uint8_t> cancelled(requests.size(), 0);
   GenerationOptions go;
-  go.on_token = [&](size_t handle, int32_t token, bool) { streamed[handle].push_back(token); };
+  go.on_token = [&](size_t handle, int32_t token, bool, const serving::TokenLogprobs*) { streamed[handle].push_back(token); };
   serving::Generator generator(model, cache, go, [&](size_t handle, serving::RequestOutput&& out) {
     finished[handle] = std::move(out.tokens);
     cancelled[handle] = out.cancelled ? 1 : 0;
@@ -513,6 +513,87 @@ TEST(Llama, RequestsJoiningARunningGeneratorMakeTheirSoloTokens) {
   GenerationRequest bad_sampling = requests[0];
   bad_sampling.sampling = serving::SamplingParams{serving::SamplingMode::TOP_P, 1.0, 0, 1.5, 0};
   EXPECT_THROW(generator.check(bad_sampling, "the request"), Error);
+}
+
+// Log-probabilities (GenerationRequest::logprobs): with the vocabulary sharded over the ranks,
+// each token's is the log-softmax of its position's full logits (kept with keep_logits and
+// recomputed here in long double), its alternatives are the most likely ids in order, requests
+// without them get none, the tokens are those of a run without any, and on_token reports each
+// as it is made. Without keep_logits the same values come out.
+TEST(Llama, LogprobsAreTheLogSoftmaxOfEachTokensLogits) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  auto requests = ragged_requests(config.vocab_size, 5);
+  requests[3].sampling = serving::SamplingParams{serving::SamplingMode::TOP_P, 0.9, 0, 0.8, 5};
+  const auto plain = requests;
+  requests[0].logprobs = 4;
+  requests[2].logprobs = 0;
+  requests[3].logprobs = 20;
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
+  serving::KvCache cache = model.make_cache(2, 64, DataType::FLOAT32);  // 2 slots: requests wait and join
+  GenerationOptions go;
+  go.keep_logits = true;
+  std::vector<std::vector<serving::TokenLogprobs>> streamed(requests.size());
+  go.on_token = [&](size_t r, int32_t, bool, const serving::TokenLogprobs* lp) {
+    if (lp != nullptr) streamed[r].push_back(*lp);
+  };
+  const GenerationResult with = serving::generate(model, cache, requests, go);
+
+  double worst = 0;  // the largest error of a log-probability against the long double reference
+  bool shapes = true, order = true;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const serving::RequestOutput& out = with.outputs[i];
+    const int64_t top = requests[i].logprobs;
+    if (top < 0) {
+      shapes = shapes && out.logprobs.empty() && streamed[i].empty();
+      continue;
+    }
+    shapes = shapes && out.logprobs.size() == out.tokens.size() && streamed[i].size() == out.tokens.size();
+    for (size_t t = 0; t < out.tokens.size() && shapes; ++t) {
+      const float* row = out.logits.data() + t * static_cast<size_t>(config.vocab_size);
+      long double most = row[0], sum = 0;
+      for (int64_t v = 1; v < config.vocab_size; ++v) most = std::max<long double>(most, row[v]);
+      for (int64_t v = 0; v < config.vocab_size; ++v) sum += std::exp(static_cast<long double>(row[v]) - most);
+      const long double log_total = most + std::log(sum);
+      const serving::TokenLogprobs& lp = out.logprobs[t];
+      worst = std::max(worst, static_cast<double>(std::fabs(lp.logprob - (row[out.tokens[t]] - log_total))));
+      shapes = shapes && static_cast<int64_t>(lp.top.size()) == top && streamed[i][t].logprob == lp.logprob &&
+               streamed[i][t].top == lp.top;
+      // The alternatives: no id outside them is likelier than the last, and they come in order.
+      std::vector<int32_t> ids;
+      for (const auto& [id, logprob] : lp.top) {
+        ids.push_back(id);
+        worst = std::max(worst, static_cast<double>(std::fabs(logprob - (row[id] - log_total))));
+      }
+      for (size_t k = 1; k < ids.size(); ++k)
+        order = order && (row[ids[k - 1]] > row[ids[k]] || (row[ids[k - 1]] == row[ids[k]] && ids[k - 1] < ids[k]));
+      if (!ids.empty())
+        for (int64_t v = 0; v < config.vocab_size; ++v)
+          order = order && (std::find(ids.begin(), ids.end(), v) != ids.end() || row[v] <= row[ids.back()]);
+    }
+  }
+  go.on_token = nullptr;
+  go.keep_logits = false;
+  const GenerationResult without_logits = serving::generate(model, cache, requests, go);
+  const GenerationResult none = serving::generate(model, cache, plain, go);
+  bool same = true;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    same = same && with.outputs[i].tokens == none.outputs[i].tokens &&
+           without_logits.outputs[i].tokens == none.outputs[i].tokens;
+    for (size_t t = 0; t < with.outputs[i].logprobs.size() && same; ++t)
+      same = without_logits.outputs[i].logprobs.size() == with.outputs[i].logprobs.size() &&
+             without_logits.outputs[i].logprobs[t].logprob == with.outputs[i].logprobs[t].logprob &&
+             without_logits.outputs[i].logprobs[t].top == with.outputs[i].logprobs[t].top;
+  }
+  // float32 rounding of values of magnitude about log(vocab): a few ulps.
+  EXPECT_TRUE(all_ranks_ok(shapes && order && same && worst <= 1e-5))
+      << "shapes: " << shapes << ", alternatives in order: " << order << ", same tokens and values without logprobs "
+      << "or keep_logits: " << same << ", largest error " << worst;
+
+  GenerationRequest too_many = requests[0];
+  too_many.logprobs = config.vocab_size + 1;
+  EXPECT_THROW(serving::generate(model, cache, std::span(&too_many, 1), go), Error);
 }
 
 // reuse_prefixes (the server's): a request whose prompt begins with what an earlier request left in

@@ -3,6 +3,7 @@
 // parsed back with nlohmann-json, and the stop-string matcher over every split of its input.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -79,7 +80,18 @@ TEST(OpenAiApi, RefusesWhatItCannotDoNamingTheField) {
   EXPECT_NE(refusal(R"({"prompt": "a", "top_p": 0})").find("'top_p' must be in (0, 1]"), std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "top_k": -2})").find("'top_k' must be in [-1, "), std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "n": 2})").find("'n' must be 1"), std::string::npos);
-  EXPECT_NE(refusal(R"({"prompt": "a", "logprobs": 3})").find("'logprobs' is not supported"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "logprobs": 21})").find("'logprobs' must be in [0, 20]"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "logprobs": true})").find("'logprobs' must be an integer"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "top_logprobs": 2})").find("completions take 'logprobs': N"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "echo": true})").find("'echo' is not supported"), std::string::npos);
+  EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+                    Endpoint::CHAT_COMPLETIONS)
+                .find("'top_logprobs' needs 'logprobs': true"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", Endpoint::CHAT_COMPLETIONS)
+                .find("'logprobs' must be true or false"),
+            std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "stream": "yes"})").find("'stream' must be true or false"), std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "stop": ["x", ""]})").find("'stop' strings must be non-empty"),
             std::string::npos);
@@ -94,6 +106,22 @@ TEST(OpenAiApi, RefusesWhatItCannotDoNamingTheField) {
                     Endpoint::CHAT_COMPLETIONS)
                 .find("'tools' is not supported"),
             std::string::npos);
+}
+
+TEST(OpenAiApi, ReadsLogprobsAsEachEndpointSpellsThem) {
+  const auto chat = [](const std::string& fields) {
+    return parse_request(R"({"messages": [{"role": "user", "content": "x"}])" + fields + "}",
+                         Endpoint::CHAT_COMPLETIONS)
+        .logprobs;
+  };
+  EXPECT_EQ(parse_request(R"({"prompt": "a"})", Endpoint::COMPLETIONS).logprobs, std::nullopt);
+  EXPECT_EQ(parse_request(R"({"prompt": "a", "logprobs": null})", Endpoint::COMPLETIONS).logprobs, std::nullopt);
+  EXPECT_EQ(parse_request(R"({"prompt": "a", "logprobs": 0})", Endpoint::COMPLETIONS).logprobs, 0);
+  EXPECT_EQ(parse_request(R"({"prompt": "a", "logprobs": 5})", Endpoint::COMPLETIONS).logprobs, 5);
+  EXPECT_EQ(chat(""), std::nullopt);
+  EXPECT_EQ(chat(R"(, "logprobs": false, "top_logprobs": 0)"), std::nullopt);
+  EXPECT_EQ(chat(R"(, "logprobs": true)"), 0);
+  EXPECT_EQ(chat(R"(, "logprobs": true, "top_logprobs": 20)"), 20);
 }
 
 TEST(OpenAiApi, SamplingAsOpenAiParametersMeanIt) {
@@ -174,6 +202,45 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShapes) {
   EXPECT_EQ(j["error"]["message"], "bad 'x'");
   EXPECT_EQ(j["error"]["type"], "invalid_request_error");
   EXPECT_EQ(j["error"]["code"], 400);
+}
+
+TEST(OpenAiApi, LogprobsHaveOpenAisShapes) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // " é" is two characters in three bytes; the second token rules out its alternative.
+  const std::vector<TokenLogprob> logprobs{{" \xc3\xa9", -0.25f, {{" \xc3\xa9", -0.25f}, {"x", -1.5f}, {"x", -2.0f}}},
+                                           {"!", -0.5f, {{"!", -0.5f}, {"?", -inf}}}};
+  const std::vector<int32_t> tokens{7, 8};
+  const ResponseHeader completion{Endpoint::COMPLETIONS, "cmpl-3", 1700000000, "tiny"};
+  json j = json::parse(response_body(completion, " \xc3\xa9!", FinishReason::LENGTH, {2, 2}, nullptr, nullptr, &logprobs));
+  const json& c = j["choices"][0]["logprobs"];
+  EXPECT_EQ(c["tokens"], (json{" \xc3\xa9", "!"}));
+  EXPECT_EQ(c["token_logprobs"], (json{-0.25, -0.5}));
+  // A text twice among the alternatives keeps its likelier; minus infinity shows as -9999.
+  EXPECT_EQ(c["top_logprobs"][0], (json{{" \xc3\xa9", -0.25}, {"x", -1.5}}));
+  EXPECT_EQ(c["top_logprobs"][1], (json{{"!", -0.5}, {"?", -9999.0}}));
+  EXPECT_EQ(c["text_offset"], (json{0, 2}));
+  // A stream's chunk counts its offsets from where its first token begins.
+  j = json::parse(stream_chunk(completion, "!", std::nullopt, false, nullptr, &logprobs, 10).substr(6));
+  EXPECT_EQ(j["choices"][0]["logprobs"]["text_offset"], (json{10, 12}));
+  j = json::parse(response_body(completion, "a", FinishReason::LENGTH, {2, 1}, nullptr, nullptr));
+  EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
+
+  const ResponseHeader chat{Endpoint::CHAT_COMPLETIONS, "chatcmpl-4", 1700000000, "tiny"};
+  j = json::parse(response_body(chat, " \xc3\xa9!", FinishReason::STOP, {4, 2}, nullptr, nullptr, &logprobs));
+  const json& content = j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], " \xc3\xa9");
+  EXPECT_EQ(content[0]["logprob"], -0.25);
+  EXPECT_EQ(content[0]["bytes"], (json{32, 0xc3, 0xa9}));
+  ASSERT_EQ(content[0]["top_logprobs"].size(), 3u);  // chat lists every alternative, texts repeated or not
+  EXPECT_EQ(content[0]["top_logprobs"][1], (json{{"token", "x"}, {"logprob", -1.5}, {"bytes", {120}}}));
+  EXPECT_EQ(content[1]["top_logprobs"][1]["logprob"], -9999.0);
+  j = json::parse(stream_chunk(chat, "!", std::nullopt, false, nullptr, &logprobs).substr(6));
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"].size(), 2u);
+
+  EXPECT_EQ(characters(""), 0);
+  EXPECT_EQ(characters(" \xc3\xa9"), 2);
+  EXPECT_EQ(characters("\xe2\x82"), 1);  // a character's start without its end still counts once
 }
 
 // The matcher gives, over any cut of the text into pushes, the text before the first stop string

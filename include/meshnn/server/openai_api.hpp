@@ -42,11 +42,23 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage: a last chunk with the counts
   bool return_token_ids = false;  // vLLM's: the prompt's and the answer's ids in the response
+  // Each token's log-probability and this many of the most likely tokens at its position (0-20):
+  // completions' logprobs, or chat's top_logprobs (0 unless given) when its logprobs is true.
+  std::optional<int64_t> logprobs;
 };
+
+// One generated token's log-probabilities as a response shows them: its text (the bytes it adds
+// to the answer), its log-probability, and the most likely tokens at its position with theirs.
+struct TokenLogprob {
+  std::string token;
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;
+};
+inline constexpr int64_t kMaxLogprobs = 20;  // alternatives per token, as vLLM's default limit
 
 // Reads a request body. Throws ApiError(400) naming the field for malformed JSON, a wrong type, a
 // value out of range, an empty prompt or conversation, n other than 1, or a field meshnn does not
-// implement with a non-default value (logprobs, echo, best_of, tools, ...).
+// implement with a non-default value (echo, best_of, tools, ...).
 ApiRequest parse_request(std::string_view body, Endpoint endpoint);
 
 // The request's sampling on top of the server's defaults, as OpenAI's parameters mean it:
@@ -69,14 +81,19 @@ struct Usage {
   int64_t prompt_tokens = 0, completion_tokens = 0;
 };
 
-// A whole (non-streamed) response body.
+// A whole (non-streamed) response body. `logprobs`: the answer's tokens', if the request asked.
 std::string response_body(const ResponseHeader& header, const std::string& text, FinishReason reason,
                           const Usage& usage, const std::vector<int32_t>* prompt_ids,
-                          const std::vector<int32_t>* token_ids);
+                          const std::vector<int32_t>* token_ids, const std::vector<TokenLogprob>* logprobs = nullptr);
 // One server-sent event of a stream ("data: {...}\n\n"): a piece of text (chat: the first
-// chunk also names the role), or with `reason` the last chunk of the choice.
+// chunk also names the role), or with `reason` the last chunk of the choice. `logprobs`: those of
+// the piece's tokens, the first of which begins `text_offset` characters into the answer.
 std::string stream_chunk(const ResponseHeader& header, const std::string& text, std::optional<FinishReason> reason,
-                         bool first, const std::vector<int32_t>* token_ids);
+                         bool first, const std::vector<int32_t>* token_ids,
+                         const std::vector<TokenLogprob>* logprobs = nullptr, int64_t text_offset = 0);
+// The characters (UTF-8 code points; a stray byte counts as one) of a token's text: how far the
+// text offsets of completions' logprobs move past it.
+int64_t characters(std::string_view text);
 std::string stream_usage_chunk(const ResponseHeader& header, const Usage& usage);
 inline constexpr std::string_view kStreamEnd = "data: [DONE]\n\n";
 // An error body: {"error": {"message", "type", "code"}}.

@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "meshnn/serving/causal_lm.hpp"
@@ -39,7 +40,22 @@ struct GenerationRequest {
   // This request's sampling, instead of the options' (a server's clients choose their own). Rows
   // of a pass are sampled in groups of equal parameters, one exchange per group.
   std::optional<SamplingParams> sampling;
+  // >= 0: each token's log-probability and this many of the most likely tokens at its position
+  // (RequestOutput::logprobs). A pass holding such a request gathers its full logits, and so
+  // allocates. At most the vocabulary size.
+  int64_t logprobs = -1;
 };
+
+// A sampled token's log-probability under the model, and the most likely tokens at its position
+// (most likely first; equal values by increasing id). Log-softmax of the raw logits, before
+// temperature, top-k or top-p: what the model thinks, whatever was drawn.
+struct TokenLogprobs {
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+// The log-softmax of `logits` (one position's, the whole vocabulary) at `token`, and its `top` most
+// likely entries: computed in float64 and rounded to float.
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int64_t top);
 
 struct GenerationOptions {
   int64_t prefill_chunk = 512;  // prompt tokens per pass (besides the decode rows)
@@ -54,13 +70,15 @@ struct GenerationOptions {
   // steps.
   bool reuse_prefixes = false;
   // Called on every device as each token is sampled (index into `requests`, the token, whether it
-  // ends the request), in the order the tokens are made: for streaming text out.
-  std::function<void(size_t request, int32_t token, bool last)> on_token;
+  // ends the request, and its log-probabilities if the request asked for them, else nullptr), in
+  // the order the tokens are made: for streaming text out.
+  std::function<void(size_t request, int32_t token, bool last, const TokenLogprobs* logprobs)> on_token;
 };
 
 struct RequestOutput {
   std::vector<int32_t> tokens;     // generated ids, the eos token included when it ended the request
   std::vector<float> logits;       // keep_logits: tokens.size() x vocab, row t the distribution of tokens[t]
+  std::vector<TokenLogprobs> logprobs;  // request.logprobs >= 0: one per token
   double time_to_first_token = 0;  // seconds from the request's admission to its first token
   bool cancelled = false;          // ended by Generator::cancel, not by a stop token or max_new_tokens
 };

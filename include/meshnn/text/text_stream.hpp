@@ -45,4 +45,19 @@ class TextStream {
 // (see TextStream::push). Special tokens such as eos decode to nothing.
 std::string generated_text(const Tokenizer& tokenizer, std::span<const int32_t> ids);
 
+// One token's own text, as a list of log-probabilities shows it: the bytes the token adds after
+// another, so a SentencePiece piece keeps the leading space that decoding it alone drops (" world",
+// not "world"). Raw bytes: a byte piece may be part of a character. "" for special tokens and ids
+// beyond the tokenizer's vocabulary.
+class TokenTexts {
+ public:
+  explicit TokenTexts(const Tokenizer& tokenizer);
+  std::string operator()(int32_t id) const;
+
+ private:
+  const Tokenizer* tokenizer_;
+  int32_t anchor_ = -1;  // a token with text of its own, decoded before the one asked for
+  size_t anchor_bytes_ = 0;
+};
+
 }  // namespace meshnn::text

@@ -95,7 +95,7 @@ void run_chat_session(const LlmJobConfig& c, const JobRequests& job, const Llama
   serving::GenerationOptions go = generation_options(c, job);
   std::optional<text::TextStream> stream;
   if (reader) {
-    go.on_token = [&](size_t, int32_t token, bool last) {
+    go.on_token = [&](size_t, int32_t token, bool last, const serving::TokenLogprobs*) {
       std::string piece = stream->push(token);
       if (last) piece += stream->finish() + "\n";
       std::fwrite(piece.data(), 1, piece.size(), stdout);

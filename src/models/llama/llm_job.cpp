@@ -187,7 +187,7 @@ void stream_first_request(const JobRequests& job, const serving::GenerationReque
       job.prompt_texts.empty() ? text::sanitize_utf8(tokenizer.decode(first.prompt)) : job.prompt_texts[id];
   std::printf("\nrequest %zu:\n%s", id, prompt.c_str());
   std::fflush(stdout);
-  go.on_token = [&tokenizer, &stream](size_t request, int32_t token, bool last) {
+  go.on_token = [&tokenizer, &stream](size_t request, int32_t token, bool last, const serving::TokenLogprobs*) {
     if (request != 0) return;
     std::string piece = stream->push(token);
     if (last) piece += stream->finish() + "\n";
