@@ -7,6 +7,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "meshnn/text/utf8.hpp"
+
 namespace meshnn::server {
 namespace {
 
@@ -172,20 +174,23 @@ ordered logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logpro
     for (const TokenLogprob& t : logprobs) {
       ordered top = ordered::array();
       for (const auto& [text, logprob] : t.top)
-        top.push_back({{"token", text}, {"logprob", shown(logprob)}, {"bytes", bytes_json(text)}});
-      content.push_back(
-          {{"token", t.token}, {"logprob", shown(t.logprob)}, {"bytes", bytes_json(t.token)}, {"top_logprobs", top}});
+        top.push_back({{"token", text::sanitize_utf8(text)}, {"logprob", shown(logprob)}, {"bytes", bytes_json(text)}});
+      content.push_back({{"token", text::sanitize_utf8(t.token)},
+                         {"logprob", shown(t.logprob)},
+                         {"bytes", bytes_json(t.token)},
+                         {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
   ordered tokens = ordered::array(), token_logprobs = ordered::array(), top_logprobs = ordered::array(),
           offsets = ordered::array();
   for (const TokenLogprob& t : logprobs) {
-    tokens.push_back(t.token);
+    tokens.push_back(text::sanitize_utf8(t.token));
     token_logprobs.push_back(shown(t.logprob));
     ordered top = ordered::object();
     for (const auto& [text, logprob] : t.top)
-      if (!top.contains(text)) top[text] = shown(logprob);  // two ids of one text: the likelier
+      if (const std::string key = text::sanitize_utf8(text); !top.contains(key))
+        top[key] = shown(logprob);  // two ids of one text: the likelier
     top_logprobs.push_back(top);
     offsets.push_back(text_offset);
     text_offset += characters(t.token);
@@ -267,7 +272,7 @@ std::string_view to_string(FinishReason reason) {
 
 int64_t characters(std::string_view text) {
   int64_t n = 0;
-  for (unsigned char c : text) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  for (unsigned char c : text::sanitize_utf8(text)) n += (c & 0xC0) != 0x80 ? 1 : 0;
   return n;
 }
 

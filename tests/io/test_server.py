@@ -15,20 +15,22 @@ references.
 2. Chat completions (whole and streamed) give the batch job's answer to the same "messages". A
    conversation's second turn takes the first turn's tokens from the cache (prefix reuse) and
    still answers as the batch job does.
-3. A seeded top-p request, sent twice beside greedy ones, draws the batch job's tokens for the same
+3. Log-probabilities (completions' logprobs, chat's logprobs and top_logprobs), whole and
+   streamed, against numpy's log-softmax of the batch job's logits for the same request.
+4. A seeded top-p request, sent twice beside greedy ones, draws the batch job's tokens for the same
    seed and parameters both times.
-4. A stop string ends the text just before it (finish_reason "stop"), streamed or not.
-5. A client that hangs up frees its slot: the generation counter stops short of the request's
+5. A stop string ends the text just before it (finish_reason "stop"), streamed or not.
+6. A client that hangs up frees its slot: the generation counter stops short of the request's
    max_tokens.
-6. Bad requests get 400 (404 for no such route) with a message naming the problem, and the server
+7. Bad requests get 400 (404 for no such route) with a message naming the problem, and the server
    goes on serving; /metrics counts them.
-7. A second server on the same port fails on every rank with a clear message; --serve with
+8. A second server on the same port fails on every rank with a clear message; --serve with
    --interactive is a usage error.
-8. SIGTERM to rank 0 ends the open streams with [DONE], the unfinished ones with finish_reason
+9. SIGTERM to rank 0 ends the open streams with [DONE], the unfinished ones with finish_reason
    "abort", and every rank exits with status 0.
-9. dp: two replicas of one slot each share concurrent requests (one streams back from the second
+10. dp: two replicas of one slot each share concurrent requests (one streams back from the second
    replica through rank 0's relay thread) and answer as the batch job does.
-10. A model whose chat template meshnn cannot run serves completions and refuses chat, saying why.
+11. A model whose chat template meshnn cannot run serves completions and refuses chat, saying why.
 """
 import http.client
 import json
@@ -43,6 +45,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+
+import numpy
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_model_dir as hf  # noqa: E402
@@ -75,18 +79,21 @@ def run(cmd, timeout=600):
     return subprocess.run(cmd, capture_output=True, timeout=timeout)
 
 
-def batch_job(weights, name, lines, *args):
-    """The batch job's tokens and texts for --prompts lines."""
+def batch_job(weights, name, lines, *args, logits=False):
+    """The batch job's tokens and texts for --prompts lines (and with logits, the logits of every
+    generated token, [request, token, vocab])."""
     jsonl, out = os.path.join(WORK, f"{name}.jsonl"), os.path.join(WORK, f"{name}.h5")
     with open(jsonl, "w", encoding="utf-8") as f:
         for line in lines:
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
-    r = run([*MPIEXEC, "-n", "2", LLM, "--weights", weights, *COMMON, "--prompts", jsonl, "--output", out, *args])
+    r = run([*MPIEXEC, "-n", "2", LLM, "--weights", weights, *COMMON, "--prompts", jsonl, "--output", out, *args,
+             *(["--save-logits"] if logits else [])])
     if r.returncode != 0:
         print((r.stdout + r.stderr).decode(errors="replace")[-3000:])
         raise RuntimeError(f"the batch job {name} failed")
-    tokens, text, _, _ = outputs(out)
-    return [[int(t) for t in row if t >= 0] for row in tokens], text
+    tokens, text, _, saved = outputs(out)
+    tokens = [[int(t) for t in row if t >= 0] for row in tokens]
+    return (tokens, text, saved) if logits else (tokens, text)
 
 
 def post(port, path, body, method="POST"):
@@ -121,8 +128,10 @@ def stream(port, path, body, close_after=None):
     return response.status, events
 
 
-def gathered(events, chat):
-    """A stream's text, ids, finish reason and usage."""
+def gathered(events, chat, logprobs=None):
+    """A stream's text, ids, finish reason and usage. With a list as logprobs, the chunks'
+    log-probabilities are added to it (chat: the content entries; completions: (token, logprob,
+    top_logprobs, text_offset) tuples)."""
     text, ids, finish, usage = "", [], None, None
     for e in events:
         if e == "[DONE]":
@@ -132,7 +141,14 @@ def gathered(events, chat):
             text += (c["delta"].get("content", "") if chat else c["text"])
             ids += c.get("token_ids", [])
             finish = c["finish_reason"] or finish
+            if logprobs is not None and c.get("logprobs"):
+                logprobs += completion_logprobs(c["logprobs"]) if not chat else c["logprobs"]["content"]
     return text, ids, finish, usage
+
+
+def completion_logprobs(lp):
+    """A completion's logprobs object as (token, logprob, top_logprobs, text_offset) per token."""
+    return list(zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"], lp["text_offset"]))
 
 
 def metric(port, name):
@@ -216,6 +232,73 @@ def check_chat(port, weights):
               events[0]["choices"][0]["delta"].get("role") == "assistant" and
               events[0]["object"] == "chat.completion.chunk",
               f"chat {i} streamed: the role first, then deltas adding up to the answer")
+
+
+def log_softmax(row):
+    row = numpy.asarray(row, dtype=numpy.float64)
+    shifted = row - row.max()
+    return shifted - numpy.log(numpy.exp(shifted).sum())
+
+
+def check_logprobs(port, weights):
+    """logprobs against numpy's log-softmax of the batch job's logits for the same request; the
+    alternatives are the likeliest; a stream carries the same values; chat's token bytes add up to
+    the answer."""
+    prompt, n = PROMPTS[1][0], 7
+    expected, _, logits = batch_job(weights, "logprobs", [{"prompt": prompt, "max_tokens": n}], logits=True)
+    def differences(per_token):
+        """The largest difference from the reference, and whether the alternatives are the 3
+        likeliest with the drawn token first (greedy) and the text offsets add up the token texts."""
+        worst, alternatives, offsets = 0.0, len(per_token) == n, True
+        for t, (token, logprob, top, offset) in enumerate(per_token):
+            reference = log_softmax(logits[0][t])
+            worst = max(worst, abs(logprob - reference[expected[0][t]]))
+            likeliest = numpy.sort(reference)[::-1][:3]
+            alternatives = alternatives and len(top) == 3 and numpy.allclose(sorted(top.values(), reverse=True),
+                                                                            likeliest, atol=1e-4)
+            alternatives = alternatives and abs(max(top.values()) - logprob) < 1e-6
+            offsets = offsets and offset == sum(len(w[0]) for w in per_token[:t])
+        return worst, alternatives, offsets
+
+    _, text = post(port, "/v1/completions", {"prompt": prompt, "max_tokens": n, "logprobs": 3, "return_token_ids": True})
+    choice = json.loads(text)["choices"][0]
+    whole = completion_logprobs(choice["logprobs"])
+    worst, alternatives, offsets = differences(whole)
+    check(choice["token_ids"] == expected[0] and worst < 1e-4 and alternatives and offsets,
+          f"completion logprobs: numpy's log-softmax of the batch job's logits (largest difference {worst:.2e}), "
+          "the 3 likeliest alternatives, text offsets adding up the token texts")
+    # Streamed: the same again (the prompt, now in a slot's cache, is not prefilled again: the values
+    # agree to rounding, not bit for bit).
+    _, events = stream(port, "/v1/completions", {"prompt": prompt, "max_tokens": n, "logprobs": 3})
+    streamed = []
+    gathered(events, False, streamed)
+    worst, alternatives, offsets = differences(streamed)
+    check(worst < 1e-4 and alternatives and offsets and [w[0] for w in streamed] == [w[0] for w in whole],
+          f"streamed completion logprobs: the same tokens, the reference's values (largest difference {worst:.2e}), "
+          "alternatives and offsets")
+
+    messages = CONVERSATIONS[0]
+    _, text = post(port, "/v1/chat/completions", {"messages": messages, "max_tokens": 6, "logprobs": True,
+                                                  "top_logprobs": 2})
+    choice = json.loads(text)["choices"][0]
+    content = choice["logprobs"]["content"]
+    answer = b"".join(bytes(c["bytes"]) for c in content)
+    check(len(content) == 6 and all(len(c["top_logprobs"]) == 2 and c["logprob"] <= 0 and
+                                    abs(c["top_logprobs"][0]["logprob"] - c["logprob"]) < 1e-6 for c in content) and
+          answer.decode("utf-8", errors="replace") == choice["message"]["content"],
+          f"chat logprobs: one entry per token with 2 alternatives, the likeliest drawn, bytes adding up to the answer "
+          f"({answer!r})")
+    _, events = stream(port, "/v1/chat/completions", {"messages": messages, "max_tokens": 6, "logprobs": True,
+                                                      "top_logprobs": 2})
+    streamed = []
+    gathered(events, True, streamed)
+    check(len(streamed) == len(content) and
+          all(a["token"] == b["token"] and a["bytes"] == b["bytes"] and abs(a["logprob"] - b["logprob"]) < 1e-5 and
+              [t["token"] for t in a["top_logprobs"]] == [t["token"] for t in b["top_logprobs"]]
+              for a, b in zip(streamed, content)),
+          "streamed chat logprobs: the same entries (values to rounding: the prompt now comes from the cache)")
+    _, text = post(port, "/v1/chat/completions", {"messages": messages, "max_tokens": 2})
+    check(json.loads(text)["choices"][0]["logprobs"] is None, "without logprobs asked for, none are sent")
 
 
 def check_conversation(port, weights):
@@ -445,13 +528,17 @@ def check_replicas(weights, expected_tokens):
         while not long_response.readline().startswith(b"data: "):
             pass
 
+        logprobs = [None] * len(PROMPTS)
+
         def client(i):
-            body = {"prompt": PROMPTS[i][0], "max_tokens": PROMPTS[i][1], "return_token_ids": True}
+            body = {"prompt": PROMPTS[i][0], "max_tokens": PROMPTS[i][1], "return_token_ids": True, "logprobs": 1}
             if i % 2:
                 _, events = stream(port, "/v1/completions", body)
-                results[i] = gathered(events, False)[1]
+                logprobs[i] = []
+                results[i] = gathered(events, False, logprobs[i])[1]
             else:
-                results[i] = json.loads(post(port, "/v1/completions", body)[1])["choices"][0]["token_ids"]
+                choice = json.loads(post(port, "/v1/completions", body)[1])["choices"][0]
+                results[i], logprobs[i] = choice["token_ids"], completion_logprobs(choice["logprobs"])
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(len(PROMPTS))]
         for t in threads:
@@ -461,6 +548,9 @@ def check_replicas(weights, expected_tokens):
         long_response.read()
         conn.close()
         check(results == expected_tokens, "dp serving, 2 replicas: every request answers as the batch job does")
+        check(all(len(lp) == len(ids) and all(len(top) == 1 and logprob <= 0 for _, logprob, top, _ in lp)
+                  for lp, ids in zip(logprobs, results)),
+              "dp serving: every answer carries its log-probabilities, those from replica 1 too")
         log.seek(0)
         os.kill(int(re.search(rb"rank 0 \(pid (\d+)\)", log.read()).group(1)), signal.SIGTERM)
         status = process.wait(120)
@@ -495,6 +585,7 @@ def main():
     try:
         expected_tokens, expected_text = check_completions(port, weights, CONFIG["bos_token_id"], encode)
         check_chat(port, weights)
+        check_logprobs(port, weights)
         check_conversation(port, weights)
         check_seeded_sampling(port, weights)
         check_stop_strings(port, expected_text)

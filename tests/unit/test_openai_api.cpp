@@ -240,7 +240,13 @@ TEST(OpenAiApi, LogprobsHaveOpenAisShapes) {
 
   EXPECT_EQ(characters(""), 0);
   EXPECT_EQ(characters(" \xc3\xa9"), 2);
-  EXPECT_EQ(characters("\xe2\x82"), 1);  // a character's start without its end still counts once
+  EXPECT_EQ(characters("\xe2\x82"), 1);  // shown as one U+FFFD
+  EXPECT_EQ(characters("\x94\x94"), 2);  // two stray continuation bytes: two U+FFFD
+  // A byte piece shows as U+FFFD, its bytes exactly.
+  const std::vector<TokenLogprob> byte_piece{{"\x94", -1.0f, {{"\x94", -1.0f}}}};
+  j = json::parse(response_body(chat, "\xef\xbf\xbd", FinishReason::STOP, {4, 1}, nullptr, nullptr, &byte_piece));
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["token"], "\xef\xbf\xbd");
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["bytes"], (json{0x94}));
 }
 
 // The matcher gives, over any cut of the text into pushes, the text before the first stop string

@@ -48,7 +48,8 @@ struct ApiRequest {
 };
 
 // One generated token's log-probabilities as a response shows them: its text (the bytes it adds
-// to the answer), its log-probability, and the most likely tokens at its position with theirs.
+// to the answer, which may be part of a character), its log-probability, and the most likely
+// tokens at its position with theirs.
 struct TokenLogprob {
   std::string token;
   float logprob = 0;
@@ -91,8 +92,8 @@ std::string response_body(const ResponseHeader& header, const std::string& text,
 std::string stream_chunk(const ResponseHeader& header, const std::string& text, std::optional<FinishReason> reason,
                          bool first, const std::vector<int32_t>* token_ids,
                          const std::vector<TokenLogprob>* logprobs = nullptr, int64_t text_offset = 0);
-// The characters (UTF-8 code points; a stray byte counts as one) of a token's text: how far the
-// text offsets of completions' logprobs move past it.
+// The characters of a token's text as the response shows it (invalid UTF-8 as U+FFFD, which
+// `bytes` gives exactly): how far the text offsets of completions' logprobs move past it.
 int64_t characters(std::string_view text);
 std::string stream_usage_chunk(const ResponseHeader& header, const Usage& usage);
 inline constexpr std::string_view kStreamEnd = "data: [DONE]\n\n";
