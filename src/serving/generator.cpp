@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -109,6 +110,14 @@ struct Generator::State {
   std::vector<SampleRow> sample_rows;
   std::vector<int32_t> sampled;
   std::vector<uint8_t> ended;  // per logit row of the pass: its request ended
+  // prompt_logprobs: rows of the pass scoring a prompt token (the next one, from this position's
+  // logits), their logits after the sampled rows'.
+  struct Scored {
+    size_t handle;
+    int64_t position;  // scores prompt token position + 1
+    int64_t row;       // in the pass's batch
+  };
+  std::vector<Scored> scored;
   // One sampler per (mode, top_k): each keeps buffers sized for its exchange, so requests with
   // different parameters do not make each other's buffers again every pass.
   std::map<std::pair<SamplingMode, int64_t>, ShardedSampler> samplers;
@@ -188,12 +197,15 @@ struct Generator::State {
         slot = std::find(free_slots.begin(), free_slots.end(), e.request.cached_slot);
         if (slot == free_slots.end()) break;
       } else if (options.reuse_prefixes) {
-        std::tie(slot, cached) = slot_for(e.request.prompt);
+        // A request that scores its prompt prefills it whole: it takes the slot idle longest.
+        std::tie(slot, cached) =
+            slot_for(e.request.prompt_logprobs ? std::vector<int32_t>{e.request.prompt.front()} : e.request.prompt);
         stats.reused_prompt_tokens += cached;
       }
       e.output.tokens.reserve(static_cast<size_t>(e.request.max_new_tokens));
       if (options.keep_logits) e.output.logits.reserve(static_cast<size_t>(e.request.max_new_tokens * model.vocab_size()));
       if (e.request.logprobs >= 0) e.output.logprobs.reserve(static_cast<size_t>(e.request.max_new_tokens));
+      if (e.request.prompt_logprobs) e.output.prompt_logprobs.reserve(e.request.prompt.size() - 1);
       prefilling.push_back({waiting.front(), *slot, cached});
       e.admitted = Clock::now();
       waiting.pop_front();
@@ -208,15 +220,23 @@ struct Generator::State {
     sample_rows.clear();
     for (size_t h : handle_of_row)
       sample_rows.push_back({entries.at(h).request.id, static_cast<int64_t>(entries.at(h).output.tokens.size())});
-    const SamplingParams& first = sampling_of(handle_of_row.front());
+    // A pass of prompt rows that completes no prompt may still score some (prompt_logprobs).
+    const SamplingParams& first = rows > 0 ? sampling_of(handle_of_row.front()) : options.sampling;
     bool uniform = true;
     for (size_t h : handle_of_row) uniform = uniform && sampling_of(h) == first;
     sampled.resize(rows);
-    if (uniform) {
-      const std::span<const int32_t> next =
-          sampler_for(first).sample(logits, model.vocab_shard(), sample_rows, first, model.mesh());
+    // Rows scoring prompts follow the sampled ones; the samplers see only theirs. That path allocates.
+    std::optional<Tensor> sampled_logits;
+    if (!scored.empty() && rows > 0) {
+      std::vector<size_t> first_rows(rows);
+      std::iota(first_rows.begin(), first_rows.end(), size_t{0});
+      sampled_logits = logit_rows(logits, first_rows);
+    }
+    if (rows > 0 && uniform) {
+      const std::span<const int32_t> next = sampler_for(first).sample(
+          sampled_logits ? *sampled_logits : logits, model.vocab_shard(), sample_rows, first, model.mesh());
       std::copy(next.begin(), next.end(), sampled.begin());
-    } else {
+    } else if (rows > 0) {
       // Requests with their own parameters: one exchange per group of equal parameters, in the
       // order of each group's first row (the same on every device). This path allocates.
       std::vector<uint8_t> done(rows, 0);
@@ -237,7 +257,8 @@ struct Generator::State {
       }
     }
     // --save-logits and log-probabilities gather the pass's full logits: those paths allocate.
-    const bool any_logprobs = std::any_of(handle_of_row.begin(), handle_of_row.end(),
+    const bool any_logprobs = !scored.empty() ||
+                              std::any_of(handle_of_row.begin(), handle_of_row.end(),
                                           [&](size_t h) { return entries.at(h).request.logprobs >= 0; });
     std::vector<float> full;
     if (options.keep_logits || any_logprobs) full = full_logits(model, logits);
@@ -248,12 +269,21 @@ struct Generator::State {
     for (size_t i = 0; i < rows && any_logprobs; ++i)
       if (const int64_t top = entries.at(handle_of_row[i]).request.logprobs; top >= 0)
         entries.at(handle_of_row[i]).output.logprobs.push_back(token_logprobs(full_row(i), sampled[i], top));
+    for (size_t k = 0; k < scored.size(); ++k) {
+      Entry& e = entries.at(scored[k].handle);
+      const int32_t next = e.request.prompt[static_cast<size_t>(scored[k].position + 1)];
+      e.output.prompt_logprobs.push_back(token_logprobs(full_row(rows + k), next, std::max<int64_t>(e.request.logprobs, 0)));
+    }
     stats.sampling_seconds += seconds_since(sample_start);
     ended.assign(rows, 0);
     for (size_t i = 0; i < rows; ++i) {
       Entry& e = entries.at(handle_of_row[i]);
       RequestOutput& out = e.output;
-      if (out.tokens.empty()) out.time_to_first_token = seconds_since(e.admitted);
+      if (out.tokens.empty()) {
+        out.time_to_first_token = seconds_since(e.admitted);
+        if (e.request.prompt_logprobs && options.on_prompt_logprobs)
+          options.on_prompt_logprobs(handle_of_row[i], out.prompt_logprobs);
+      }
       out.tokens.push_back(sampled[i]);
       if (options.keep_logits) out.logits.insert(out.logits.end(), full_row(i).begin(), full_row(i).end());
       ended[i] = static_cast<int64_t>(out.tokens.size()) >= e.request.max_new_tokens ||
@@ -281,6 +311,7 @@ struct Generator::State {
     }
     const size_t decode_rows = active.size();
     size_t prompts_completed = 0;
+    scored.clear();
     for (Prefilling& p : prefilling) {
       const int64_t budget = options.prefill_chunk - static_cast<int64_t>(batch.tokens.size() - decode_rows);
       if (budget <= 0) break;
@@ -290,6 +321,8 @@ struct Generator::State {
         batch.tokens.push_back(prompt[static_cast<size_t>(pos)]);
         batch.slots.push_back(p.slot);
         batch.positions.push_back(pos);
+        if (entries.at(p.handle).request.prompt_logprobs && pos + 1 < length)
+          scored.push_back({p.handle, pos, static_cast<int64_t>(batch.tokens.size()) - 1});
       }
       stats.prefill_tokens += end - p.done;
       p.done = end;
@@ -299,6 +332,7 @@ struct Generator::State {
       ++prompts_completed;
     }
     if (batch.tokens.empty()) return;  // nothing admitted: every waiting request waits for its slot
+    for (const Scored& r : scored) batch.logit_rows.push_back(r.row);
     const bool decode_only = batch.tokens.size() == decode_rows;
     const auto pass_start = Clock::now();
     // The pass as a phase of the trace: the forward pass and the sampling of its rows.
@@ -309,7 +343,7 @@ struct Generator::State {
                                  batch.tokens.size() - decode_rows));
     const Tensor& logits = model.forward(batch, cache, decode_only ? stats.decode_times : stats.prefill_times);
     ended.clear();
-    if (!handle_of_row.empty()) record(logits);
+    if (!handle_of_row.empty() || !scored.empty()) record(logits);
     phase.finish();
     (decode_only ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);
     if (decode_only) {
@@ -389,6 +423,9 @@ void Generator::check(const GenerationRequest& r, const std::string& what) const
                  "{}: token {} of the prompt is {}, outside the vocabulary [0, {})", what, t, r.prompt[t],
                  model.vocab_size());
   if (r.sampling) r.sampling->validate();
+  MESHNN_CHECK(!r.prompt_logprobs || r.cached_prefix == 0,
+               "{}: prompt log-probabilities need the whole prompt prefilled (cached_prefix 0, got {})", what,
+               r.cached_prefix);
   MESHNN_CHECK(r.logprobs >= -1 && r.logprobs <= model.vocab_size(),
                "{}: logprobs {} must be -1 (none) or a count of tokens in [0, {}]", what, r.logprobs, model.vocab_size());
 }

@@ -596,6 +596,67 @@ TEST(Llama, LogprobsAreTheLogSoftmaxOfEachTokensLogits) {
   EXPECT_THROW(serving::generate(model, cache, std::span(&too_many, 1), go), Error);
 }
 
+// Prompt log-probabilities (GenerationRequest::prompt_logprobs, OpenAI's echo): each prompt token
+// after the first gets the log-softmax, at that token, of the float64 reference's logits of the
+// position before it, with its alternatives. The prompt is prefilled in chunks smaller than itself
+// beside another request's decode rows, so some passes score prompt rows and sample none; the
+// generated tokens are those of a run without it, and a slot's cached prefix is not used.
+TEST(Llama, PromptLogprobsScoreEveryPromptTokenAgainstFloat64) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  auto requests = ragged_requests(config.vocab_size, 4);
+  const auto plain = requests;
+  requests[2].prompt_logprobs = true;  // 45 prompt tokens, in passes of at most 16 rows
+  requests[2].logprobs = 3;
+  requests[0].prompt_logprobs = true;  // no alternatives asked for: none given
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
+  serving::KvCache cache = model.make_cache(2, 64, DataType::FLOAT32);
+  GenerationOptions go;
+  go.prefill_chunk = 16;
+  go.reuse_prefixes = true;
+  std::vector<size_t> reported(requests.size(), 0);
+  go.on_prompt_logprobs = [&](size_t r, const std::vector<serving::TokenLogprobs>& lp) { reported[r] = lp.size(); };
+  const GenerationResult with = serving::generate(model, cache, requests, go);
+  const GenerationResult without = serving::generate(model, cache, plain, go);
+
+  double worst = 0;
+  bool shapes = true, order = true, same = true;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    same = same && with.outputs[i].tokens == without.outputs[i].tokens;
+    const auto& scored = with.outputs[i].prompt_logprobs;
+    if (!requests[i].prompt_logprobs) {
+      shapes = shapes && scored.empty() && reported[i] == 0;
+      continue;
+    }
+    const auto& prompt = requests[i].prompt;
+    shapes = shapes && scored.size() == prompt.size() - 1 && reported[i] == scored.size();
+    const auto reference = testing::llama_reference_logits(file, prompt);
+    for (size_t t = 0; t < scored.size() && shapes; ++t) {
+      const std::vector<double>& row = reference[t];
+      long double most = row[0], sum = 0;
+      for (double x : row) most = std::max<long double>(most, x);
+      for (double x : row) sum += std::exp(static_cast<long double>(x) - most);
+      const long double log_total = most + std::log(sum);
+      worst = std::max(worst, static_cast<double>(std::fabs(scored[t].logprob - (row[prompt[t + 1]] - log_total))));
+      shapes = shapes && static_cast<int64_t>(scored[t].top.size()) == std::max<int64_t>(requests[i].logprobs, 0);
+      for (size_t k = 0; k < scored[t].top.size(); ++k) {
+        const auto [id, logprob] = scored[t].top[k];
+        worst = std::max(worst, static_cast<double>(std::fabs(logprob - (row[id] - log_total))));
+        order = order && (k == 0 || scored[t].top[k - 1].second >= logprob);
+      }
+    }
+  }
+  // float32 weights and activations against float64: the logits' own error (PCC >= 0.99999 here).
+  EXPECT_TRUE(all_ranks_ok(shapes && order && same && worst <= 2e-3))
+      << "shapes: " << shapes << ", alternatives in order: " << order << ", same tokens: " << same
+      << ", largest error against float64 " << worst;
+
+  GenerationRequest cached = requests[2];
+  cached.cached_prefix = 4;
+  EXPECT_THROW(serving::generate(model, cache, std::span(&cached, 1), go), Error);
+}
+
 // reuse_prefixes (the server's): a request whose prompt begins with what an earlier request left in
 // a free slot (its prompt and its tokens but the last) takes that slot and prefills only the rest,
 // giving the tokens of a fresh prefill (logits to float32 rounding); a request that matches no slot

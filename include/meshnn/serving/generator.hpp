@@ -44,6 +44,11 @@ struct GenerationRequest {
   // (RequestOutput::logprobs). A pass holding such a request gathers its full logits, and so
   // allocates. At most the vocabulary size.
   int64_t logprobs = -1;
+  // Also the log-probability of each prompt token after the first, from the logits of the position
+  // before it, with max(logprobs, 0) alternatives (RequestOutput::prompt_logprobs): what scoring a
+  // text needs (OpenAI's echo). The whole prompt is prefilled (no cached prefix), and each pass of
+  // it gathers the logits of its rows.
+  bool prompt_logprobs = false;
 };
 
 // A sampled token's log-probability under the model, and the most likely tokens at its position
@@ -73,12 +78,16 @@ struct GenerationOptions {
   // ends the request, and its log-probabilities if the request asked for them, else nullptr), in
   // the order the tokens are made: for streaming text out.
   std::function<void(size_t request, int32_t token, bool last, const TokenLogprobs* logprobs)> on_token;
+  // Called on every device when a request with prompt_logprobs has its prompt's (before on_token
+  // gets its first token).
+  std::function<void(size_t request, const std::vector<TokenLogprobs>& prompt_logprobs)> on_prompt_logprobs;
 };
 
 struct RequestOutput {
   std::vector<int32_t> tokens;     // generated ids, the eos token included when it ended the request
   std::vector<float> logits;       // keep_logits: tokens.size() x vocab, row t the distribution of tokens[t]
   std::vector<TokenLogprobs> logprobs;  // request.logprobs >= 0: one per token
+  std::vector<TokenLogprobs> prompt_logprobs;  // request.prompt_logprobs: entry t for prompt token t + 1
   double time_to_first_token = 0;  // seconds from the request's admission to its first token
   bool cancelled = false;          // ended by Generator::cancel, not by a stop token or max_new_tokens
 };
