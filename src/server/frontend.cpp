@@ -29,6 +29,7 @@ class Reply {
     std::string text;
     std::vector<int32_t> ids;
     std::vector<serving::TokenLogprobs> logprobs;  // the ids', if the request asked
+    std::vector<serving::TokenLogprobs> prompt_logprobs;  // the first piece's: the prompt's, if scored
     std::optional<FinishReason> finish;
   };
 
@@ -50,6 +51,7 @@ class Reply {
       piece.ids.assign(ticket_->tokens.begin() + static_cast<int64_t>(taken_), ticket_->tokens.end());
       if (!ticket_->logprobs.empty())
         piece.logprobs.assign(ticket_->logprobs.begin() + static_cast<int64_t>(taken_), ticket_->logprobs.end());
+      if (taken_ == 0) piece.prompt_logprobs = ticket_->prompt_logprobs;  // set before the first token
       finished = ticket_->finished;
       aborted = ticket_->aborted;
     }
@@ -216,6 +218,16 @@ void Frontend::on_token(uint64_t ticket, int32_t token, bool last, const serving
   ++generated_tokens_;
 }
 
+void Frontend::on_prompt_logprobs(uint64_t ticket, const std::vector<serving::TokenLogprobs>& logprobs) {
+  std::shared_ptr<Ticket> t;
+  {
+    std::lock_guard lock(running_mutex_);
+    t = running_.at(ticket);
+  }
+  std::lock_guard lock(t->mutex);
+  t->prompt_logprobs = logprobs;
+}
+
 void Frontend::on_finish(uint64_t ticket, bool aborted, bool cancelled) {
   std::shared_ptr<Ticket> t;
   {
@@ -256,6 +268,7 @@ serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {
   }
   g.max_new_tokens = api.max_tokens.value_or(options_.default_max_tokens);
   g.logprobs = api.logprobs.value_or(-1);
+  g.prompt_logprobs = api.echo && api.logprobs.has_value();
   g.sampling = sampling_of(api, options_.generation.sampling);
   check_(g);
   return g;
@@ -290,20 +303,31 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
   auto reply = std::make_shared<Reply>(ticket, text_, options_.generation.stop_token_ids, api.stop);
   auto cancel = [this, number = ticket->number] { this->cancel(number); };
   const bool logprobs = api.logprobs.has_value();
+  // echo: the answer begins with the prompt, as given (ids as their text), and its scores.
+  const std::string echoed = !api.echo                    ? std::string()
+                             : api.prompt                 ? *api.prompt
+                             : text_.tokenizer != nullptr ? text::generated_text(*text_.tokenizer, prompt)
+                                                          : std::string();
+  // The first piece's log-probabilities: the echoed prompt's, then its tokens'.
+  auto first_shown = [this, prompt, echo = api.echo](const Reply::Piece& p) {
+    std::vector<TokenLogprob> shown = echo ? shown_prompt_logprobs(prompt, p.prompt_logprobs) : std::vector<TokenLogprob>{};
+    for (TokenLogprob& t : shown_logprobs(p.ids, p.logprobs)) shown.push_back(std::move(t));
+    return shown;
+  };
   if (!api.stream) {
-    std::string text;
+    std::string text = echoed;
     std::vector<int32_t> tokens;
-    std::vector<serving::TokenLogprobs> token_logprobs;
+    std::vector<TokenLogprob> shown;
     std::optional<FinishReason> finish;
-    while (!finish) {
+    for (bool first = true; !finish; first = false) {
       Reply::Piece p = reply->next(cancel);
       text += p.text;
       tokens.insert(tokens.end(), p.ids.begin(), p.ids.end());
-      token_logprobs.insert(token_logprobs.end(), p.logprobs.begin(), p.logprobs.end());
+      if (logprobs)
+        for (TokenLogprob& t : first ? first_shown(p) : shown_logprobs(p.ids, p.logprobs)) shown.push_back(std::move(t));
       finish = p.finish;
     }
     const Usage usage{static_cast<int64_t>(prompt.size()), static_cast<int64_t>(reply->tokens_taken())};
-    const std::vector<TokenLogprob> shown = logprobs ? shown_logprobs(tokens, token_logprobs) : std::vector<TokenLogprob>{};
     res.set_content(response_body(header, text, *finish, usage, ids ? &prompt : nullptr, ids ? &tokens : nullptr,
                                   logprobs ? &shown : nullptr),
                     "application/json");
@@ -315,12 +339,14 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, reply, header, ids, logprobs, cancel, first, text_offset, prompt_tokens = static_cast<int64_t>(prompt.size()),
-       usage = api.include_usage](size_t, httplib::DataSink& sink) {
+      [this, reply, header, ids, logprobs, echoed, first_shown, cancel, first, text_offset,
+       prompt_tokens = static_cast<int64_t>(prompt.size()), usage = api.include_usage](size_t, httplib::DataSink& sink) {
         Reply::Piece p = reply->next(cancel);
         std::string out;
+        if (*first) p.text = echoed + p.text;
         if (!p.text.empty() || !p.ids.empty() || *first) {
-          const std::vector<TokenLogprob> shown = logprobs ? shown_logprobs(p.ids, p.logprobs) : std::vector<TokenLogprob>{};
+          const std::vector<TokenLogprob> shown =
+              !logprobs ? std::vector<TokenLogprob>{} : *first ? first_shown(p) : shown_logprobs(p.ids, p.logprobs);
           out += stream_chunk(header, p.text, std::nullopt, *first, ids ? &p.ids : nullptr, logprobs ? &shown : nullptr,
                               *text_offset);
           for (const TokenLogprob& t : shown) *text_offset += characters(t.token);
@@ -357,6 +383,17 @@ std::vector<TokenLogprob> Frontend::shown_logprobs(const std::vector<int32_t>& i
     t.logprob = logprobs[i].logprob;
     for (const auto& [id, logprob] : logprobs[i].top) t.top.emplace_back(token_text(id), logprob);
   }
+  return shown;
+}
+
+std::vector<TokenLogprob> Frontend::shown_prompt_logprobs(const std::vector<int32_t>& prompt,
+                                                          const std::vector<serving::TokenLogprobs>& logprobs) const {
+  std::vector<TokenLogprob> shown;
+  TokenLogprob& first = shown.emplace_back();
+  first.token = token_text(prompt.front());
+  first.unscored = true;
+  const std::vector<int32_t> rest(prompt.begin() + 1, prompt.begin() + 1 + static_cast<int64_t>(logprobs.size()));
+  for (TokenLogprob& t : shown_logprobs(rest, logprobs)) shown.push_back(std::move(t));
   return shown;
 }
 

@@ -36,6 +36,7 @@ struct Ticket {
   std::condition_variable changed;
   std::vector<int32_t> tokens;  // generated so far
   std::vector<serving::TokenLogprobs> logprobs;  // theirs, if the request asked
+  std::vector<serving::TokenLogprobs> prompt_logprobs;  // echo with logprobs: prompt tokens 1.., before any token
   bool finished = false;        // no more tokens will come
   bool aborted = false;         // finished by the server's shutdown
 };
@@ -64,6 +65,7 @@ class Frontend {
   // A request's token, and its end (`aborted`: by the server's stop; `cancelled`: before its stop
   // token or max_tokens), by ticket.
   void on_token(uint64_t ticket, int32_t token, bool last, const serving::TokenLogprobs* logprobs);
+  void on_prompt_logprobs(uint64_t ticket, const std::vector<serving::TokenLogprobs>& logprobs);
   void on_finish(uint64_t ticket, bool aborted, bool cancelled);
   void note_reused_prompt_tokens(int64_t total) { reused_prompt_tokens_ = total; }
   // Ends the HTTP server: requests not yet ended end as aborted, listening stops, and the HTTP
@@ -83,6 +85,9 @@ class Frontend {
   // The answer's log-probabilities as the response shows them, their texts through the tokenizer.
   std::vector<TokenLogprob> shown_logprobs(const std::vector<int32_t>& ids,
                                            const std::vector<serving::TokenLogprobs>& logprobs) const;
+  // An echoed prompt's: its first token unscored, then those the generator scored.
+  std::vector<TokenLogprob> shown_prompt_logprobs(const std::vector<int32_t>& prompt,
+                                                  const std::vector<serving::TokenLogprobs>& logprobs) const;
   std::string token_text(int32_t id) const;
 
   ServeOptions options_;

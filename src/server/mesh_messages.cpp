@@ -22,7 +22,8 @@ std::string encode(const InboxBatch& b) {
            {"id", r.id},
            {"max_new_tokens", r.max_new_tokens},
            {"prompt", r.prompt},
-           {"logprobs", r.logprobs}};
+           {"logprobs", r.logprobs},
+           {"prompt_logprobs", r.prompt_logprobs}};
     if (r.sampling)
       a["sampling"] = {{"mode", static_cast<int>(r.sampling->mode)}, {"temperature", r.sampling->temperature},
                        {"top_k", r.sampling->top_k},         {"top_p", r.sampling->top_p},
@@ -44,6 +45,7 @@ InboxBatch decode_batch(const std::string& text) {
     r.max_new_tokens = a.at("max_new_tokens").get<int64_t>();
     r.prompt = a.at("prompt").get<std::vector<int32_t>>();
     r.logprobs = a.at("logprobs").get<int64_t>();
+    r.prompt_logprobs = a.at("prompt_logprobs").get<bool>();
     if (a.contains("sampling")) {
       const json& s = a.at("sampling");
       r.sampling = serving::SamplingParams{static_cast<serving::SamplingMode>(s.at("mode").get<int>()),
@@ -58,9 +60,17 @@ InboxBatch decode_batch(const std::string& text) {
 std::string encode(const TokenReport& r) {
   json j;
   j["tokens"] = json::array();
+  // A token's log-probabilities as [logprob, [[id, logprob], ...]]: float -> JSON -> float is exact.
+  auto logprobs_json = [](const serving::TokenLogprobs& lp) { return json{lp.logprob, lp.top}; };
+  j["prompts"] = json::array();
+  for (const TokenReport::PromptScores& p : r.prompts) {
+    json scores = json::array();
+    for (const serving::TokenLogprobs& lp : p.logprobs) scores.push_back(logprobs_json(lp));
+    j["prompts"].push_back({p.ticket, std::move(scores)});
+  }
   for (const TokenReport::Token& t : r.tokens) {
     json token{t.ticket, t.token, t.last};
-    if (t.logprobs) token.push_back({t.logprobs->logprob, t.logprobs->top});
+    if (t.logprobs) token.push_back(logprobs_json(*t.logprobs));
     j["tokens"].push_back(std::move(token));
   }
   j["endings"] = json::array();
@@ -73,12 +83,18 @@ std::string encode(const TokenReport& r) {
 TokenReport decode_report(const std::string& text) {
   const json j = json::parse(text);
   TokenReport r;
+  auto logprobs_of = [](const json& lp) {
+    return serving::TokenLogprobs{lp.at(0).get<float>(), lp.at(1).get<std::vector<std::pair<int32_t, float>>>()};
+  };
+  for (const json& p : j.at("prompts")) {
+    TokenReport::PromptScores& scores = r.prompts.emplace_back();
+    scores.ticket = p.at(0).get<uint64_t>();
+    for (const json& lp : p.at(1)) scores.logprobs.push_back(logprobs_of(lp));
+  }
   for (const json& t : j.at("tokens")) {
     TokenReport::Token& token = r.tokens.emplace_back();
     token = {t.at(0).get<uint64_t>(), t.at(1).get<int32_t>(), t.at(2).get<bool>(), std::nullopt};
-    if (t.size() > 3)  // float -> JSON number -> float is exact
-      token.logprobs = serving::TokenLogprobs{t.at(3).at(0).get<float>(),
-                                              t.at(3).at(1).get<std::vector<std::pair<int32_t, float>>>()};
+    if (t.size() > 3) token.logprobs = logprobs_of(t.at(3));
   }
   for (const json& e : j.at("endings"))
     r.endings.push_back({e.at(0).get<uint64_t>(), e.at(1).get<bool>(), e.at(2).get<bool>()});

@@ -32,11 +32,16 @@ struct TokenReport {
     bool aborted;    // by the server's stop
     bool cancelled;  // before its stop token or max_new_tokens (the stop, a hang-up, a stop string)
   };
+  struct PromptScores {
+    uint64_t ticket;
+    std::vector<serving::TokenLogprobs> logprobs;
+  };
+  std::vector<PromptScores> prompts;  // before the tokens of the same report
   std::vector<Token> tokens;
   std::vector<Ending> endings;  // after the tokens of the same report
   int64_t reused_prompt_tokens = 0;  // the replica's total so far
   bool done = false;  // the replica has stopped: its last report
-  bool empty() const { return tokens.empty() && endings.empty() && !done; }
+  bool empty() const { return prompts.empty() && tokens.empty() && endings.empty() && !done; }
 };
 
 std::string encode(const InboxBatch& batch);  // "" for an empty batch

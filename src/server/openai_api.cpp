@@ -51,8 +51,8 @@ bool flag(const json& body, const char* key) {
 
 // Fields whose default meshnn implements and whose other values it refuses instead of ignoring.
 void refuse_unimplemented(const json& body) {
-  for (const char* key : {"echo", "tools", "functions", "logit_bias", "suffix", "response_format",
-                          "presence_penalty", "frequency_penalty"}) {
+  for (const char* key : {"tools", "functions", "logit_bias", "suffix", "response_format", "presence_penalty",
+                          "frequency_penalty"}) {
     const json* v = field(body, key);
     const bool neutral = v == nullptr || *v == false || *v == 0 || (v->is_array() && v->empty()) ||
                          (v->is_object() && v->empty()) ||
@@ -129,11 +129,14 @@ void read_stop(const json& body, ApiRequest& r) {
 // completions: "logprobs": N; chat: "logprobs": true with "top_logprobs": N.
 void read_logprobs(const json& body, ApiRequest& r) {
   if (r.endpoint == Endpoint::COMPLETIONS) {
+    r.echo = flag(body, "echo");
     if (const json* t = field(body, "top_logprobs"); t != nullptr && *t != 0)
       bad("'top_logprobs' is a chat field: completions take 'logprobs': N, the alternatives per token");
     r.logprobs = integer(body, "logprobs", 0, kMaxLogprobs);
     return;
   }
+  if (const json* e = field(body, "echo"); e != nullptr && *e != false)
+    bad("'echo' is a completions field: chat answers do not repeat the conversation");
   const std::optional<int64_t> top = integer(body, "top_logprobs", 0, kMaxLogprobs);
   if (flag(body, "logprobs"))
     r.logprobs = top.value_or(0);
@@ -176,7 +179,7 @@ ordered logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logpro
       for (const auto& [text, logprob] : t.top)
         top.push_back({{"token", text::sanitize_utf8(text)}, {"logprob", shown(logprob)}, {"bytes", bytes_json(text)}});
       content.push_back({{"token", text::sanitize_utf8(t.token)},
-                         {"logprob", shown(t.logprob)},
+                         {"logprob", t.unscored ? ordered(nullptr) : ordered(shown(t.logprob))},
                          {"bytes", bytes_json(t.token)},
                          {"top_logprobs", top}});
     }
@@ -186,12 +189,17 @@ ordered logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logpro
           offsets = ordered::array();
   for (const TokenLogprob& t : logprobs) {
     tokens.push_back(text::sanitize_utf8(t.token));
-    token_logprobs.push_back(shown(t.logprob));
-    ordered top = ordered::object();
-    for (const auto& [text, logprob] : t.top)
-      if (const std::string key = text::sanitize_utf8(text); !top.contains(key))
-        top[key] = shown(logprob);  // two ids of one text: the likelier
-    top_logprobs.push_back(top);
+    if (t.unscored) {
+      token_logprobs.push_back(nullptr);
+      top_logprobs.push_back(nullptr);
+    } else {
+      token_logprobs.push_back(shown(t.logprob));
+      ordered top = ordered::object();
+      for (const auto& [text, logprob] : t.top)
+        if (const std::string key = text::sanitize_utf8(text); !top.contains(key))
+          top[key] = shown(logprob);  // two ids of one text: the likelier
+      top_logprobs.push_back(top);
+    }
     offsets.push_back(text_offset);
     text_offset += characters(t.token);
   }

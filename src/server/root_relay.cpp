@@ -126,6 +126,7 @@ void RootRelay::finish() {
 
 void RootRelay::deliver(const std::string& message, int source) {
   const TokenReport r = decode_report(message);
+  for (const TokenReport::PromptScores& p : r.prompts) frontend_.on_prompt_logprobs(p.ticket, p.logprobs);
   for (const TokenReport::Token& t : r.tokens)
     frontend_.on_token(t.ticket, t.token, t.last, t.logprobs ? &*t.logprobs : nullptr);
   for (const TokenReport::Ending& e : r.endings) frontend_.on_finish(e.ticket, e.aborted, e.cancelled);

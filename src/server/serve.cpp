@@ -88,9 +88,15 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
     go.on_token = [&](size_t handle, int32_t token, bool last, const serving::TokenLogprobs* logprobs) {
       frontend->on_token(ticket_of[handle], token, last, logprobs);
     };
+    go.on_prompt_logprobs = [&](size_t handle, const std::vector<serving::TokenLogprobs>& logprobs) {
+      frontend->on_prompt_logprobs(ticket_of[handle], logprobs);
+    };
   } else if (leader) {
     go.on_token = [&](size_t handle, int32_t token, bool last, const serving::TokenLogprobs* logprobs) {
       report.tokens.push_back({ticket_of[handle], token, last, logprobs ? std::optional(*logprobs) : std::nullopt});
+    };
+    go.on_prompt_logprobs = [&](size_t handle, const std::vector<serving::TokenLogprobs>& logprobs) {
+      report.prompts.push_back({ticket_of[handle], logprobs});
     };
   }
   serving::Generator generator(model, cache, go, [&](size_t handle, serving::RequestOutput&& output) {

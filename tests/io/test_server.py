@@ -299,6 +299,39 @@ def check_logprobs(port, weights):
           "streamed chat logprobs: the same entries (values to rounding: the prompt now comes from the cache)")
     _, text = post(port, "/v1/chat/completions", {"messages": messages, "max_tokens": 2})
     check(json.loads(text)["choices"][0]["logprobs"] is None, "without logprobs asked for, none are sent")
+    check_echo(port)
+
+
+def check_echo(port):
+    """echo with logprobs, as lm-evaluation-harness scores a continuation: a prompt of ids that ends
+    with what the model itself generated after its start; the echoed prompt's scores for those
+    tokens (computed in one prefill) equal the logprobs they had when decoded one at a time."""
+    _, text = post(port, "/v1/completions", {"prompt": PROMPTS[2][0], "max_tokens": 5, "logprobs": 2,
+                                             "return_token_ids": True})
+    j = json.loads(text)
+    start, generated = j["prompt_token_ids"], j["choices"][0]["token_ids"]
+    decoded = j["choices"][0]["logprobs"]["token_logprobs"]
+    sequence = start + generated
+    _, text = post(port, "/v1/completions", {"prompt": [sequence], "max_tokens": 1, "logprobs": 1, "echo": True,
+                                             "temperature": 0})
+    j = json.loads(text)
+    choice = j["choices"][0]
+    lp = choice["logprobs"]
+    scored = lp["token_logprobs"][len(start):len(sequence)]
+    greedy = all(t == max(top.values()) for t, top in zip(scored, lp["top_logprobs"][len(start):len(sequence)]))
+    worst = max(abs(a - b) for a, b in zip(scored, decoded))
+    check(len(lp["tokens"]) == len(sequence) + 1 and lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
+          and all(isinstance(x, float) and x <= 0 for x in lp["token_logprobs"][1:]) and worst < 1e-4 and greedy,
+          f"echo: {len(sequence)} prompt tokens and 1 new one scored, the first prompt token null; the generated "
+          f"continuation scores as when it was decoded (largest difference {worst:.2e}) and is greedy")
+    _, events = stream(port, "/v1/completions", {"prompt": [sequence], "max_tokens": 1, "logprobs": 1, "echo": True})
+    streamed = []
+    text, _, _, _ = gathered(events, False, streamed)
+    check(text == choice["text"] and [t for t, _, _, _ in streamed] == lp["tokens"] and streamed[0][1] is None,
+          "echo streamed: the first chunk begins with the prompt's text and scores, the rest as whole")
+    status, text = post(port, "/v1/completions", {"prompt": PROMPTS[2][0], "max_tokens": 2, "echo": True})
+    check(status == 200 and json.loads(text)["choices"][0]["text"].startswith(PROMPTS[2][0]),
+          "echo without logprobs: the text begins with the prompt as given")
 
 
 def check_conversation(port, weights):

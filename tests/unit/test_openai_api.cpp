@@ -84,7 +84,9 @@ TEST(OpenAiApi, RefusesWhatItCannotDoNamingTheField) {
   EXPECT_NE(refusal(R"({"prompt": "a", "logprobs": true})").find("'logprobs' must be an integer"), std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "top_logprobs": 2})").find("completions take 'logprobs': N"),
             std::string::npos);
-  EXPECT_NE(refusal(R"({"prompt": "a", "echo": true})").find("'echo' is not supported"), std::string::npos);
+  EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", Endpoint::CHAT_COMPLETIONS)
+                .find("'echo' is a completions field"),
+            std::string::npos);
   EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
                     Endpoint::CHAT_COMPLETIONS)
                 .find("'top_logprobs' needs 'logprobs': true"),
@@ -118,6 +120,8 @@ TEST(OpenAiApi, ReadsLogprobsAsEachEndpointSpellsThem) {
   EXPECT_EQ(parse_request(R"({"prompt": "a", "logprobs": null})", Endpoint::COMPLETIONS).logprobs, std::nullopt);
   EXPECT_EQ(parse_request(R"({"prompt": "a", "logprobs": 0})", Endpoint::COMPLETIONS).logprobs, 0);
   EXPECT_EQ(parse_request(R"({"prompt": "a", "logprobs": 5})", Endpoint::COMPLETIONS).logprobs, 5);
+  EXPECT_TRUE(parse_request(R"({"prompt": "a", "logprobs": 1, "echo": true})", Endpoint::COMPLETIONS).echo);
+  EXPECT_FALSE(parse_request(R"({"prompt": "a"})", Endpoint::COMPLETIONS).echo);
   EXPECT_EQ(chat(""), std::nullopt);
   EXPECT_EQ(chat(R"(, "logprobs": false, "top_logprobs": 0)"), std::nullopt);
   EXPECT_EQ(chat(R"(, "logprobs": true)"), 0);
@@ -237,6 +241,14 @@ TEST(OpenAiApi, LogprobsHaveOpenAisShapes) {
   EXPECT_EQ(content[1]["top_logprobs"][1]["logprob"], -9999.0);
   j = json::parse(stream_chunk(chat, "!", std::nullopt, false, nullptr, &logprobs).substr(6));
   EXPECT_EQ(j["choices"][0]["logprobs"]["content"].size(), 2u);
+
+  // An echoed prompt's first token has no score: null, as OpenAI's.
+  std::vector<TokenLogprob> echoed{{"<s>", 0.0f, {}, true}};
+  echoed.push_back(logprobs[1]);
+  j = json::parse(response_body(completion, "!", FinishReason::LENGTH, {2, 1}, nullptr, nullptr, &echoed));
+  EXPECT_EQ(j["choices"][0]["logprobs"]["token_logprobs"], (json{nullptr, -0.5}));
+  EXPECT_TRUE(j["choices"][0]["logprobs"]["top_logprobs"][0].is_null());
+  EXPECT_EQ(j["choices"][0]["logprobs"]["text_offset"], (json{0, 3}));
 
   EXPECT_EQ(characters(""), 0);
   EXPECT_EQ(characters(" \xc3\xa9"), 2);

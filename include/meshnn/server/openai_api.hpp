@@ -45,6 +45,7 @@ struct ApiRequest {
   // Each token's log-probability and this many of the most likely tokens at its position (0-20):
   // completions' logprobs, or chat's top_logprobs (0 unless given) when its logprobs is true.
   std::optional<int64_t> logprobs;
+  bool echo = false;  // completions: the answer begins with the prompt (and with logprobs, its tokens')
 };
 
 // One generated token's log-probabilities as a response shows them: its text (the bytes it adds
@@ -54,6 +55,7 @@ struct TokenLogprob {
   std::string token;
   float logprob = 0;
   std::vector<std::pair<std::string, float>> top;
+  bool unscored = false;  // an echoed prompt's first token, which nothing before it scores: null
 };
 inline constexpr int64_t kMaxLogprobs = 20;  // alternatives per token, as vLLM's default limit
 
