@@ -59,6 +59,7 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int64
   };
   TokenLogprobs result;
   result.logprob = logprob(token);
+  if (top <= 0) return result;
   std::vector<int32_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   const auto n = std::min<int64_t>(top, static_cast<int64_t>(ids.size()));
