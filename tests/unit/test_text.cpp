@@ -235,6 +235,23 @@ TEST_F(SentencePieceTest, IdsBeyondTheTokenizerHaveNoText) {
   EXPECT_THROW(tok->decode(padded), Error);
 }
 
+// Each token's own text (as log-probabilities show it) is what it adds after other text: the
+// texts of a sample's tokens, byte pieces included, add up to the sample with the space
+// SentencePiece's dummy prefix stands for, which decoding the first piece alone would drop.
+TEST_F(SentencePieceTest, TokenTextsAddUpToTheTextTheyFollow) {
+  const TokenizerPtr tok = make_sentencepiece(*model_);
+  const TokenTexts token_text(*tok);
+  for (const auto& s : kSamples) {
+    std::string joined;
+    for (int32_t id : tok->encode(s)) joined += token_text(id);
+    EXPECT_EQ(joined, " " + s);
+  }
+  const std::vector<int32_t> mesh = tok->encode("mesh");
+  EXPECT_EQ(token_text(mesh.front()).front(), ' ');
+  EXPECT_EQ(token_text(*tok->token_id("<s>")), "");  // special tokens have no text
+  EXPECT_EQ(token_text(static_cast<int32_t>(tok->vocab_size())), "");
+}
+
 TEST_F(SentencePieceTest, FoundInADirectoryAFileOrAWeightsFile) {
   const fs::path model_dir = *dir_ / "hf";
   fs::create_directories(model_dir);
