@@ -3,7 +3,7 @@
 
     scripts/serve_bench.py [--ranks 2] [--preset tinyllama] [--requests 16] [--concurrency 8]
                            [--prompt-len 128] [--new-tokens 64] [--rounds 3] [--act-dtype bfloat16] [--mode tp]
-                           [--build build] [--json FILE]
+                           [--logprobs N] [--build build] [--json FILE]
 
 The model is meshnn-llm's generated --preset model (no download). --requests prompts of
 --prompt-len random token ids each ask for --new-tokens tokens (--ignore-eos, greedy).
@@ -22,7 +22,9 @@ its busy time: how much of it went to the passes (forward and sampling) and how 
 of the server (taking requests, telling the other ranks, handing tokens to the HTTP threads).
 Also counts the answers equal to the batch job's tokens: with bfloat16 activations (the default)
 some differ where two tokens are nearly tied, since the passes' shapes differ (README, "The LLM
-job"); --act-dtype float32 makes them all equal.
+job"); --act-dtype float32 makes them all equal. --logprobs N has every request ask for its tokens'
+log-probabilities with N alternatives (the batch job computes none): the ratio then shows what
+they cost.
 """
 import re
 import argparse
@@ -67,13 +69,15 @@ def batch_job(args, prompts, work):
     return figures, answers
 
 
-def one_request(port, prompt, new_tokens):
-    """A streamed request: (seconds to the first token, seconds between later tokens, end, ids)."""
+def one_request(port, prompt, new_tokens, logprobs=None):
+    """A streamed request: (seconds to the first token, seconds between later tokens, end, ids).
+    With logprobs, each token's log-probability and that many alternatives come too."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     start = time.perf_counter()
-    conn.request("POST", "/v1/completions", json.dumps({"prompt": prompt, "max_tokens": new_tokens, "stream": True,
-                                                        "return_token_ids": True}),
-                 {"Content-Type": "application/json"})
+    body = {"prompt": prompt, "max_tokens": new_tokens, "stream": True, "return_token_ids": True}
+    if logprobs is not None:
+        body["logprobs"] = logprobs
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     response = conn.getresponse()
     ids, arrivals = [], []
     for line in response:
@@ -114,7 +118,7 @@ def serve_run(args, prompts, work):
                 except queue.Empty:
                     return
                 try:
-                    results[i] = one_request(port, p, args.new_tokens)
+                    results[i] = one_request(port, p, args.new_tokens, args.logprobs)
                 except Exception as e:  # reported below: a request the server failed is a finding
                     errors.append(f"request {i}: {e!r}")
 
@@ -172,6 +176,7 @@ def main():
     p.add_argument("--act-dtype", default="bfloat16", choices=["bfloat16", "float32"])
     p.add_argument("--mode", default="tp", choices=["tp", "2d", "dp", "hybrid"],
                    help="dp and hybrid: --concurrency is split over the replicas' slots")
+    p.add_argument("--logprobs", type=int, help="every request asks for log-probabilities, N alternatives")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args()
@@ -190,7 +195,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"requests": args.requests, "concurrency": args.concurrency, "prompt_len": args.prompt_len,
                        "new_tokens": args.new_tokens, "ranks": args.ranks, "preset": args.preset,
-                       "act_dtype": args.act_dtype, "mode": args.mode, "rounds": rounds},
+                       "act_dtype": args.act_dtype, "mode": args.mode, "logprobs": args.logprobs, "rounds": rounds},
                       f, indent=1)
 
 
