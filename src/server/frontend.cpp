@@ -202,12 +202,13 @@ InboxBatch Frontend::collect(int wait_ms) {
   return batch;
 }
 
+std::shared_ptr<Ticket> Frontend::running_ticket(uint64_t ticket) {
+  std::lock_guard lock(running_mutex_);
+  return running_.at(ticket);
+}
+
 void Frontend::on_token(uint64_t ticket, int32_t token, bool last, const serving::TokenLogprobs* logprobs) {
-  std::shared_ptr<Ticket> t;
-  {
-    std::lock_guard lock(running_mutex_);
-    t = running_.at(ticket);
-  }
+  const std::shared_ptr<Ticket> t = running_ticket(ticket);
   {
     std::lock_guard lock(t->mutex);
     t->tokens.push_back(token);
@@ -219,11 +220,7 @@ void Frontend::on_token(uint64_t ticket, int32_t token, bool last, const serving
 }
 
 void Frontend::on_prompt_logprobs(uint64_t ticket, const std::vector<serving::TokenLogprobs>& logprobs) {
-  std::shared_ptr<Ticket> t;
-  {
-    std::lock_guard lock(running_mutex_);
-    t = running_.at(ticket);
-  }
+  const std::shared_ptr<Ticket> t = running_ticket(ticket);
   std::lock_guard lock(t->mutex);
   t->prompt_logprobs = logprobs;
 }

@@ -102,6 +102,7 @@ class Frontend {
   InboxBatch inbox_;
   uint64_t next_ticket_ = 0;
   bool closed_ = false;  // shutting down: new requests get 503
+  std::shared_ptr<Ticket> running_ticket(uint64_t ticket);  // under running_mutex_
   std::mutex running_mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<Ticket>> running_;  // collected, not yet ended
   // Responses to generation requests not yet wholly written. Stopping httplib cuts a stream short,
