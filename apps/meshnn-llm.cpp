@@ -113,6 +113,17 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("--top-k", c.sampling.top_k, "top-k: tokens kept; top-p: cut to K first (0 = no cut)")
       ->transform(IntRange(0, 1 << 24));
   cli.add_option("--top-p", c.sampling.top_p, "top-p: probability mass kept, in (0, 1]")->check(FiniteRange());
+  cli.add_option("--presence-penalty", c.penalties.presence,
+                 "subtracted from the logit of every token generated so far, in [-2, 2] (OpenAI's presence_penalty)")
+      ->check(FiniteRange());
+  cli.add_option("--frequency-penalty", c.penalties.frequency,
+                 "subtracted from a token's logit once per time it was generated, in [-2, 2] (OpenAI's "
+                 "frequency_penalty)")
+      ->check(FiniteRange());
+  cli.add_option("--repetition-penalty", c.penalties.repetition,
+                 "a token of the prompt or the answer has its logit divided by this when positive, multiplied when "
+                 "negative; > 1 discourages repeats (Hugging Face's repetition_penalty)")
+      ->check(FiniteRange());
   cli.add_option("--seed", c.seed, "seed of sampling, of a generated model and of generated prompts")
       ->transform(IntRange(0, INT64_MAX));
   cli.add_flag("--no-warm-up", no_warm_up,
@@ -166,6 +177,7 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   c.warm_up = !no_warm_up;
   try {
     c.sampling.validate();
+    c.penalties.validate();
   } catch (const Error& e) {
     throw UsageError(e.what());
   }

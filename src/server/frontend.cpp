@@ -267,6 +267,8 @@ serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {
   g.logprobs = api.logprobs.value_or(-1);
   g.prompt_logprobs = api.echo && api.logprobs.has_value();
   g.sampling = sampling_of(api, options_.generation.sampling);
+  if (api.presence_penalty || api.frequency_penalty || api.repetition_penalty || !api.logit_bias.empty())
+    g.penalties = penalties_of(api, options_.generation.penalties);
   check_(g);
   return g;
 }

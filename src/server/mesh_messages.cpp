@@ -28,6 +28,11 @@ std::string encode(const InboxBatch& b) {
       a["sampling"] = {{"mode", static_cast<int>(r.sampling->mode)}, {"temperature", r.sampling->temperature},
                        {"top_k", r.sampling->top_k},         {"top_p", r.sampling->top_p},
                        {"seed", r.sampling->seed}};
+    if (r.penalties)
+      a["penalties"] = {{"presence", r.penalties->presence},
+                        {"frequency", r.penalties->frequency},
+                        {"repetition", r.penalties->repetition},
+                        {"bias", r.penalties->bias}};
     j["arrivals"].push_back(std::move(a));
   }
   return j.dump();
@@ -51,6 +56,12 @@ InboxBatch decode_batch(const std::string& text) {
       r.sampling = serving::SamplingParams{static_cast<serving::SamplingMode>(s.at("mode").get<int>()),
                                            s.at("temperature").get<double>(), s.at("top_k").get<int64_t>(),
                                            s.at("top_p").get<double>(), s.at("seed").get<uint64_t>()};
+    }
+    if (a.contains("penalties")) {
+      const json& p = a.at("penalties");
+      r.penalties = serving::LogitPenalties{p.at("presence").get<double>(), p.at("frequency").get<double>(),
+                                            p.at("repetition").get<double>(),
+                                            p.at("bias").get<std::vector<std::pair<int32_t, float>>>()};
     }
     b.arrivals.emplace_back(a.at("ticket").get<uint64_t>(), std::move(r));
   }

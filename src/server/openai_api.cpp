@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -51,8 +52,7 @@ bool flag(const json& body, const char* key) {
 
 // Fields whose default meshnn implements and whose other values it refuses instead of ignoring.
 void refuse_unimplemented(const json& body) {
-  for (const char* key : {"tools", "functions", "logit_bias", "suffix", "response_format", "presence_penalty",
-                          "frequency_penalty"}) {
+  for (const char* key : {"tools", "functions", "suffix", "response_format"}) {
     const json* v = field(body, key);
     const bool neutral = v == nullptr || *v == false || *v == 0 || (v->is_array() && v->empty()) ||
                          (v->is_object() && v->empty()) ||
@@ -124,6 +124,27 @@ void read_stop(const json& body, ApiRequest& r) {
     if (!x.is_string() || x.get<std::string>().empty()) bad("'stop' strings must be non-empty strings");
     r.stop.push_back(x.get<std::string>());
   }
+}
+
+// {"token id": bias}: the ids as decimal strings (JSON keys are strings), as OpenAI takes them.
+void read_logit_bias(const json& body, ApiRequest& r) {
+  const json* b = field(body, "logit_bias");
+  if (b == nullptr) return;
+  if (!b->is_object()) bad("'logit_bias' must be an object mapping token ids to biases in [-100, 100]");
+  for (const auto& [key, value] : b->items()) {
+    int64_t id = -1;
+    const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (error != std::errc() || end != key.data() + key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+      bad(fmt::format("'logit_bias' keys must be token ids (integers in [0, 2^31)), got \"{}\"", key));
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100 ||
+        value.get<double>() > 100)
+      bad(fmt::format("'logit_bias' values must be numbers in [-100, 100], got {} for token {}", value.dump(), id));
+    r.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  std::sort(r.logit_bias.begin(), r.logit_bias.end());
+  for (size_t i = 1; i < r.logit_bias.size(); ++i)
+    if (r.logit_bias[i].first == r.logit_bias[i - 1].first)
+      bad(fmt::format("'logit_bias' names token {} twice", r.logit_bias[i].first));
 }
 
 // completions: "logprobs": N; chat: "logprobs": true with "top_logprobs": N.
@@ -240,6 +261,11 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   r.top_k = integer(body, "top_k", -1, std::numeric_limits<int32_t>::max());
   if (auto s = integer(body, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
     r.seed = static_cast<uint64_t>(*s);
+  r.presence_penalty = real(body, "presence_penalty", -2.0, 2.0);
+  r.frequency_penalty = real(body, "frequency_penalty", -2.0, 2.0);
+  r.repetition_penalty = real(body, "repetition_penalty", 0.0, 100.0);
+  if (r.repetition_penalty && *r.repetition_penalty == 0.0) bad("'repetition_penalty' must be in (0, 100], got 0");
+  read_logit_bias(body, r);
   read_stop(body, r);
   r.stream = flag(body, "stream");
   if (const json* o = field(body, "stream_options"); o != nullptr) {
@@ -266,6 +292,15 @@ serving::SamplingParams sampling_of(const ApiRequest& r, const serving::Sampling
     }
   }
   if (r.seed) p.seed = *r.seed;
+  return p;
+}
+
+serving::LogitPenalties penalties_of(const ApiRequest& r, const serving::LogitPenalties& defaults) {
+  serving::LogitPenalties p = defaults;
+  p.presence = r.presence_penalty.value_or(p.presence);
+  p.frequency = r.frequency_penalty.value_or(p.frequency);
+  p.repetition = r.repetition_penalty.value_or(p.repetition);
+  if (!r.logit_bias.empty()) p.bias = r.logit_bias;
   return p;
 }
 

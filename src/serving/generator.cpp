@@ -33,8 +33,8 @@ std::vector<float> full_logits(const CausalLm& model, const Tensor& local) {
   return full_tensor(MeshTensor(mesh, global, {Shard{3}, Shard{3}}, local)).to_float();
 }
 
-// Rows `rows` of a [1, 1, R, W] float32 tensor, as a [1, 1, rows.size(), W] row-major one.
-Tensor logit_rows(const Tensor& logits, std::span<const size_t> rows) {
+// Rows `rows` of a [1, 1, R, W] float32 tensor, row-major.
+std::vector<float> picked_rows(const Tensor& logits, std::span<const size_t> rows) {
   const int64_t width = logits.shape()[3];
   const std::vector<float> all = logits.to_float();
   std::vector<float> picked;
@@ -42,8 +42,17 @@ Tensor logit_rows(const Tensor& logits, std::span<const size_t> rows) {
   for (size_t r : rows)
     picked.insert(picked.end(), all.begin() + static_cast<int64_t>(r) * width,
                   all.begin() + static_cast<int64_t>(r + 1) * width);
-  return Tensor::from_float(picked, Shape{1, 1, static_cast<int64_t>(rows.size()), width}, DataType::FLOAT32,
+  return picked;
+}
+
+Tensor row_major_logits(std::span<const float> rows, int64_t width) {
+  return Tensor::from_float(rows, Shape{1, 1, static_cast<int64_t>(rows.size()) / width, width}, DataType::FLOAT32,
                             Layout::ROW_MAJOR);
+}
+
+// Rows `rows` of a [1, 1, R, W] float32 tensor, as a [1, 1, rows.size(), W] row-major one.
+Tensor logit_rows(const Tensor& logits, std::span<const size_t> rows) {
+  return row_major_logits(picked_rows(logits, rows), logits.shape()[3]);
 }
 
 }  // namespace
@@ -126,6 +135,10 @@ struct Generator::State {
   State(const CausalLm& m, KvCache& c, GenerationOptions o, FinishCallback f)
       : model(m), cache(c), options(std::move(o)), on_finish(std::move(f)) {
     options.sampling.validate();
+    options.penalties.validate();
+    for (const auto& [id, bias] : options.penalties.bias)
+      MESHNN_CHECK(id < model.vocab_size(), "logit_bias names token {}, outside the vocabulary [0, {})", id,
+                   model.vocab_size());
     MESHNN_CHECK(options.prefill_chunk >= 1, "prefill_chunk must be >= 1, got {}", options.prefill_chunk);
     for (int64_t s = cache.slots() - 1; s >= 0; --s) free_slots.push_back(s);  // slot 0 handed out first
     if (options.reuse_prefixes) {
@@ -144,6 +157,10 @@ struct Generator::State {
   const SamplingParams& sampling_of(size_t handle) const {
     const GenerationRequest& r = entries.at(handle).request;
     return r.sampling ? *r.sampling : options.sampling;
+  }
+  const LogitPenalties& penalties_of(size_t handle) const {
+    const GenerationRequest& r = entries.at(handle).request;
+    return r.penalties ? *r.penalties : options.penalties;
   }
   ShardedSampler& sampler_for(const SamplingParams& p) { return samplers[{p.mode, p.top_k}]; }
 
@@ -226,16 +243,27 @@ struct Generator::State {
     bool uniform = true;
     for (size_t h : handle_of_row) uniform = uniform && sampling_of(h) == first;
     sampled.resize(rows);
-    // Rows scoring prompts follow the sampled ones; the samplers see only theirs. That path allocates.
+    const bool penalised =
+        std::any_of(handle_of_row.begin(), handle_of_row.end(), [&](size_t h) { return penalties_of(h).active(); });
+    // Rows scoring prompts follow the sampled ones; the samplers see only theirs. Penalties adjust
+    // a copy: the raw logits stay for the log-probabilities. Those paths allocate.
     std::optional<Tensor> sampled_logits;
-    if (!scored.empty() && rows > 0) {
+    if ((!scored.empty() || penalised) && rows > 0) {
       std::vector<size_t> first_rows(rows);
       std::iota(first_rows.begin(), first_rows.end(), size_t{0});
-      sampled_logits = logit_rows(logits, first_rows);
+      std::vector<float> copy = picked_rows(logits, first_rows);
+      const auto width = static_cast<size_t>(logits.shape()[3]);
+      for (size_t i = 0; i < rows && penalised; ++i) {
+        const Entry& e = entries.at(handle_of_row[i]);
+        apply_penalties(std::span<float>(copy).subspan(i * width, width), model.vocab_shard(),
+                        penalties_of(handle_of_row[i]), e.request.prompt, e.output.tokens);
+      }
+      sampled_logits = row_major_logits(copy, logits.shape()[3]);
     }
+    const Tensor& to_sample = sampled_logits ? *sampled_logits : logits;
     if (rows > 0 && uniform) {
-      const std::span<const int32_t> next = sampler_for(first).sample(
-          sampled_logits ? *sampled_logits : logits, model.vocab_shard(), sample_rows, first, model.mesh());
+      const std::span<const int32_t> next =
+          sampler_for(first).sample(to_sample, model.vocab_shard(), sample_rows, first, model.mesh());
       std::copy(next.begin(), next.end(), sampled.begin());
     } else if (rows > 0) {
       // Requests with their own parameters: one exchange per group of equal parameters, in the
@@ -253,7 +281,7 @@ struct Generator::State {
           group_rows.push_back(sample_rows[j]);
         }
         const std::span<const int32_t> next = sampler_for(params).sample(
-            logit_rows(logits, group), model.vocab_shard(), group_rows, params, model.mesh());
+            logit_rows(to_sample, group), model.vocab_shard(), group_rows, params, model.mesh());
         for (size_t k = 0; k < group.size(); ++k) sampled[group[k]] = next[k];
       }
     }
@@ -424,6 +452,12 @@ void Generator::check(const GenerationRequest& r, const std::string& what) const
                  "{}: token {} of the prompt is {}, outside the vocabulary [0, {})", what, t, r.prompt[t],
                  model.vocab_size());
   if (r.sampling) r.sampling->validate();
+  if (r.penalties) {
+    r.penalties->validate();
+    for (const auto& [id, bias] : r.penalties->bias)
+      MESHNN_CHECK(id < model.vocab_size(), "{}: logit_bias names token {}, outside the vocabulary [0, {})", what, id,
+                   model.vocab_size());
+  }
   MESHNN_CHECK(!r.prompt_logprobs || r.cached_prefix == 0,
                "{}: prompt log-probabilities need the whole prompt prefilled (cached_prefix 0, got {})", what,
                r.cached_prefix);

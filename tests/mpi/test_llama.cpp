@@ -596,6 +596,81 @@ TEST(Llama, LogprobsAreTheLogSoftmaxOfEachTokensLogits) {
   EXPECT_THROW(serving::generate(model, cache, std::span(&too_many, 1), go), Error);
 }
 
+// This test's own reading of logit_penalties.hpp's formula, over the whole vocabulary in float64:
+// what one process makes of a row of raw logits for a request's prompt and tokens so far.
+std::vector<float> penalised_row(std::span<const float> raw, const serving::LogitPenalties& p,
+                                 std::span<const int32_t> prompt, std::span<const int32_t> made) {
+  std::vector<float> out(raw.begin(), raw.end());
+  for (size_t j = 0; j < raw.size(); ++j) {
+    const auto id = static_cast<int32_t>(j);
+    double x = raw[j];
+    for (const auto& [b, value] : p.bias)
+      if (b == id) x += value;
+    const auto count = static_cast<double>(std::count(made.begin(), made.end(), id));
+    const bool seen = count > 0 || std::find(prompt.begin(), prompt.end(), id) != prompt.end();
+    if (seen) x = x > 0 ? x / p.repetition : x * p.repetition;
+    x -= p.frequency * count + (count > 0 ? p.presence : 0.0);
+    out[j] = static_cast<float>(x);
+  }
+  return out;
+}
+
+// Logit bias and penalties (serving/logit_penalties.hpp) change the logits the sampler sees, not
+// those kept or reported: each token is the one sample_full draws from its raw logits adjusted by
+// penalised_row for its request's prompt and tokens before it, greedy and top-p, with the
+// vocabulary sharded over the mesh (the devices adjust their shards apart). A +100 bias forces its
+// token; the penalties change some of the tokens a run without them makes; a request without any
+// keeps its tokens.
+TEST(Llama, PenaltiesAdjustTheLogitsTheSamplerSees) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  auto requests = ragged_requests(config.vocab_size, 12);
+  requests[1].sampling = serving::SamplingParams{serving::SamplingMode::TOP_P, 0.8, 0, 0.9, 11};
+  const auto plain = requests;
+  requests[0].penalties = serving::LogitPenalties{0, 2.0, 1, {}};
+  requests[1].penalties = serving::LogitPenalties{1.5, 0.5, 1.3, {{3, -100.0f}}};
+  requests[2].penalties = serving::LogitPenalties{0, 0, 1, {{17, 100.0f}}};
+  requests[3].penalties = serving::LogitPenalties{-1.0, 0, 0.5, {{config.vocab_size - 1, 7.5f}}};
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
+  serving::KvCache cache = model.make_cache(2, 64, DataType::FLOAT32);
+  GenerationOptions go;
+  go.keep_logits = true;
+  const GenerationResult with = serving::generate(model, cache, requests, go);
+
+  bool drawn = true;  // every token is sample_full's on the adjusted raw logits
+  const auto vocab = static_cast<size_t>(config.vocab_size);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const serving::RequestOutput& out = with.outputs[i];
+    const serving::SamplingParams params = requests[i].sampling.value_or(go.sampling);
+    for (size_t t = 0; t < out.tokens.size(); ++t) {
+      const std::vector<float> row = penalised_row(std::span(out.logits).subspan(t * vocab, vocab),
+                                                   *requests[i].penalties, requests[i].prompt,
+                                                   std::span(out.tokens).first(t));
+      const serving::SampleRow at{requests[i].id, static_cast<int64_t>(t)};
+      drawn = drawn && serving::sample_full(row, config.vocab_size, std::span(&at, 1), params)[0] == out.tokens[t];
+    }
+  }
+  const bool forced = std::all_of(with.outputs[2].tokens.begin(), with.outputs[2].tokens.end(),
+                                  [](int32_t t) { return t == 17; });
+  go.keep_logits = false;
+  const GenerationResult none = serving::generate(model, cache, plain, go);
+  size_t changed = 0;
+  for (size_t i : {0, 1, 3}) changed += with.outputs[i].tokens != none.outputs[i].tokens ? 1 : 0;
+  // The options' penalties apply to the requests without their own, as if each had them.
+  auto own = plain, defaulted = plain;
+  for (size_t i = 1; i < own.size(); ++i) own[i].penalties = requests[0].penalties;
+  defaulted[0].penalties = serving::LogitPenalties{};  // neutral, its own: as without any
+  const GenerationResult each_own = serving::generate(model, cache, own, go);
+  go.penalties = *requests[0].penalties;
+  const GenerationResult by_default = serving::generate(model, cache, defaulted, go);
+  bool defaults = by_default.outputs[0].tokens == none.outputs[0].tokens;
+  for (size_t i = 1; i < own.size(); ++i) defaults = defaults && by_default.outputs[i].tokens == each_own.outputs[i].tokens;
+  EXPECT_TRUE(all_ranks_ok(drawn && forced && changed == 3 && defaults))
+      << "drawn from the adjusted logits: " << drawn << ", +100 forces its token: " << forced << ", requests changed "
+      << changed << " of 3, options' default: " << defaults;
+}
+
 // Prompt log-probabilities (GenerationRequest::prompt_logprobs, OpenAI's echo): each prompt token
 // after the first gets the log-softmax, at that token, of the float64 reference's logits of the
 // position before it, with its alternatives. The prompt is prefilled in chunks smaller than itself

@@ -1,6 +1,7 @@
 // The server's OpenAI protocol without a socket: requests read from JSON bodies (and refused with
 // a message naming the field), sampling as OpenAI's parameters mean it, response and stream shapes
 // parsed back with nlohmann-json, and the stop-string matcher over every split of its input.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -126,6 +127,42 @@ TEST(OpenAiApi, ReadsLogprobsAsEachEndpointSpellsThem) {
   EXPECT_EQ(chat(R"(, "logprobs": false, "top_logprobs": 0)"), std::nullopt);
   EXPECT_EQ(chat(R"(, "logprobs": true)"), 0);
   EXPECT_EQ(chat(R"(, "logprobs": true, "top_logprobs": 20)"), 20);
+}
+
+TEST(OpenAiApi, ReadsPenaltiesAndLogitBias) {
+  const ApiRequest r = parse_request(
+      R"({"prompt": "a", "presence_penalty": 0.5, "frequency_penalty": -2, "repetition_penalty": 1.2,
+          "logit_bias": {"50256": -100, "7": 2.5}})",
+      Endpoint::COMPLETIONS);
+  EXPECT_EQ(r.presence_penalty, 0.5);
+  EXPECT_EQ(r.frequency_penalty, -2.0);
+  EXPECT_EQ(r.repetition_penalty, 1.2);
+  EXPECT_EQ(r.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, 2.5f}, {50256, -100.0f}}));  // by id
+  serving::LogitPenalties defaults{0.1, 0.2, 1.1, {{1, 1.0f}}};
+  EXPECT_EQ(penalties_of(r, defaults), (serving::LogitPenalties{0.5, -2.0, 1.2, r.logit_bias}));
+  // What the request leaves out keeps the server's default.
+  const ApiRequest bare = parse_request(R"({"prompt": "a", "frequency_penalty": 1, "logit_bias": {}})",
+                                        Endpoint::COMPLETIONS);
+  EXPECT_EQ(penalties_of(bare, defaults), (serving::LogitPenalties{0.1, 1.0, 1.1, {{1, 1.0f}}}));
+
+  EXPECT_NE(refusal(R"({"prompt": "a", "presence_penalty": 2.5})").find("'presence_penalty' must be in [-2, 2]"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "frequency_penalty": "1"})").find("'frequency_penalty' must be a number"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "repetition_penalty": 0})").find("'repetition_penalty' must be in (0, 100]"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "logit_bias": [1]})").find("'logit_bias' must be an object"),
+            std::string::npos);
+  for (const char* key : {"x", "-1", "1.5", " 3", "2147483648", ""})
+    EXPECT_NE(refusal(fmt::format(R"({{"prompt": "a", "logit_bias": {{"{}": 1}}}})", key))
+                  .find("'logit_bias' keys must be token ids"),
+              std::string::npos)
+        << key;
+  EXPECT_NE(refusal(R"({"prompt": "a", "logit_bias": {"5": 101}})").find("values must be numbers in [-100, 100]"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "logit_bias": {"5": "1"}})").find("values must be numbers"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "logit_bias": {"5": 1, "05": 2}})").find("names token 5 twice"),
+            std::string::npos);
 }
 
 TEST(OpenAiApi, SamplingAsOpenAiParametersMeanIt) {

@@ -9,8 +9,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "meshnn/serving/logit_penalties.hpp"
 #include "meshnn/serving/sampler.hpp"
 #include "meshnn/text/chat_template.hpp"
 
@@ -38,6 +40,10 @@ struct ApiRequest {
   std::optional<double> temperature, top_p;
   std::optional<int64_t> top_k;  // vLLM's; -1 or 0: no top-k cut
   std::optional<uint64_t> seed;
+  // OpenAI's presence_penalty and frequency_penalty ([-2, 2]), vLLM's repetition_penalty (> 0) and
+  // OpenAI's logit_bias ({"token id": bias in [-100, 100]}); serving/logit_penalties.hpp.
+  std::optional<double> presence_penalty, frequency_penalty, repetition_penalty;
+  std::vector<std::pair<int32_t, float>> logit_bias;
   std::vector<std::string> stop;  // the text ends before the first of these
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage: a last chunk with the counts
@@ -68,6 +74,10 @@ ApiRequest parse_request(std::string_view body, Endpoint endpoint);
 // temperature 0 is greedy; a temperature, top_p or top_k on a greedy default turns on sampling
 // (top-p; top_p 1 and no top-k cut unless given); a seed replaces the default seed.
 serving::SamplingParams sampling_of(const ApiRequest& request, const serving::SamplingParams& defaults);
+
+// The request's penalties and logit bias: each penalty given replaces the server's default; a
+// logit_bias replaces the default's bias.
+serving::LogitPenalties penalties_of(const ApiRequest& request, const serving::LogitPenalties& defaults);
 
 enum class FinishReason { STOP, LENGTH, ABORT };
 std::string_view to_string(FinishReason reason);  // "stop", "length", "abort"

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "meshnn/serving/causal_lm.hpp"
+#include "meshnn/serving/logit_penalties.hpp"
 
 namespace meshnn::serving {
 
@@ -40,6 +41,9 @@ struct GenerationRequest {
   // This request's sampling, instead of the options' (a server's clients choose their own). Rows
   // of a pass are sampled in groups of equal parameters, one exchange per group.
   std::optional<SamplingParams> sampling;
+  // This request's logit bias and penalties, instead of the options' (logit_penalties.hpp). A pass
+  // holding a request with any copies its logits to adjust them, and so allocates.
+  std::optional<LogitPenalties> penalties;
   // >= 0: each token's log-probability and this many of the most likely tokens at its position
   // (RequestOutput::logprobs). A pass holding such a request gathers its full logits, and so
   // allocates. At most the vocabulary size.
@@ -65,6 +69,7 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int64
 struct GenerationOptions {
   int64_t prefill_chunk = 512;  // prompt tokens per pass (besides the decode rows)
   SamplingParams sampling;
+  LogitPenalties penalties;  // every request's, unless it brings its own
   std::vector<int32_t> stop_token_ids;  // a request ends when it produces one (the eos ids)
   bool keep_logits = false;             // gather the full logits of every sampled token (tests, --save-logits)
   // Automatic prefix reuse (a server's clients resend whole conversations): a request without a

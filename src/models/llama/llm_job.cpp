@@ -36,6 +36,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 MeshDevicePtr open_mesh(const LlmJobConfig& c) {
   MESHNN_CHECK(c.max_batch >= 1, "--max-batch must be >= 1, got {}", c.max_batch);
   c.sampling.validate();
+  c.penalties.validate();
   auto mesh = MeshDevice::open(c.mesh, c.model.topology);
   if (mesh->device_id() == 0) std::printf("%s\n", visualize_mesh_device(*mesh).c_str());
   return mesh;

@@ -15,6 +15,7 @@
 
 #include "meshnn/models/llama/model.hpp"
 #include "meshnn/models/parallel.hpp"
+#include "meshnn/serving/logit_penalties.hpp"
 #include "meshnn/serving/sampler.hpp"
 
 namespace meshnn::models::llama {
@@ -62,6 +63,7 @@ struct LlmJobConfig {
   int64_t max_batch = 32;            // decode slots per replica
   int64_t prefill_chunk = 512;
   serving::SamplingParams sampling;
+  serving::LogitPenalties penalties;  // presence, frequency and repetition penalties of every request
   bool ignore_eos = false;           // benchmarks: always produce max_new_tokens
   bool warm_up = true;               // one untimed prefill pass and decode step first (serving::warm_up)
   std::string output, json;
