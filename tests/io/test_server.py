@@ -375,6 +375,38 @@ def check_seeded_sampling(port, weights):
           "beside it, a request without sampling parameters and one with temperature 0 are greedy")
 
 
+def check_penalties(port, weights):
+    """The penalties and logit_bias: a request with penalties draws the batch job's tokens for the
+    same penalties (given on its command line), beside requests without any; +100 forces a token
+    and -100 bans one."""
+    prompt, n = PROMPTS[3][0], PROMPTS[3][1]
+    expected, _ = batch_job(weights, "penalised", [{"prompt": prompt, "max_tokens": n}], "--presence-penalty", "0.5",
+                            "--frequency-penalty", "1.5", "--repetition-penalty", "1.3")
+    greedy, _ = batch_job(weights, "unpenalised", [{"prompt": prompt, "max_tokens": n}])
+    forced = next(t for t in greedy[0] if t != greedy[0][0])  # a token the model makes, not its first
+    results = {}
+
+    def client(key, extra):
+        _, text = post(port, "/v1/completions", {"prompt": prompt, "max_tokens": n, "return_token_ids": True, **extra})
+        results[key] = json.loads(text)["choices"][0]["token_ids"]
+
+    cases = (("penalised", {"presence_penalty": 0.5, "frequency_penalty": 1.5, "repetition_penalty": 1.3}),
+             ("plain", {}), ("neutral", {"presence_penalty": 0, "frequency_penalty": 0, "logit_bias": {}}),
+             ("forced", {"logit_bias": {str(forced): 100}}), ("banned", {"logit_bias": {str(greedy[0][0]): -100}}))
+    threads = [threading.Thread(target=client, args=case) for case in cases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(results["penalised"] == expected[0] and expected[0] != greedy[0],
+          "a request with presence, frequency and repetition penalties draws the batch job's tokens for them "
+          "(which differ from greedy's), beside requests without")
+    check(results["plain"] == greedy[0] and results["neutral"] == greedy[0],
+          "beside it, requests without penalties or with neutral ones are greedy")
+    check(results["forced"] == [forced] * n and results["banned"][0] != greedy[0][0],
+          f"logit_bias: +100 makes every token {forced}, -100 bans the greedy first token {greedy[0][0]}")
+
+
 def check_stop_strings(port, expected_text):
     text = expected_text[3]
     middle = len(text) // 2
@@ -447,12 +479,15 @@ def check_bad_requests(port, vocab, expected_tokens):
              ("/v1/completions", {"prompt": [1, vocab]}, 400, "outside the vocabulary"),
              ("/v1/completions", {"prompt": "a", "top_p": 1.5}, 400, "'top_p' must be in"),
              ("/v1/chat/completions", {"messages": [{"role": "user"}], "tools": [{}]}, 400, "'tools' is not supported"),
+             ("/v1/completions", {"prompt": "a", "logit_bias": {str(vocab): 1}}, 400, "logit_bias names token"),
+             ("/v1/completions", {"prompt": "a", "frequency_penalty": 3}, 400, "'frequency_penalty' must be in"),
              ("/v1/embeddings", {"input": "a"}, 404, "no such route")]
     for path, body, status, needle in cases:
         got, text = post(port, path, body)
         message = json.loads(text).get("error", {}).get("message", "")
         check(got == status and needle in message, f"{path} {str(body)[:40]}: {status} with '{needle}' ({message})")
-    check(metric(port, "requests_rejected_total") == rejected + 7, "/metrics counts the refused requests")
+    check(metric(port, "requests_rejected_total") == rejected + len(cases) - 1,
+          "/metrics counts the refused requests (not the unknown route)")
     _, text = post(port, "/v1/completions", {"prompt": PROMPTS[2][0], "max_tokens": PROMPTS[2][1],
                                              "return_token_ids": True})
     check(json.loads(text)["choices"][0]["token_ids"] == expected_tokens[2],
@@ -621,6 +656,7 @@ def main():
         check_logprobs(port, weights)
         check_conversation(port, weights)
         check_seeded_sampling(port, weights)
+        check_penalties(port, weights)
         check_stop_strings(port, expected_text)
         check_hang_up(port, rank_pids(process, log)[1])
         check_bad_requests(port, CONFIG["vocab_size"], expected_tokens)
