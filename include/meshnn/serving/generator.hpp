@@ -90,7 +90,8 @@ struct GenerationOptions {
 
 struct RequestOutput {
   std::vector<int32_t> tokens;     // generated ids, the eos token included when it ended the request
-  std::vector<float> logits;       // keep_logits: tokens.size() x vocab, row t the distribution of tokens[t]
+  // keep_logits: tokens.size() x vocab, row t the raw logits tokens[t] was drawn from (before penalties).
+  std::vector<float> logits;
   std::vector<TokenLogprobs> logprobs;  // request.logprobs >= 0: one per token
   std::vector<TokenLogprobs> prompt_logprobs;  // request.prompt_logprobs: entry t for prompt token t + 1
   double time_to_first_token = 0;  // seconds from the request's admission to its first token
