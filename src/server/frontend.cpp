@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "client_socket.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/server/openai_api.hpp"
 #include "meshnn/text/load.hpp"
@@ -20,6 +21,9 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   res.status = status;
   res.set_content(error_body(status, message), "application/json");
 }
+
+// How often a non-streaming request's wait asks whether its client is still there.
+constexpr std::chrono::milliseconds kHangUpPollInterval{100};
 
 // One request's answer as its tokens arrive: their text (through the tokenizer, up to a stop
 // string), the ids, and at the end why it finished.
@@ -40,14 +44,24 @@ class Reply {
   }
 
   // Waits for tokens past those taken; returns their text. `cancel` is called when a stop string
-  // ends the answer before the generator did.
+  // ends the answer before the generator did. With `client_gone`, it is asked every
+  // kHangUpPollInterval while nothing arrives; once it says yes the request is cancelled, and the
+  // wait goes on for the end the cancel brings.
   template <typename Cancel>
-  Piece next(const Cancel& cancel) {
+  Piece next(const Cancel& cancel, const std::function<bool()>& client_gone = {}) {
     Piece piece;
     bool finished = false, aborted = false;
     {
       std::unique_lock lock(ticket_->mutex);
-      ticket_->changed.wait(lock, [&] { return ticket_->finished || ticket_->tokens.size() > taken_; });
+      auto ready = [&] { return ticket_->finished || ticket_->tokens.size() > taken_; };
+      while (!ticket_->changed.wait_for(lock, kHangUpPollInterval, ready)) {
+        if (client_gone && !hung_up_ && client_gone()) {
+          hung_up_ = true;
+          lock.unlock();
+          cancel();
+          lock.lock();
+        }
+      }
       piece.ids.assign(ticket_->tokens.begin() + static_cast<int64_t>(taken_), ticket_->tokens.end());
       if (!ticket_->logprobs.empty())
         piece.logprobs.assign(ticket_->logprobs.begin() + static_cast<int64_t>(taken_), ticket_->logprobs.end());
@@ -89,6 +103,7 @@ class Reply {
   StopMatcher matcher_;
   size_t taken_ = 0;
   bool done_ = false;
+  bool hung_up_ = false;
 };
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
@@ -314,12 +329,15 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
     return shown;
   };
   if (!api.stream) {
+    // Nothing is written before the end, so a client that hangs up is noticed on its socket.
+    const std::optional<ClientSocket> client = ClientSocket::find(req.remote_addr, req.remote_port, req.local_port);
+    const std::function<bool()> client_gone = [&client] { return client && client->hung_up(); };
     std::string text = echoed;
     std::vector<int32_t> tokens;
     std::vector<TokenLogprob> shown;
     std::optional<FinishReason> finish;
     for (bool first = true; !finish; first = false) {
-      Reply::Piece p = reply->next(cancel);
+      Reply::Piece p = reply->next(cancel, client_gone);
       text += p.text;
       tokens.insert(tokens.end(), p.ids.begin(), p.ids.end());
       if (logprobs)

@@ -470,6 +470,35 @@ def check_hang_up(port, rank1):
           f"a client that hangs up frees its slot ({made} of 200 tokens made)")
 
 
+def check_hang_up_whole(port, rank1):
+    """A client that hangs up while waiting for a whole (non-streaming) answer, which writes nothing
+    to it before the end: the server notices on the socket and cancels the request. Rank 1 is
+    paused from before the request until the server has had time to notice, so no pass runs in
+    between and the request cannot end on its own first."""
+    wait_until_idle(port)
+    before = metric(port, "generation_tokens_total")
+    cancelled = metric(port, "requests_cancelled_total")
+    body = json.dumps({"prompt": PROMPTS[1][0], "max_tokens": 200})
+    os.kill(rank1, signal.SIGSTOP)
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+            deadline = time.time() + 30
+            while time.time() < deadline and metric(port, "num_requests_running") == 0:
+                time.sleep(0.01)  # the request is queued for the mesh
+        time.sleep(0.5)  # the wait asks every 100 ms
+    finally:
+        os.kill(rank1, signal.SIGCONT)
+    deadline = time.time() + 60
+    while time.time() < deadline and metric(port, "num_requests_running") > 0:
+        time.sleep(0.05)
+    made = metric(port, "generation_tokens_total") - before
+    check(metric(port, "num_requests_running") == 0 and made < 200 and
+          metric(port, "requests_cancelled_total") == cancelled + 1,
+          f"a client that hangs up before its whole answer frees its slot ({made} of 200 tokens made)")
+
+
 def check_bad_requests(port, vocab, expected_tokens):
     rejected = metric(port, "requests_rejected_total")
     cases = [("/v1/completions", "{", 400, "not valid JSON"),
@@ -659,6 +688,7 @@ def main():
         check_penalties(port, weights)
         check_stop_strings(port, expected_text)
         check_hang_up(port, rank_pids(process, log)[1])
+        check_hang_up_whole(port, rank_pids(process, log)[1])
         check_bad_requests(port, CONFIG["vocab_size"], expected_tokens)
         check_refusals(weights, port)
         check_shutdown(process, port, log)
