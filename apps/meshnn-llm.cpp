@@ -124,6 +124,12 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
                  "a token of the prompt or the answer has its logit divided by this when positive, multiplied when "
                  "negative; > 1 discourages repeats (Hugging Face's repetition_penalty)")
       ->check(FiniteRange());
+  std::string generation_config = "auto";
+  cli.add_option("--generation-config", generation_config,
+                 "auto: the sampling options not given here (--sampling, --temperature, --top-k, --top-p, "
+                 "--repetition-penalty) come from the model's generation_config.json, as transformers' generate() "
+                 "reads it; none: meshnn's defaults (greedy)")
+      ->check(CLI::IsMember({"auto", "none"}));
   cli.add_option("--seed", c.seed, "seed of sampling, of a generated model and of generated prompts")
       ->transform(IntRange(0, INT64_MAX));
   cli.add_flag("--no-warm-up", no_warm_up,
@@ -172,6 +178,9 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   c.model.topology = parse_topology(topology);
   c.sampling.mode = serving::parse_sampling_mode(sampling);
   c.sampling.seed = c.seed;
+  c.model_sampling_defaults = generation_config == "auto";
+  c.sampling_given = {cli.count("--sampling") > 0, cli.count("--temperature") > 0, cli.count("--top-k") > 0,
+                      cli.count("--top-p") > 0, cli.count("--repetition-penalty") > 0};
   c.stream = !no_stream;
   c.prefix_reuse = !no_prefix_reuse;
   c.warm_up = !no_warm_up;

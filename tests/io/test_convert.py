@@ -483,6 +483,42 @@ def test_jobs(models):
         check(same_outputs(outs[0], outs[1]), f"meshnn-mlp on {ranks} rank(s): converted Falcon = direct file")
 
 
+def test_generation_config():
+    """The model's generation_config.json sets the sampling the command line leaves alone, as
+    transformers' generate() reads it (Qwen2.5-Instruct's settings here)."""
+    sampling = {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}
+    weights = os.path.join(WORK, "qwen2_sampling.h5")
+    shutil.copy(os.path.join(WORK, "qwen2.h5"), weights)
+    with h5py.File(weights, "a") as f:
+        del f["tokenizer/generation_config.json"]
+        text = json.dumps({"bos_token_id": 1, "eos_token_id": [5, 3], **sampling}).encode()
+        f["tokenizer/generation_config.json"] = np.frombuffer(text, dtype=np.uint8)
+
+    def job(tag, *extra):
+        out = os.path.join(WORK, f"gen_config_{tag}.h5")
+        r = mpirun(2, [os.path.join(BUILD, "apps", "meshnn-llm"), "--weights", weights, "--prompt-len", "8",
+                       "--batch", "2", "--max-new-tokens", "6", "--ignore-eos", "--weight-dtype", "bfloat16",
+                       "--output", out, *extra])
+        if r.returncode != 0:
+            print(r.stdout[-2000:] + r.stderr[-2000:])
+            return None, {}, ""
+        with h5py.File(out, "r") as f:
+            return f["tokens"][...], {k: attr_value(v) for k, v in f.attrs.items()}, r.stdout
+
+    tokens, attrs, out = job("auto")
+    expected = {"sampling": "top-p", "temperature": 0.7, "top_k": 20, "top_p": 0.8, "repetition_penalty": 1.05}
+    check(all(attrs.get(k) == v for k, v in expected.items()) and "from the model's generation_config.json" in out,
+          f"the job samples as the model's generation_config.json says ({ {k: attrs.get(k) for k in expected} })")
+    same, _, _ = job("explicit", "--generation-config", "none", "--sampling", "top-p", "--temperature", "0.7",
+                     "--top-p", "0.8", "--top-k", "20", "--repetition-penalty", "1.05")
+    greedy, _, _ = job("none", "--generation-config", "none")
+    check(tokens is not None and np.array_equal(tokens, same) and not np.array_equal(tokens, greedy),
+          "its tokens are those of the same settings given on the command line, not greedy's")
+    given, attrs, _ = job("given", "--sampling", "greedy", "--repetition-penalty", "1")
+    check(attrs.get("sampling") == "greedy" and attrs.get("repetition_penalty") == 1.0 and
+          np.array_equal(given, greedy), "options given on the command line win over the file's")
+
+
 def main():
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
@@ -490,6 +526,7 @@ def main():
     test_hostile(models)
     test_placements()
     test_jobs(models)
+    test_generation_config()
     finish(failures, WORK)
 
 

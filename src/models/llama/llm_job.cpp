@@ -264,10 +264,28 @@ std::string generated_model_path(const std::string& preset, int64_t layers, uint
   return fmt::format("{}/llama-{}{}-seed{}.h5", dir, preset, layers > 0 ? fmt::format("-{}layers", layers) : "", seed);
 }
 
-int run_llm_job(const LlmJobConfig& c) {
-  const MeshDevicePtr mesh = open_mesh(c);
+// The job's settings with the sampling defaults of the model's generation_config.json, which every
+// rank reads from the weights file.
+LlmJobConfig with_model_sampling(const LlmJobConfig& given, const std::string& file, bool root) {
+  LlmJobConfig c = given;
+  if (!c.model_sampling_defaults) return c;
+  const std::optional<std::string> text = io::read_embedded_file_local(file, "tokenizer/generation_config.json");
+  if (!text) return c;
+  const std::string where = fmt::format("tokenizer/generation_config.json in {}", file);
+  const std::string taken =
+      apply_model_sampling(read_model_sampling(*text, where), c.sampling_given, where, c.sampling, c.penalties);
+  if (root && !taken.empty())
+    std::printf("sampling from the model's generation_config.json: %s (the command line's options win; "
+                "--generation-config none ignores the file)\n",
+                taken.c_str());
+  return c;
+}
+
+int run_llm_job(const LlmJobConfig& given) {
+  const MeshDevicePtr mesh = open_mesh(given);
   const bool root = mesh->device_id() == 0;
-  const std::string file = weights_file(c, *mesh);
+  const std::string file = weights_file(given, *mesh);
+  const LlmJobConfig c = with_model_sampling(given, file, root);
   const LlamaConfig config = config_from_attributes(io::read_root_attributes(file, mesh), file);
   // Rank 0's clock: the date a chat template prints is the same on every rank.
   const auto now = static_cast<std::time_t>(root_value(mesh->comm(), static_cast<int64_t>(std::time(nullptr))));

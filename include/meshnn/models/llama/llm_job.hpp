@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "meshnn/models/generation_config.hpp"
 #include "meshnn/models/llama/model.hpp"
 #include "meshnn/models/parallel.hpp"
 #include "meshnn/serving/logit_penalties.hpp"
@@ -64,6 +65,10 @@ struct LlmJobConfig {
   int64_t prefill_chunk = 512;
   serving::SamplingParams sampling;
   serving::LogitPenalties penalties;  // presence, frequency and repetition penalties of every request
+  // The weights file's generation_config.json (models/generation_config.hpp) sets the sampling
+  // and repetition_penalty that `sampling_given` says the command line left alone.
+  bool model_sampling_defaults = true;
+  SamplingGiven sampling_given;
   bool ignore_eos = false;           // benchmarks: always produce max_new_tokens
   bool warm_up = true;               // one untimed prefill pass and decode step first (serving::warm_up)
   std::string output, json;
