@@ -37,9 +37,9 @@ class Reply {
     std::optional<FinishReason> finish;
   };
 
-  Reply(std::shared_ptr<Ticket> ticket, const ServeText& text, const std::vector<int32_t>& stop_ids,
+  Reply(std::shared_ptr<Ticket> ticket, const ServeText& text, std::vector<int32_t> stop_ids,
         std::vector<std::string> stops)
-      : ticket_(std::move(ticket)), stop_ids_(stop_ids), matcher_(std::move(stops)) {
+      : ticket_(std::move(ticket)), stop_ids_(std::move(stop_ids)), matcher_(std::move(stops)) {
     if (text.tokenizer != nullptr) stream_.emplace(*text.tokenizer);
   }
 
@@ -98,7 +98,7 @@ class Reply {
   }
 
   std::shared_ptr<Ticket> ticket_;
-  const std::vector<int32_t>& stop_ids_;
+  const std::vector<int32_t> stop_ids_;
   std::optional<text::TextStream> stream_;
   StopMatcher matcher_;
   size_t taken_ = 0;
@@ -282,6 +282,9 @@ serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {
   g.logprobs = api.logprobs.value_or(-1);
   g.prompt_logprobs = api.echo && api.logprobs.has_value();
   g.sampling = sampling_of(api, options_.generation.sampling);
+  g.ignore_eos = api.ignore_eos;
+  g.stop_token_ids = api.stop_token_ids;
+  g.min_new_tokens = api.min_tokens.value_or(0);
   if (api.presence_penalty || api.frequency_penalty || api.repetition_penalty || !api.logit_bias.empty())
     g.penalties = penalties_of(api, options_.generation.penalties);
   check_(g);
@@ -314,7 +317,11 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
                               unix_now(), options_.model_name};
   // Without a tokenizer the ids are the answer.
   const bool ids = api.return_token_ids || text_.tokenizer == nullptr;
-  auto reply = std::make_shared<Reply>(ticket, text_, options_.generation.stop_token_ids, api.stop);
+  // The ids whose arrival means "stop" rather than "length": the request's, and the eos unless ignored.
+  std::vector<int32_t> stop_ids = api.stop_token_ids;
+  if (!api.ignore_eos)
+    stop_ids.insert(stop_ids.end(), options_.generation.stop_token_ids.begin(), options_.generation.stop_token_ids.end());
+  auto reply = std::make_shared<Reply>(ticket, text_, std::move(stop_ids), api.stop);
   auto cancel = [this, number = ticket->number] { this->cancel(number); };
   const bool logprobs = api.logprobs.has_value();
   // echo: the answer begins with the prompt, as given (ids as their text), and its scores.

@@ -23,7 +23,10 @@ std::string encode(const InboxBatch& b) {
            {"max_new_tokens", r.max_new_tokens},
            {"prompt", r.prompt},
            {"logprobs", r.logprobs},
-           {"prompt_logprobs", r.prompt_logprobs}};
+           {"prompt_logprobs", r.prompt_logprobs},
+           {"ignore_eos", r.ignore_eos},
+           {"stop_token_ids", r.stop_token_ids},
+           {"min_new_tokens", r.min_new_tokens}};
     if (r.sampling)
       a["sampling"] = {{"mode", static_cast<int>(r.sampling->mode)}, {"temperature", r.sampling->temperature},
                        {"top_k", r.sampling->top_k},         {"top_p", r.sampling->top_p},
@@ -51,6 +54,9 @@ InboxBatch decode_batch(const std::string& text) {
     r.prompt = a.at("prompt").get<std::vector<int32_t>>();
     r.logprobs = a.at("logprobs").get<int64_t>();
     r.prompt_logprobs = a.at("prompt_logprobs").get<bool>();
+    r.ignore_eos = a.at("ignore_eos").get<bool>();
+    r.stop_token_ids = a.at("stop_token_ids").get<std::vector<int32_t>>();
+    r.min_new_tokens = a.at("min_new_tokens").get<int64_t>();
     if (a.contains("sampling")) {
       const json& s = a.at("sampling");
       r.sampling = serving::SamplingParams{static_cast<serving::SamplingMode>(s.at("mode").get<int>()),

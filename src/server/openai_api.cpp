@@ -267,6 +267,18 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   if (r.repetition_penalty && *r.repetition_penalty == 0.0) bad("'repetition_penalty' must be in (0, 100], got 0");
   read_logit_bias(body, r);
   read_stop(body, r);
+  if (const json* ids = field(body, "stop_token_ids"); ids != nullptr) {
+    if (!ids->is_array()) bad("'stop_token_ids' must be a list of token ids");
+    for (const json& t : *ids) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        bad(fmt::format("'stop_token_ids' must be integers in [0, 2^31), got {}", t.dump()));
+      r.stop_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+  }
+  r.ignore_eos = flag(body, "ignore_eos");
+  r.min_tokens = integer(body, "min_tokens", 0, kMaxTokens);
+  if (r.min_tokens && r.max_tokens && *r.min_tokens > *r.max_tokens)
+    bad(fmt::format("'min_tokens' ({}) must not exceed 'max_tokens' ({})", *r.min_tokens, *r.max_tokens));
   r.stream = flag(body, "stream");
   if (const json* o = field(body, "stream_options"); o != nullptr) {
     if (!o->is_object()) bad("'stream_options' must be an object");

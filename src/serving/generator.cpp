@@ -162,6 +162,27 @@ struct Generator::State {
     const GenerationRequest& r = entries.at(handle).request;
     return r.penalties ? *r.penalties : options.penalties;
   }
+  bool ends_request(const GenerationRequest& r, int32_t token) const {
+    auto among = [token](const std::vector<int32_t>& ids) { return std::find(ids.begin(), ids.end(), token) != ids.end(); };
+    return (!r.ignore_eos && among(options.stop_token_ids)) || among(r.stop_token_ids);
+  }
+  // The request may not stop yet: its stop tokens are masked in this pass's row.
+  bool too_soon_to_stop(size_t handle) const {
+    const Entry& e = entries.at(handle);
+    const bool has_stops = !e.request.stop_token_ids.empty() || (!e.request.ignore_eos && !options.stop_token_ids.empty());
+    return has_stops && static_cast<int64_t>(e.output.tokens.size()) < e.request.min_new_tokens;
+  }
+  // Sets the logits of the request's stop tokens held by this device's shard to -inf.
+  void mask_stop_tokens(std::span<float> row, const GenerationRequest& r) const {
+    const VocabShard shard = model.vocab_shard();
+    auto mask = [&](const std::vector<int32_t>& ids) {
+      for (int32_t id : ids)
+        if (const int64_t c = id - shard.offset; c >= 0 && c < shard.valid)
+          row[static_cast<size_t>(c)] = -std::numeric_limits<float>::infinity();
+    };
+    if (!r.ignore_eos) mask(options.stop_token_ids);
+    mask(r.stop_token_ids);
+  }
   ShardedSampler& sampler_for(const SamplingParams& p) { return samplers[{p.mode, p.top_k}]; }
 
   // A request leaves its slot: with reuse_prefixes, the slot remembers what its cache now holds,
@@ -243,20 +264,22 @@ struct Generator::State {
     bool uniform = true;
     for (size_t h : handle_of_row) uniform = uniform && sampling_of(h) == first;
     sampled.resize(rows);
-    const bool penalised =
-        std::any_of(handle_of_row.begin(), handle_of_row.end(), [&](size_t h) { return penalties_of(h).active(); });
-    // Rows scoring prompts follow the sampled ones; the samplers see only theirs. Penalties adjust
-    // a copy: the raw logits stay for the log-probabilities. Those paths allocate.
+    const bool adjusted = std::any_of(handle_of_row.begin(), handle_of_row.end(),
+                                      [&](size_t h) { return penalties_of(h).active() || too_soon_to_stop(h); });
+    // Rows scoring prompts follow the sampled ones; the samplers see only theirs. Penalties and
+    // masked stop tokens adjust a copy: the raw logits stay for the log-probabilities. Those paths
+    // allocate.
     std::optional<Tensor> sampled_logits;
-    if ((!scored.empty() || penalised) && rows > 0) {
+    if ((!scored.empty() || adjusted) && rows > 0) {
       std::vector<size_t> first_rows(rows);
       std::iota(first_rows.begin(), first_rows.end(), size_t{0});
       std::vector<float> copy = picked_rows(logits, first_rows);
       const auto width = static_cast<size_t>(logits.shape()[3]);
-      for (size_t i = 0; i < rows && penalised; ++i) {
+      for (size_t i = 0; i < rows && adjusted; ++i) {
         const Entry& e = entries.at(handle_of_row[i]);
-        apply_penalties(std::span<float>(copy).subspan(i * width, width), model.vocab_shard(),
-                        penalties_of(handle_of_row[i]), e.request.prompt, e.output.tokens);
+        const std::span<float> row = std::span<float>(copy).subspan(i * width, width);
+        apply_penalties(row, model.vocab_shard(), penalties_of(handle_of_row[i]), e.request.prompt, e.output.tokens);
+        if (too_soon_to_stop(handle_of_row[i])) mask_stop_tokens(row, e.request);
       }
       sampled_logits = row_major_logits(copy, logits.shape()[3]);
     }
@@ -316,8 +339,7 @@ struct Generator::State {
       out.tokens.push_back(sampled[i]);
       if (options.keep_logits) out.logits.insert(out.logits.end(), full_row(i).begin(), full_row(i).end());
       ended[i] = static_cast<int64_t>(out.tokens.size()) >= e.request.max_new_tokens ||
-                 std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), sampled[i]) !=
-                     options.stop_token_ids.end();
+                 ends_request(e.request, sampled[i]);
       if (options.on_token)
         options.on_token(handle_of_row[i], sampled[i], ended[i] != 0,
                          e.request.logprobs >= 0 ? &out.logprobs.back() : nullptr);
@@ -452,6 +474,11 @@ void Generator::check(const GenerationRequest& r, const std::string& what) const
                  "{}: token {} of the prompt is {}, outside the vocabulary [0, {})", what, t, r.prompt[t],
                  model.vocab_size());
   if (r.sampling) r.sampling->validate();
+  for (int32_t id : r.stop_token_ids)
+    MESHNN_CHECK(id >= 0 && id < model.vocab_size(), "{}: stop token {} is outside the vocabulary [0, {})", what, id,
+                 model.vocab_size());
+  MESHNN_CHECK(r.min_new_tokens >= 0 && r.min_new_tokens <= r.max_new_tokens,
+               "{}: min_new_tokens {} must be in [0, max_new_tokens = {}]", what, r.min_new_tokens, r.max_new_tokens);
   if (r.penalties) {
     r.penalties->validate();
     for (const auto& [id, bias] : r.penalties->bias)

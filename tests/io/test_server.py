@@ -406,6 +406,20 @@ def check_penalties(port, weights):
     check(results["forced"] == [forced] * n and results["banned"][0] != greedy[0][0],
           f"logit_bias: +100 makes every token {forced}, -100 bans the greedy first token {greedy[0][0]}")
 
+    # vLLM's stop_token_ids and min_tokens (this server runs with --ignore-eos, as every request's
+    # ignore_eos would have it).
+    stop = greedy[0][2]
+    first = greedy[0].index(stop)
+    choice = json.loads(post(port, "/v1/completions", {"prompt": prompt, "max_tokens": n, "return_token_ids": True,
+                                                      "stop_token_ids": [stop], "ignore_eos": True})[1])["choices"][0]
+    check(choice["token_ids"] == greedy[0][:first + 1] and choice["finish_reason"] == "stop",
+          f"stop_token_ids [{stop}]: greedy's tokens up to its first {stop}, finish reason 'stop'")
+    choice = json.loads(post(port, "/v1/completions", {"prompt": prompt, "max_tokens": n, "return_token_ids": True,
+                                                      "stop_token_ids": [stop], "min_tokens": first + 3})[1])["choices"][0]
+    ids = choice["token_ids"]
+    check(len(ids) >= first + 3 and stop not in ids[:first + 3] and (stop not in ids or ids.index(stop) == len(ids) - 1),
+          f"min_tokens {first + 3}: {stop} is not drawn before, and ends the answer only after ({ids})")
+
 
 def check_stop_strings(port, expected_text):
     text = expected_text[3]

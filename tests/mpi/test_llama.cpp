@@ -396,6 +396,66 @@ TEST(Llama, StopTokensEndRequestsAndEveryTokenIsReported) {
   EXPECT_TRUE(all_ranks_ok(ok));
 }
 
+// A request's own stop tokens (stop_token_ids), ignore_eos and min_new_tokens beside requests
+// that stop at the options' eos: each ends at the first of its stop tokens, as the free run makes
+// them; before min_new_tokens its stop tokens are never drawn (each token is the argmax of its raw
+// logits with them at -inf), and it may stop after.
+TEST(Llama, RequestsStopAtTheirOwnTokensAndNotBeforeMinTokens) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  auto requests = ragged_requests(config.vocab_size, 10);
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
+  serving::KvCache cache = model.make_cache(2, 64, DataType::FLOAT32);
+  const GenerationResult free_run = serving::generate(model, cache, requests, GenerationOptions{});
+  auto tokens = [&](size_t i) { return free_run.outputs[i].tokens; };
+  // Up to and with the first of `stops` in the free run's tokens of request i.
+  auto until = [&](size_t i, const std::vector<int32_t>& stops) {
+    std::vector<int32_t> kept;
+    for (int32_t t : tokens(i)) {
+      kept.push_back(t);
+      if (std::find(stops.begin(), stops.end(), t) != stops.end()) break;
+    }
+    return kept;
+  };
+
+  GenerationOptions go;
+  go.stop_token_ids = {tokens(1)[2]};  // the "eos"
+  go.keep_logits = true;
+  requests[0].stop_token_ids = {tokens(0)[3]};
+  requests[0].ignore_eos = true;
+  requests[1].ignore_eos = true;
+  const int32_t early = tokens(2)[1];
+  requests[2].stop_token_ids = {early};
+  requests[2].min_new_tokens = 6;
+  const GenerationResult run = serving::generate(model, cache, requests, go);
+
+  const bool own = run.outputs[0].tokens == until(0, {tokens(0)[3]}) && run.outputs[1].tokens == tokens(1) &&
+                   run.outputs[3].tokens == until(3, go.stop_token_ids);
+  // Request 2: argmax of its raw logits without its stop tokens (its own and the eos) until 6 tokens.
+  const serving::RequestOutput& out = run.outputs[2];
+  const auto vocab = static_cast<size_t>(config.vocab_size);
+  bool held_back = out.tokens.size() >= 6;
+  for (size_t t = 0; t < out.tokens.size() && held_back; ++t) {
+    std::vector<float> row(out.logits.begin() + static_cast<int64_t>(t * vocab),
+                           out.logits.begin() + static_cast<int64_t>((t + 1) * vocab));
+    if (t < 6) row[static_cast<size_t>(early)] = row[static_cast<size_t>(go.stop_token_ids[0])] = -INFINITY;
+    const int32_t best = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    held_back = out.tokens[t] == best;
+    const bool stop = out.tokens[t] == early || out.tokens[t] == go.stop_token_ids[0];
+    held_back = held_back && (t < 6 ? !stop : !stop || t + 1 == out.tokens.size());  // after 6: a stop ends it
+  }
+  EXPECT_TRUE(all_ranks_ok(own && held_back))
+      << "own stop tokens and ignore_eos: " << own << ", min_new_tokens holds them back: " << held_back;
+
+  GenerationRequest bad = requests[0];
+  bad.min_new_tokens = bad.max_new_tokens + 1;
+  EXPECT_THROW(serving::generate(model, cache, std::span(&bad, 1), go), Error);
+  bad = requests[0];
+  bad.stop_token_ids = {static_cast<int32_t>(config.vocab_size)};
+  EXPECT_THROW(serving::generate(model, cache, std::span(&bad, 1), go), Error);
+}
+
 // A conversation's next turn whose prompt begins with the last turn's prompt and answer takes
 // those tokens from the cache slot the last turn left them in (cached_prefix, cached_slot), even
 // while another request is admitted beside it: its tokens are those of the whole prompt

@@ -165,6 +165,29 @@ TEST(OpenAiApi, ReadsPenaltiesAndLogitBias) {
             std::string::npos);
 }
 
+TEST(OpenAiApi, ReadsVllmsStopTokenFields) {
+  const ApiRequest r = parse_request(
+      R"({"prompt": "a", "max_tokens": 9, "stop_token_ids": [7, 2], "ignore_eos": true, "min_tokens": 4})",
+      Endpoint::COMPLETIONS);
+  EXPECT_EQ(r.stop_token_ids, (std::vector<int32_t>{7, 2}));
+  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_EQ(r.min_tokens, 4);
+  const ApiRequest bare = parse_request(R"({"prompt": "a"})", Endpoint::COMPLETIONS);
+  EXPECT_TRUE(bare.stop_token_ids.empty());
+  EXPECT_FALSE(bare.ignore_eos);
+  EXPECT_EQ(bare.min_tokens, std::nullopt);
+  EXPECT_NE(refusal(R"({"prompt": "a", "stop_token_ids": 3})").find("'stop_token_ids' must be a list"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "stop_token_ids": [1, -1]})").find("'stop_token_ids' must be integers"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "ignore_eos": 1})").find("'ignore_eos' must be true or false"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "min_tokens": -1})").find("'min_tokens' must be in [0, "), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "max_tokens": 3, "min_tokens": 4})")
+                .find("'min_tokens' (4) must not exceed 'max_tokens' (3)"),
+            std::string::npos);
+}
+
 TEST(OpenAiApi, SamplingAsOpenAiParametersMeanIt) {
   const SamplingParams greedy;  // the job's default
   ApiRequest r;

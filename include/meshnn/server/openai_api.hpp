@@ -45,6 +45,11 @@ struct ApiRequest {
   std::optional<double> presence_penalty, frequency_penalty, repetition_penalty;
   std::vector<std::pair<int32_t, float>> logit_bias;
   std::vector<std::string> stop;  // the text ends before the first of these
+  // vLLM's: token ids that end the answer besides the model's eos; ignore the eos; and the
+  // tokens to make before any of them may come (they are not drawn until then).
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  std::optional<int64_t> min_tokens;
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage: a last chunk with the counts
   bool return_token_ids = false;  // vLLM's: the prompt's and the answer's ids in the response

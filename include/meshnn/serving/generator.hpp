@@ -44,6 +44,12 @@ struct GenerationRequest {
   // This request's logit bias and penalties, instead of the options' (logit_penalties.hpp). A pass
   // holding a request with any copies its logits to adjust them, and so allocates.
   std::optional<LogitPenalties> penalties;
+  // The tokens that end the request: the options' stop_token_ids (the model's eos ids) unless
+  // ignore_eos, and stop_token_ids besides. Before min_new_tokens tokens none of them can be drawn
+  // (their logits are -inf, as vLLM's min_tokens does; such passes allocate, as penalties do).
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  int64_t min_new_tokens = 0;
   // >= 0: each token's log-probability and this many of the most likely tokens at its position
   // (RequestOutput::logprobs). A pass holding such a request gathers its full logits, and so
   // allocates. At most the vocabulary size.
