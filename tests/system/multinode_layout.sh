@@ -15,6 +15,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 # Each daemon shares its hwloc topology through a shared mapping it places in a hole of its address
 # space; two daemons of one machine now and then crashed writing it (hwloc_shmem_topology_write,
 # seen in full test runs): the stand-in hosts do without the sharing (rtc_hwloc_vmhole none).
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export MESHNN_LOCAL_RSH_TMP="$work"  # the stand-in hosts' session directories (local_rsh.sh)
 launch=(mpirun --mca plm_rsh_agent "$root/tests/system/local_rsh.sh" --mca pml ob1 --mca btl tcp,self
         --mca rtc_hwloc_vmhole none --hostfile "$root/hostfiles/t3000.txt" -np 8)
 
@@ -40,8 +43,6 @@ check_layout() {  # check_layout NAME EXTRA_MPIRUN_ARGS...
 check_layout hostfile
 # The rankfile's slots are cores of each host: this machine may have fewer than 4, so slot j
 # becomes j mod (cores here); which host each rank goes to is the file's.
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 cores=$(nproc)
 awk -v cores="$cores" '/^rank/ { split($3, a, "="); print $1, $2, "slot=" (a[2] % cores); next } { print }' \
   "$root/hostfiles/t3000.rankfile" > "$work/t3000.rankfile"
