@@ -124,6 +124,11 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
                  "a token of the prompt or the answer has its logit divided by this when positive, multiplied when "
                  "negative; > 1 discourages repeats (Hugging Face's repetition_penalty)")
       ->check(FiniteRange());
+  cli.add_option("--draft-tokens", c.draft_tokens,
+                 "speculative decoding by prompt lookup: a greedy request whose last tokens appeared before in its "
+                 "text feeds up to this many of the tokens that followed them beside its decode row, and keeps those "
+                 "the model agrees with (0 = off)")
+      ->transform(IntRange(0, 64));
   std::string generation_config = "auto";
   cli.add_option("--generation-config", generation_config,
                  "auto: the sampling options not given here (--sampling, --temperature, --top-k, --top-p, "

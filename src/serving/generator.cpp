@@ -17,6 +17,7 @@
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/trace.hpp"
 #include "meshnn/distributed/distribute.hpp"
+#include "meshnn/serving/prompt_lookup.hpp"
 
 namespace meshnn::serving {
 namespace {
@@ -128,6 +129,15 @@ struct Generator::State {
     int64_t row;       // in the pass's batch
   };
   std::vector<Scored> scored;
+  // draft_tokens: the drafts fed this pass, each for the active request of decode row `decode_row`,
+  // its rows in the batch's logit rows from `first_logit_row`; and per decode row, the drafts kept.
+  struct Drafted {
+    size_t decode_row;
+    std::vector<int32_t> tokens;
+    size_t first_logit_row;
+  };
+  std::vector<Drafted> drafted;
+  std::vector<int64_t> kept_drafts;
   // One sampler per (mode, top_k): each keeps buffers sized for its exchange, so requests with
   // different parameters do not make each other's buffers again every pass.
   std::map<std::pair<SamplingMode, int64_t>, ShardedSampler> samplers;
@@ -252,6 +262,55 @@ struct Generator::State {
     }
   }
 
+  // draft_tokens: whether a request's next tokens may be guessed, and how many fit (after the one
+  // its decode row makes: within max_new_tokens and the positions the cache and model hold).
+  int64_t draft_room(const Active& a) const {
+    const Entry& e = entries.at(a.handle);
+    const GenerationRequest& r = e.request;
+    if (options.draft_tokens <= 0 || options.keep_logits || r.logprobs >= 0 ||
+        sampling_of(a.handle).mode != SamplingMode::GREEDY || penalties_of(a.handle).active() ||
+        too_soon_to_stop(a.handle))
+      return 0;
+    const int64_t limit = std::min(cache.max_seq(), model.max_positions());
+    const int64_t by_tokens = r.max_new_tokens - static_cast<int64_t>(e.output.tokens.size()) - 1;
+    return std::max<int64_t>(0, std::min({options.draft_tokens, by_tokens, limit - 1 - a.next_position}));
+  }
+
+  // The greedy choices at the draft rows (one exchange), then for each request the drafts its own
+  // choices agree with, in order: draft j is kept when the token chosen before it equals it, and
+  // the choice at its row is then the request's next token.
+  void verify_drafts(const Tensor& logits) {
+    kept_drafts.assign(active.size(), 0);
+    if (drafted.empty()) return;
+    std::vector<size_t> rows;
+    std::vector<SampleRow> sample_at;
+    for (const Drafted& d : drafted)
+      for (size_t j = 0; j < d.tokens.size(); ++j) {
+        const Entry& e = entries.at(active[d.decode_row].handle);
+        rows.push_back(d.first_logit_row + j);
+        sample_at.push_back({e.request.id, static_cast<int64_t>(e.output.tokens.size() + j)});
+      }
+    const SamplingParams greedy{};
+    const std::span<const int32_t> chosen_span = sampler_for(greedy).sample(
+        logit_rows(logits, rows), model.vocab_shard(), sample_at, greedy, model.mesh());
+    const std::vector<int32_t> chosen(chosen_span.begin(), chosen_span.end());
+    size_t at = 0;
+    for (const Drafted& d : drafted) {
+      const size_t i = d.decode_row;
+      Entry& e = entries.at(active[i].handle);
+      for (size_t j = 0; j < d.tokens.size() && !ended[i] && e.output.tokens.back() == d.tokens[j]; ++j) {
+        const int32_t token = chosen[at + j];
+        e.output.tokens.push_back(token);
+        ++kept_drafts[i];
+        ended[i] = static_cast<int64_t>(e.output.tokens.size()) >= e.request.max_new_tokens ||
+                   ends_request(e.request, token);
+        if (options.on_token) options.on_token(active[i].handle, token, ended[i] != 0, nullptr);
+      }
+      at += d.tokens.size();
+      stats.accepted_draft_tokens += kept_drafts[i];
+    }
+  }
+
   // Samples the pass's logit rows (handle_of_row), appends their tokens and sets `ended`.
   void record(const Tensor& logits) {
     const auto sample_start = Clock::now();
@@ -270,7 +329,7 @@ struct Generator::State {
     // masked stop tokens adjust a copy: the raw logits stay for the log-probabilities. Those paths
     // allocate.
     std::optional<Tensor> sampled_logits;
-    if ((!scored.empty() || adjusted) && rows > 0) {
+    if ((!scored.empty() || adjusted || !drafted.empty()) && rows > 0) {
       std::vector<size_t> first_rows(rows);
       std::iota(first_rows.begin(), first_rows.end(), size_t{0});
       std::vector<float> copy = picked_rows(logits, first_rows);
@@ -384,7 +443,27 @@ struct Generator::State {
     }
     if (batch.tokens.empty()) return;  // nothing admitted: every waiting request waits for its slot
     for (const Scored& r : scored) batch.logit_rows.push_back(r.row);
-    const bool decode_only = batch.tokens.size() == decode_rows;
+    const size_t prompt_rows = batch.tokens.size() - decode_rows;
+    // Draft rows last: their logit rows follow the sampled and the scored ones.
+    drafted.clear();
+    for (size_t i = 0; i < decode_rows; ++i) {
+      const Active& a = active[i];
+      const int64_t room = draft_room(a);
+      if (room == 0) continue;
+      const Entry& e = entries.at(a.handle);
+      std::vector<int32_t> draft = prompt_lookup_draft(e.request.prompt, e.output.tokens, room);
+      if (draft.empty()) continue;
+      const size_t first_logit_row = batch.logit_rows.size();
+      for (size_t j = 0; j < draft.size(); ++j) {
+        batch.tokens.push_back(draft[j]);
+        batch.slots.push_back(a.slot);
+        batch.positions.push_back(a.next_position + 1 + static_cast<int64_t>(j));
+        batch.logit_rows.push_back(static_cast<int64_t>(batch.tokens.size()) - 1);
+      }
+      stats.drafted_tokens += static_cast<int64_t>(draft.size());
+      drafted.push_back({i, std::move(draft), first_logit_row});
+    }
+    const bool decode_only = prompt_rows == 0;
     const auto pass_start = Clock::now();
     // The pass as a phase of the trace: the forward pass and the sampling of its rows.
     trace::Scope phase("phase", decode_only ? "decode step" : "prefill pass");
@@ -395,14 +474,17 @@ struct Generator::State {
     const Tensor& logits = model.forward(batch, cache, decode_only ? stats.decode_times : stats.prefill_times);
     ended.clear();
     if (!handle_of_row.empty() || !scored.empty()) record(logits);
+    verify_drafts(logits);
     phase.finish();
     (decode_only ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);
+    int64_t kept = 0;
+    for (int64_t k : kept_drafts) kept += k;
     if (decode_only) {
       ++stats.decode_steps;
-      stats.decode_tokens += static_cast<int64_t>(decode_rows);
+      stats.decode_tokens += static_cast<int64_t>(decode_rows) + kept;
     } else {
       ++stats.prefill_passes;
-      stats.decode_tokens_in_prefill += static_cast<int64_t>(decode_rows);
+      stats.decode_tokens_in_prefill += static_cast<int64_t>(decode_rows) + kept;
     }
 
     still.clear();
@@ -412,7 +494,7 @@ struct Generator::State {
         finish(active[i].handle);
       } else {
         still.push_back(active[i]);
-        ++still.back().next_position;
+        still.back().next_position += 1 + kept_drafts[i];
       }
     }
     for (size_t k = 0; k < prompts_completed; ++k) {

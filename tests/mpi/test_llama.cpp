@@ -360,6 +360,47 @@ TEST(Llama, ContinuousBatchingEqualsSoloRuns) {
   EXPECT_TRUE(all_ranks_ok(same && worst >= 0.99999)) << "tokens equal: " << same << ", min PCC " << worst;
 }
 
+// Speculative decoding by prompt lookup (GenerationOptions::draft_tokens): every request makes the
+// tokens it makes without drafts, greedy ones in fewer decode steps (the tiny model's greedy
+// answers repeat themselves, so drafts are found and kept); every token reaches on_token once, in
+// order; requests that sample, or ask for log-probabilities, are decoded as before beside them.
+TEST(Llama, PromptLookupDraftsKeepEachRequestsTokens) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  auto requests = ragged_requests(config.vocab_size, 24);
+  GenerationRequest repeating = requests[0];
+  repeating.id = 9;
+  repeating.prompt.clear();
+  for (int k = 0; k < 6; ++k)
+    for (int32_t t : {11, 42, 7, 99, 150}) repeating.prompt.push_back(t);
+  requests.push_back(repeating);
+  requests[1].sampling = serving::SamplingParams{serving::SamplingMode::TOP_P, 0.9, 0, 0.8, 5};
+  requests[3].logprobs = 2;
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
+  serving::KvCache cache = model.make_cache(3, 96, DataType::FLOAT32);  // 3 slots: requests wait and join
+  GenerationOptions go;
+  const GenerationResult plain = serving::generate(model, cache, requests, go);
+  go.draft_tokens = 4;
+  std::vector<std::vector<int32_t>> reported(requests.size());
+  go.on_token = [&](size_t r, int32_t token, bool, const serving::TokenLogprobs*) { reported[r].push_back(token); };
+  const GenerationResult drafted = serving::generate(model, cache, requests, go);
+
+  bool same = true;
+  for (size_t i = 0; i < requests.size(); ++i)
+    same = same && drafted.outputs[i].tokens == plain.outputs[i].tokens && reported[i] == plain.outputs[i].tokens &&
+           drafted.outputs[i].logprobs.size() == plain.outputs[i].logprobs.size();
+  const serving::GenerationStats& s = drafted.stats;
+  const int64_t steps_before = plain.stats.decode_steps + plain.stats.prefill_passes;
+  const int64_t steps_after = s.decode_steps + s.prefill_passes;
+  const bool sped = s.accepted_draft_tokens > 0 && s.accepted_draft_tokens <= s.drafted_tokens &&
+                    steps_after < steps_before &&
+                    s.decode_tokens + s.decode_tokens_in_prefill == plain.stats.decode_tokens + plain.stats.decode_tokens_in_prefill;
+  EXPECT_TRUE(all_ranks_ok(same && sped))
+      << "same tokens: " << same << "; " << s.accepted_draft_tokens << " of " << s.drafted_tokens
+      << " drafts kept, passes " << steps_after << " against " << steps_before;
+}
+
 // A request ends at the first of the stop ids it produces (the id included) and its slot goes to
 // the next request; every token reaches on_token in order, the last one marked.
 TEST(Llama, StopTokensEndRequestsAndEveryTokenIsReported) {

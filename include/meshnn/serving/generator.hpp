@@ -85,6 +85,14 @@ struct GenerationOptions {
   // values agree with a fresh prefill's to rounding: those of generated tokens came from decode
   // steps.
   bool reuse_prefixes = false;
+  // Speculative decoding by prompt lookup (prompt_lookup.hpp), for greedy requests: a request
+  // whose last tokens appeared before in its prompt or answer feeds the tokens that followed them
+  // (up to draft_tokens) beside its decode row, and keeps each one the model's own choice agrees
+  // with. Its tokens are those it makes without (to rounding: a pass of more rows may run other
+  // kernels); a pass may make several. Requests with penalties, log-probabilities, stop tokens
+  // held back (min_new_tokens) or other sampling decode as usual, and so does every request with
+  // keep_logits. 0: off. Passes with drafts allocate.
+  int64_t draft_tokens = 0;
   // Called on every device as each token is sampled (index into `requests`, the token, whether it
   // ends the request, and its log-probabilities if the request asked for them, else nullptr), in
   // the order the tokens are made: for streaming text out.
@@ -114,6 +122,7 @@ struct GenerationStats {
   int64_t decode_steps = 0, decode_tokens = 0;     // decode-only passes; their rows summed
   int64_t decode_tokens_in_prefill = 0;            // decode rows that rode along in prefill passes
   int64_t reused_prompt_tokens = 0;                // prompt tokens found in the cache (reuse_prefixes)
+  int64_t drafted_tokens = 0, accepted_draft_tokens = 0;  // draft_tokens: rows fed, and those kept
   double prefill_seconds = 0, decode_seconds = 0, sampling_seconds = 0;
   PhaseTimes prefill_times, decode_times;  // forward passes only (compute / communication)
 };

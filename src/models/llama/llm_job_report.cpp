@@ -91,7 +91,9 @@ JobFigures gather_job_figures(const LoadedModel& loaded, const serving::KvCache&
        {"prefill tokens", static_cast<double>(s.prefill_tokens), false},
        {"sampling ms/step", 1e3 * s.sampling_seconds / steps, false},
        {"matmul weights MiB", static_cast<double>(model.matmul_weight_bytes()) / kMiB, false},
-       {"generation s", generation.seconds, false}},
+       {"generation s", generation.seconds, false},
+       {"drafted", static_cast<double>(s.drafted_tokens), false},
+       {"drafts kept", static_cast<double>(s.accepted_draft_tokens), false}},
       comm);
   const RankTable& table = f.table;
   for (size_t r = 0; r < table.rows.size(); ++r)
@@ -100,6 +102,8 @@ JobFigures gather_job_figures(const LoadedModel& loaded, const serving::KvCache&
       if (table.value(r, "prefill s") > 0)
         f.prefill_tokens_per_s += table.value(r, "prefill tokens") / table.value(r, "prefill s");
       f.prefill_tokens += table.value(r, "prefill tokens");
+      f.drafted_tokens += table.value(r, "drafted");
+      f.accepted_draft_tokens += table.value(r, "drafts kept");
     }
   return f;
 }
@@ -148,6 +152,10 @@ void print_report(const JobFigures& figures, const JobOutputs& outputs, const te
               step_ms, step_ms > 0 ? 1e3 / step_ms : 0.0, figures.decode_tokens_per_s, table.max("matmul ms/step"),
               100.0 * table.max("matmul ms/step") / std::max(1e-12, step_ms), table.max("comm ms/step"),
               table.max("sampling ms/step"));
+  if (figures.drafted_tokens > 0)
+    std::printf("speculative decoding (prompt lookup): %.0f draft tokens fed, %.0f kept (%.0f%%)\n",
+                figures.drafted_tokens, figures.accepted_draft_tokens,
+                100.0 * figures.accepted_draft_tokens / figures.drafted_tokens);
   std::printf("matmul weights read per decode step: %.1f MiB per device; whole generation %.3f s\n",
               table.max("matmul weights MiB"), table.max("generation s"));
   for (int64_t r = 0; r < std::min<int64_t>(outputs.n, 8); ++r)
@@ -232,7 +240,9 @@ void write_json_record(const LlmJobConfig& c, const LlamaConfig& config, int ran
       {"generation_s", table.max("generation s")},
       {"peak_mib", table.max("peak MiB")},
       {"weights_mib", table.max("weights MiB")},
-      {"kv_mib", table.max("KV MiB")}};
+      {"kv_mib", table.max("KV MiB")},
+      {"drafted_tokens", figures.drafted_tokens},
+      {"accepted_draft_tokens", figures.accepted_draft_tokens}};
   std::ofstream out(c.json);
   out << record.dump() << '\n';
   if (!out.good()) throw Error(fmt::format("cannot write '{}'", c.json));

@@ -68,6 +68,7 @@ struct LlmJobConfig {
   // The weights file's generation_config.json (models/generation_config.hpp) sets the sampling
   // and repetition_penalty that `sampling_given` says the command line left alone.
   bool model_sampling_defaults = true;
+  int64_t draft_tokens = 0;  // speculative decoding by prompt lookup (serving::GenerationOptions)
   SamplingGiven sampling_given;
   bool ignore_eos = false;           // benchmarks: always produce max_new_tokens
   bool warm_up = true;               // one untimed prefill pass and decode step first (serving::warm_up)
