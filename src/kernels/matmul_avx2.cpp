@@ -241,19 +241,11 @@ void small_m(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt
              int64_t ldc) {
   if (b.dtype == DataType::BFLOAT8_B && m >= 2) {
     // Groups of 2 or 3 rows, each decoding the weights once (4 rows as 2 + 2: cheaper than 3 + 1).
-    // With several groups, the columns go by blocks of about 256 KiB of weights, each group in
-    // turn: the later groups find the block in L2, so the weights come from memory once.
-    constexpr size_t kBlockBytes = size_t{256} << 10;
-    const int64_t column_bytes = b.tile_rows * static_cast<int64_t>(tile_bytes(b.dtype));
-    const int64_t block = m <= 3 ? nt_end - nt_begin : std::max<int64_t>(1, kBlockBytes / column_bytes);
-    for (int64_t nt0 = nt_begin; nt0 < nt_end; nt0 += block) {
-      const int64_t nt1 = std::min(nt_end, nt0 + block);
-      for (int i = 0; i < m;) {
-        const int rows = m - i == 4 ? 2 : std::min(3, m - i);
-        if (rows == 1) gemv_block_float(a + i * lda, b, nt0, nt1, c + i * ldc);
-        else gemv_block_float_rows(rows, a + i * lda, lda, b, nt0, nt1, c + i * ldc, ldc);
-        i += rows;
-      }
+    for (int i = 0; i < m;) {
+      const int rows = m - i == 4 ? 2 : std::min(3, m - i);
+      if (rows == 1) gemv_block_float(a + i * lda, b, nt_begin, nt_end, c + i * ldc);
+      else gemv_block_float_rows(rows, a + i * lda, lda, b, nt_begin, nt_end, c + i * ldc, ldc);
+      i += rows;
     }
     return;
   }
@@ -272,7 +264,7 @@ void small_m(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt
 }  // namespace avx2
 
 const KernelSet& avx2_kernel_set() {
-  static const KernelSet set{Isa::AVX2, avx2::decode_tile, avx2::micro_kernel, 6, avx2::small_m, 3, 4};
+  static const KernelSet set{Isa::AVX2, avx2::decode_tile, avx2::micro_kernel, 6, avx2::small_m, 3, 6};
   return set;
 }
 
