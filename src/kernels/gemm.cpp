@@ -344,10 +344,7 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
 
 }  // namespace
 
-bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed, DataType b_dtype) {
-  const int small_rows = b_dtype == DataType::BFLOAT8_B ? std::max(ks.small_m_max, ks.small_m_bfp8_max) : ks.small_m_max;
-  return b_transposed || m > small_rows;
-}
+bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed) { return b_transposed || m > ks.small_m_max; }
 
 int64_t gemm_row_blocks(int64_t m) { return (m + kMc - 1) / kMc; }
 
@@ -376,7 +373,7 @@ void gemm_pack_a_piece_bf16_tiles(const KernelSet& ks, int64_t m, const uint16_t
 void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const float* packed_a,
                  const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
   if (m <= 0 || nt_end <= nt_begin) return;
-  if (!gemm_packs_a(ks, m, b_transposed, b.dtype)) {
+  if (!gemm_packs_a(ks, m, b_transposed)) {
     ks.small_m(static_cast<int>(m), a, lda, b, nt_begin, nt_end, c, ldc);
     return;
   }

@@ -119,48 +119,6 @@ inline void bfp8_face(const uint8_t* codes, __m256 rows0_7, __m256 rows8_15, Fac
   }
 }
 
-// bfloat8_b face for several rows of A: as bfp8_face, each decoded vector feeding every row's
-// accumulators (acc[i][m]: row i, byte position m).
-template <int M, bool kTimes2p24>
-inline void rows_bfp8_face(const uint8_t* codes, const __m256 (&split)[M][2], __m256 (&acc)[M][4]) {
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    const __m256i v = sign_magnitude_to_int8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * j)));
-    __m256 f[M];
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) {
-      switch (j % 4) {  // the immediate must be a constant
-        case 0: f[i] = _mm256_permute_ps(split[i][j / 4], 0x00); break;
-        case 1: f[i] = _mm256_permute_ps(split[i][j / 4], 0x55); break;
-        case 2: f[i] = _mm256_permute_ps(split[i][j / 4], 0xAA); break;
-        default: f[i] = _mm256_permute_ps(split[i][j / 4], 0xFF); break;
-      }
-    }
-    const __m256 x0 = byte_of_dwords<0, kTimes2p24>(v);
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) acc[i][0] = _mm256_fmadd_ps(f[i], x0, acc[i][0]);
-    const __m256 x1 = byte_of_dwords<1, kTimes2p24>(v);
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) acc[i][1] = _mm256_fmadd_ps(f[i], x1, acc[i][1]);
-    const __m256 x2 = byte_of_dwords<2, kTimes2p24>(v);
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) acc[i][2] = _mm256_fmadd_ps(f[i], x2, acc[i][2]);
-    const __m256 x3 = byte_of_dwords<3, kTimes2p24>(v);
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) acc[i][3] = _mm256_fmadd_ps(f[i], x3, acc[i][3]);
-  }
-}
-
-// One accumulator set (acc[m] lane l: column 4(l % 4) + m) added into 16 columns of C.
-inline void bfp8_reduce_set_into(const __m256 (&acc)[4], float* c) {
-  __m128 s0 = halves_sum(acc[0]), s1 = halves_sum(acc[1]), s2 = halves_sum(acc[2]), s3 = halves_sum(acc[3]);
-  _MM_TRANSPOSE4_PS(s0, s1, s2, s3);
-  add_to(c, s0);
-  add_to(c + 4, s1);
-  add_to(c + 8, s2);
-  add_to(c + 12, s3);
-}
-
 inline void bfp8_reduce_into(const FaceAccumulators& a, float* c) {
   // s_m[l] = column 4l + m; the 4x4 transpose puts columns 4l..4l+3 in row l.
   __m128 s0 = halves_sum(_mm256_add_ps(a.acc[0][0], a.acc[1][0]));
@@ -266,80 +224,7 @@ void gemv_t(const float* a, const TileMatrix& b, int64_t nt_begin, int64_t nt_en
   }
 }
 
-// A few rows of A (M = 2 or 3: a few users' decode rows, or a request's speculative draft rows)
-// against bfloat8_b: gemv_t's decode, shared by the rows. Decoding is what a one-row pass spends
-// its time on, while each more row adds only its FMAs; the generic small-M loop decoded through
-// shuffles and broadcast per row, costing almost as much per row as a one-row pass. One
-// accumulator set per row (4 x M registers): FMAs to one accumulator are 4 x M apart, which covers
-// the FMA latency from M = 2 on.
-template <int M>
-void gemv_rows_bfp8(const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
-                    int64_t ldc) {
-  constexpr int kMantissaBits = 7, kShift = 24;
-  constexpr int64_t kRowsInFlight = 4;  // as gemv_t
-  const float* scale_table = block_float_scale_table(DataType::BFLOAT8_B);
-  const size_t bytes = tile_bytes(DataType::BFLOAT8_B);
-  const __m256i even_odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-  for (int i = 0; i < M; ++i)
-    for (int64_t j = nt_begin * 32; j < nt_end * 32; j += 8) _mm256_storeu_ps(c + i * ldc + j, _mm256_setzero_ps());
-  for (int64_t kt0 = 0; kt0 < b.tile_rows; kt0 += kRowsInFlight) {
-    const int64_t kt1 = kt0 + kRowsInFlight < b.tile_rows ? kt0 + kRowsInFlight : b.tile_rows;
-    for (int64_t nt = nt_begin; nt < nt_end; ++nt) {
-      for (int half = 0; half < 2; ++half) {
-        __m256 acc[M][4];
-#pragma GCC unroll 4
-        for (int i = 0; i < M; ++i)
-#pragma GCC unroll 4
-          for (int m = 0; m < 4; ++m) acc[i][m] = _mm256_setzero_ps();
-        for (int64_t kt = kt0; kt < kt1; ++kt) {
-          const auto* tile = reinterpret_cast<const uint8_t*>(tile_at(b, kt, nt, bytes));
-          for (int f = half; f < 4; f += 2) {
-            const uint8_t* exponents = tile + 16 * f;
-            const int64_t k = kt * 32 + (f / 2) * 16;
-            // Row i's pair vectors: [factor of face row 2j x4 | of 2j+1 x4] from split[i][j / 4].
-            __m256 split[M][2];
-            const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(exponents));
-            const bool fast = _mm_movemask_epi8(_mm_cmplt_epi8(_mm_xor_si128(e, _mm_set1_epi8(-128)),
-                                                               _mm_set1_epi8(-128 + kMantissaBits + kShift))) == 0;
-            if (fast) {
-              // The exponent bits are shared by the rows; each row multiplies in its activations.
-              const __m256i bias = _mm256_set1_epi32(kMantissaBits - 1 + kShift);
-              const __m256 bits0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_cvtepu8_epi32(e), bias), 23));
-              const __m256 bits1 = _mm256_castsi256_ps(
-                  _mm256_slli_epi32(_mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(e, e)), bias), 23));
-#pragma GCC unroll 4
-              for (int i = 0; i < M; ++i) {
-                split[i][0] = _mm256_permutevar8x32_ps(_mm256_mul_ps(_mm256_loadu_ps(a + i * lda + k), bits0), even_odd);
-                split[i][1] = _mm256_permutevar8x32_ps(_mm256_mul_ps(_mm256_loadu_ps(a + i * lda + k + 8), bits1), even_odd);
-              }
-            } else {
-#pragma GCC unroll 4
-              for (int i = 0; i < M; ++i) {
-                __m256 lo, hi;
-                face_factors<kMantissaBits>(exponents, a + i * lda + k, scale_table, lo, hi);
-                split[i][0] = _mm256_permutevar8x32_ps(lo, even_odd);
-                split[i][1] = _mm256_permutevar8x32_ps(hi, even_odd);
-              }
-            }
-            const uint8_t* codes = tile + kExponentBytes + f * 256;
-            if (fast) rows_bfp8_face<M, true>(codes, split, acc);
-            else rows_bfp8_face<M, false>(codes, split, acc);
-          }
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < M; ++i) bfp8_reduce_set_into(acc[i], c + i * ldc + nt * 32 + half * 16);
-      }
-    }
-  }
-}
-
 }  // namespace
-
-void gemv_block_float_rows(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end,
-                           float* c, int64_t ldc) {
-  if (m == 2) gemv_rows_bfp8<2>(a, lda, b, nt_begin, nt_end, c, ldc);
-  else gemv_rows_bfp8<3>(a, lda, b, nt_begin, nt_end, c, ldc);
-}
 
 void gemv_block_float(const float* a, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c) {
   if (b.dtype == DataType::BFLOAT8_B) gemv_t<DataType::BFLOAT8_B>(a, b, nt_begin, nt_end, c);

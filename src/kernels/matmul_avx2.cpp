@@ -3,7 +3,6 @@
 // shared with portable code) and keeps every helper in an anonymous namespace.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -239,16 +238,6 @@ void micro_kernel(int mr, int64_t kc, const float* a, const float* b, float* c, 
 
 void small_m(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
              int64_t ldc) {
-  if (b.dtype == DataType::BFLOAT8_B && m >= 2) {
-    // Groups of 2 or 3 rows, each decoding the weights once (4 rows as 2 + 2: cheaper than 3 + 1).
-    for (int i = 0; i < m;) {
-      const int rows = m - i == 4 ? 2 : std::min(3, m - i);
-      if (rows == 1) gemv_block_float(a + i * lda, b, nt_begin, nt_end, c + i * ldc);
-      else gemv_block_float_rows(rows, a + i * lda, lda, b, nt_begin, nt_end, c + i * ldc, ldc);
-      i += rows;
-    }
-    return;
-  }
   switch (m) {
     case 1:
       if (b.dtype == DataType::BFLOAT8_B || b.dtype == DataType::BFLOAT4_B)
@@ -264,7 +253,7 @@ void small_m(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt
 }  // namespace avx2
 
 const KernelSet& avx2_kernel_set() {
-  static const KernelSet set{Isa::AVX2, avx2::decode_tile, avx2::micro_kernel, 6, avx2::small_m, 3, 6};
+  static const KernelSet set{Isa::AVX2, avx2::decode_tile, avx2::micro_kernel, 6, avx2::small_m, 3};
   return set;
 }
 

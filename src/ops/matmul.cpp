@@ -394,7 +394,7 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
                                         item % pieces, p.a_pairs + g * p.rows_per_group * p.kp / 2);
       }
     });
-  } else if (!p.bf16 && !p.small_m_bf16 && kernels::gemm_packs_a(*p.ks, p.rows_per_group, transpose_b, b.dtype())) {
+  } else if (!p.bf16 && !p.small_m_bf16 && kernels::gemm_packs_a(*p.ks, p.rows_per_group, transpose_b)) {
     p.a_packed = scratch.acquire_as<float>(static_cast<size_t>(p.groups * p.rows_per_group * p.kp));
     const int64_t pieces = kernels::gemm_pack_pieces(p.rows_per_group, p.kp, false);
     run(p.groups * pieces, a_values * 8, [&](int64_t begin, int64_t end, int) {

@@ -74,9 +74,6 @@ struct KernelSet {
   void (*small_m)(int m, const float* a, int64_t lda, const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c,
                   int64_t ldc);
   int small_m_max;
-  // bfloat8_b weights: small_m takes up to this many rows (0: small_m_max). Where its decode is
-  // shared by the rows, a few more rows than small_m_max still beat the blocked path's panel decode.
-  int small_m_bfp8_max = 0;
   // bfloat16 products with float32 accumulation, nullptr where this set has none:
   // C[mr][32] = (accumulate ? C : 0) + A_pairs * B_pairs over kc (even) values of K, where
   // A_pairs is [kc/2][mr] and B_pairs [kc/2][32], each uint32 a bf16_pair; 1 <= mr <= bf16_max_mr.
@@ -182,7 +179,7 @@ void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, co
                  const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc);
 
 // Whether gemm_tile_b uses packed A for this M (else it reads A's rows directly).
-bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed, DataType b_dtype);
+bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed);
 int64_t gemm_row_blocks(int64_t m);
 int64_t gemm_c_block_tiles();  // tile columns of C the blocked loop finishes together
 // Packed A is m * kp floats (m * kp / 2 pairs with bf16) in gemm_pack_pieces(m, kp, bf16)
