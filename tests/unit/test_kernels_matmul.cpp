@@ -277,14 +277,17 @@ TEST_P(KernelsMatmulIsa, EveryDecodeRowCount) {
   for (int64_t m = 1; m <= 16; ++m) {
     SCOPED_TRACE(::testing::Message() << "M=" << m);
     check_matmul({{m, 96}, {96, 64}}, DataType::BFLOAT16, DataType::BFLOAT4_B, GetParam(), 300 + m);
+    check_matmul({{m, 160}, {160, 96}}, DataType::BFLOAT16, DataType::BFLOAT8_B, GetParam(), 400 + m);
   }
 }
 
-TEST_P(KernelsMatmulIsa, DecodeRowWithTinyWeightBlocks) {
-  // One-row kernels build block scales from the exponent bits and fold constants into them; blocks
-  // of magnitude down to 1e-37 (shared exponents below 31, some below W) must stay exact, also
-  // where a whole output column is tiny. Rows of B scaled by 2^-(4k % 130).
-  const Shape as{1, 96}, bs{96, 64};
+TEST_P(KernelsMatmulIsa, DecodeRowsWithTinyWeightBlocks) {
+  // One-row kernels (and the small-M loop of a few rows) build block scales from the exponent bits and fold constants into
+  // them; blocks of magnitude down to 1e-37 (shared exponents below 31, some below W) must stay
+  // exact, also where a whole output column is tiny. Rows of B scaled by 2^-(4k % 130).
+  for (int64_t rows : {1, 2, 3}) {
+  SCOPED_TRACE(::testing::Message() << "M=" << rows);
+  const Shape as{rows, 96}, bs{96, 64};
   std::vector<float> b0 = normal_values(bs.volume(), 51, 0.5f);
   for (int64_t k = 0; k < 96; ++k)
     for (int64_t n = 0; n < 64; ++n) b0[k * 64 + n] = std::ldexp(b0[k * 64 + n], -static_cast<int>((4 * k) % 130));
@@ -299,7 +302,8 @@ TEST_P(KernelsMatmulIsa, DecodeRowWithTinyWeightBlocks) {
     const std::vector<float> got = matmul(a, b, false, false, opt).to_float();
     const Reference r = reference_matmul(a.to_float(), as, b.to_float(), bs, false, false, nullptr);
     for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_LE(std::fabs(got[i] - r.c[i]), 96 * std::ldexp(1.0, -24) * r.abs_sum[i]) << "column " << i;
+      EXPECT_LE(std::fabs(got[i] - r.c[i]), 96 * std::ldexp(1.0, -24) * r.abs_sum[i]) << "output " << i;
+  }
   }
 }
 
