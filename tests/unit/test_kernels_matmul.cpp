@@ -282,28 +282,29 @@ TEST_P(KernelsMatmulIsa, EveryDecodeRowCount) {
 }
 
 TEST_P(KernelsMatmulIsa, DecodeRowsWithTinyWeightBlocks) {
-  // One-row kernels (and the small-M loop of a few rows) build block scales from the exponent bits and fold constants into
-  // them; blocks of magnitude down to 1e-37 (shared exponents below 31, some below W) must stay
-  // exact, also where a whole output column is tiny. Rows of B scaled by 2^-(4k % 130).
+  // One-row kernels and the small-M loop of a few rows build block scales from the exponent bits
+  // and fold constants into them; blocks of magnitude down to 1e-37 (shared exponents below 31,
+  // some below W) must stay exact, also where a whole output column is tiny. Rows of B scaled by
+  // 2^-(4k % 130).
   for (int64_t rows : {1, 2, 3}) {
-  SCOPED_TRACE(::testing::Message() << "M=" << rows);
-  const Shape as{rows, 96}, bs{96, 64};
-  std::vector<float> b0 = normal_values(bs.volume(), 51, 0.5f);
-  for (int64_t k = 0; k < 96; ++k)
-    for (int64_t n = 0; n < 64; ++n) b0[k * 64 + n] = std::ldexp(b0[k * 64 + n], -static_cast<int>((4 * k) % 130));
-  for (int64_t k = 0; k < 96; ++k) b0[k * 64 + 63] = std::ldexp(1.0f + 0.01f * static_cast<float>(k), -110);
-  const Tensor a = Tensor::from_float(normal_values(as.volume(), 52), as, DataType::FLOAT32, Layout::TILE);
-  for (DataType bdt : {DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
-    SCOPED_TRACE(to_string(bdt));
-    const Tensor b = Tensor::from_float(b0, bs, bdt, Layout::TILE);
-    IsaCap cap(GetParam());
-    MatmulOptions opt;
-    opt.output_dtype = DataType::FLOAT32;
-    const std::vector<float> got = matmul(a, b, false, false, opt).to_float();
-    const Reference r = reference_matmul(a.to_float(), as, b.to_float(), bs, false, false, nullptr);
-    for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_LE(std::fabs(got[i] - r.c[i]), 96 * std::ldexp(1.0, -24) * r.abs_sum[i]) << "output " << i;
-  }
+    SCOPED_TRACE(::testing::Message() << "M=" << rows);
+    const Shape as{rows, 96}, bs{96, 64};
+    std::vector<float> b0 = normal_values(bs.volume(), 51, 0.5f);
+    for (int64_t k = 0; k < 96; ++k)
+      for (int64_t n = 0; n < 64; ++n) b0[k * 64 + n] = std::ldexp(b0[k * 64 + n], -static_cast<int>((4 * k) % 130));
+    for (int64_t k = 0; k < 96; ++k) b0[k * 64 + 63] = std::ldexp(1.0f + 0.01f * static_cast<float>(k), -110);
+    const Tensor a = Tensor::from_float(normal_values(as.volume(), 52), as, DataType::FLOAT32, Layout::TILE);
+    for (DataType bdt : {DataType::BFLOAT8_B, DataType::BFLOAT4_B}) {
+      SCOPED_TRACE(to_string(bdt));
+      const Tensor b = Tensor::from_float(b0, bs, bdt, Layout::TILE);
+      IsaCap cap(GetParam());
+      MatmulOptions opt;
+      opt.output_dtype = DataType::FLOAT32;
+      const std::vector<float> got = matmul(a, b, false, false, opt).to_float();
+      const Reference r = reference_matmul(a.to_float(), as, b.to_float(), bs, false, false, nullptr);
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_LE(std::fabs(got[i] - r.c[i]), 96 * std::ldexp(1.0, -24) * r.abs_sum[i]) << "output " << i;
+    }
   }
 }
 
