@@ -410,14 +410,16 @@ def check_penalties(port, weights):
     # ignore_eos would have it).
     stop = greedy[0][2]
     first = greedy[0].index(stop)
-    choice = json.loads(post(port, "/v1/completions", {"prompt": prompt, "max_tokens": n, "return_token_ids": True,
-                                                      "stop_token_ids": [stop], "ignore_eos": True})[1])["choices"][0]
+    def answer(**extra):
+        body = {"prompt": prompt, "max_tokens": n, "return_token_ids": True, "stop_token_ids": [stop], **extra}
+        return json.loads(post(port, "/v1/completions", body)[1])["choices"][0]
+
+    choice = answer(ignore_eos=True)
     check(choice["token_ids"] == greedy[0][:first + 1] and choice["finish_reason"] == "stop",
           f"stop_token_ids [{stop}]: greedy's tokens up to its first {stop}, finish reason 'stop'")
-    choice = json.loads(post(port, "/v1/completions", {"prompt": prompt, "max_tokens": n, "return_token_ids": True,
-                                                      "stop_token_ids": [stop], "min_tokens": first + 3})[1])["choices"][0]
-    ids = choice["token_ids"]
-    check(len(ids) >= first + 3 and stop not in ids[:first + 3] and (stop not in ids or ids.index(stop) == len(ids) - 1),
+    ids = answer(min_tokens=first + 3)["token_ids"]
+    ends_once = stop not in ids or ids.index(stop) == len(ids) - 1
+    check(len(ids) >= first + 3 and stop not in ids[:first + 3] and ends_once,
           f"min_tokens {first + 3}: {stop} is not drawn before, and ends the answer only after ({ids})")
 
 
@@ -468,20 +470,29 @@ def check_hang_up(port, rank1):
     os.kill(rank1, signal.SIGSTOP)
     try:
         with socket.create_connection(("127.0.0.1", port)) as s:
-            s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+            send_completion(s, body)
             s.recv(1)  # the response has begun: the request is on its way to the mesh
     finally:
         os.kill(rank1, signal.SIGCONT)
+    # The server learns of the hang-up when a write fails, a token or two later; it must not run the
+    # request to its end.
+    made, freed = cancelled_and_freed(port, before, cancelled)
+    check(freed and made < 200, f"a client that hangs up frees its slot ({made} of 200 tokens made)")
+
+
+def send_completion(s, body):
+    s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+
+
+def cancelled_and_freed(port, tokens_before, cancelled_before):
+    """Once no request runs: the tokens made since, and whether one more request was cancelled."""
     deadline = time.time() + 60
     while time.time() < deadline and metric(port, "num_requests_running") > 0:
         time.sleep(0.05)
-    made = metric(port, "generation_tokens_total") - before
-    # The server learns of the hang-up when a write fails, a token or two later; it must not run the
-    # request to its end.
-    check(metric(port, "num_requests_running") == 0 and made < 200 and
-          metric(port, "requests_cancelled_total") == cancelled + 1,
-          f"a client that hangs up frees its slot ({made} of 200 tokens made)")
+    made = metric(port, "generation_tokens_total") - tokens_before
+    return made, (metric(port, "num_requests_running") == 0 and
+                  metric(port, "requests_cancelled_total") == cancelled_before + 1)
 
 
 def check_hang_up_whole(port, rank1):
@@ -496,20 +507,15 @@ def check_hang_up_whole(port, rank1):
     os.kill(rank1, signal.SIGSTOP)
     try:
         with socket.create_connection(("127.0.0.1", port)) as s:
-            s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+            send_completion(s, body)
             deadline = time.time() + 30
             while time.time() < deadline and metric(port, "num_requests_running") == 0:
                 time.sleep(0.01)  # the request is queued for the mesh
         time.sleep(0.5)  # the wait asks every 100 ms
     finally:
         os.kill(rank1, signal.SIGCONT)
-    deadline = time.time() + 60
-    while time.time() < deadline and metric(port, "num_requests_running") > 0:
-        time.sleep(0.05)
-    made = metric(port, "generation_tokens_total") - before
-    check(metric(port, "num_requests_running") == 0 and made < 200 and
-          metric(port, "requests_cancelled_total") == cancelled + 1,
+    made, freed = cancelled_and_freed(port, before, cancelled)
+    check(freed and made < 200,
           f"a client that hangs up before its whole answer frees its slot ({made} of 200 tokens made)")
 
 
