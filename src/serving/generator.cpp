@@ -468,9 +468,9 @@ struct Generator::State {
     // The pass as a phase of the trace: the forward pass and the sampling of its rows.
     trace::Scope phase("phase", decode_only ? "decode step" : "prefill pass");
     if (phase.active())
-      phase.describe(fmt::format(R"("step":{},"decode_rows":{},"prompt_rows":{})",
-                                 decode_only ? stats.decode_steps : stats.prefill_passes, decode_rows,
-                                 batch.tokens.size() - decode_rows));
+      phase.describe(fmt::format(R"("step":{},"decode_rows":{},"prompt_rows":{},"draft_rows":{})",
+                                 decode_only ? stats.decode_steps : stats.prefill_passes, decode_rows, prompt_rows,
+                                 batch.tokens.size() - decode_rows - prompt_rows));
     const Tensor& logits = model.forward(batch, cache, decode_only ? stats.decode_times : stats.prefill_times);
     ended.clear();
     if (!handle_of_row.empty() || !scored.empty()) record(logits);
