@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "hf_config.hpp"
 #include "meshnn/core/error.hpp"
 
 namespace meshnn::models {
@@ -15,32 +16,14 @@ namespace {
 constexpr double kTemperature = 1.0, kTopP = 1.0;
 constexpr int64_t kTopK = 50;
 
-template <typename T>
-std::optional<T> read_field(const nlohmann::json& j, const char* key, const std::string& where) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  bool right = false;
-  if constexpr (std::is_same_v<T, bool>) right = it->is_boolean();
-  else if constexpr (std::is_same_v<T, int64_t>) right = it->is_number_integer();
-  else right = it->is_number();
-  MESHNN_CHECK(right, "{}: \"{}\" must be {}, got {}", where, key,
-               std::is_same_v<T, bool> ? "true or false" : std::is_same_v<T, int64_t> ? "an integer" : "a number",
-               it->dump());
-  return it->get<T>();
-}
-
 }  // namespace
 
 ModelSampling read_model_sampling(std::string_view json_text, const std::string& where) {
-  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  MESHNN_CHECK(!j.is_discarded() && j.is_object(), "{} is not a JSON object", where);
-  ModelSampling m;
-  m.do_sample = read_field<bool>(j, "do_sample", where);
-  m.temperature = read_field<double>(j, "temperature", where);
-  m.top_p = read_field<double>(j, "top_p", where);
-  m.repetition_penalty = read_field<double>(j, "repetition_penalty", where);
-  m.top_k = read_field<int64_t>(j, "top_k", where);
-  return m;
+  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  MESHNN_CHECK(!j.is_discarded(), "'{}' is not valid JSON", where);
+  const HfConfigFile file(std::move(j), where);
+  return {file.opt_boolean("do_sample"), file.opt_real("temperature"), file.opt_real("top_p"),
+          file.opt_real("repetition_penalty"), file.opt_int("top_k")};
 }
 
 std::string apply_model_sampling(const ModelSampling& model, const SamplingGiven& given, const std::string& where,

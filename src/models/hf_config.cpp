@@ -127,20 +127,28 @@ int64_t HfConfigFile::positive(const char* key, std::optional<int64_t> fallback)
   return x;
 }
 
-double HfConfigFile::real(const char* key, double fallback) const {
-  if (!has(key)) return fallback;
+std::optional<double> HfConfigFile::opt_real(const char* key) const {
+  if (!has(key)) return std::nullopt;
   const json& v = j_.at(key);
-  MESHNN_CHECK(v.is_number(), "{}: '{}' must be a number, got {}", file_, key, v.dump());
-  const double x = v.get<double>();
-  MESHNN_CHECK(std::isfinite(x) && x > 0, "{}: '{}' must be a positive number, got {}", file_, key, v.dump());
-  return x;
+  MESHNN_CHECK(v.is_number() && std::isfinite(v.get<double>()), "{}: '{}' must be a number, got {}", file_, key,
+               v.dump());
+  return v.get<double>();
 }
 
-bool HfConfigFile::boolean(const char* key, bool fallback) const {
-  if (!has(key)) return fallback;
+double HfConfigFile::real(const char* key, double fallback) const {
+  const std::optional<double> x = opt_real(key);
+  if (!x) return fallback;
+  MESHNN_CHECK(*x > 0, "{}: '{}' must be a positive number, got {}", file_, key, j_.at(key).dump());
+  return *x;
+}
+
+std::optional<bool> HfConfigFile::opt_boolean(const char* key) const {
+  if (!has(key)) return std::nullopt;
   MESHNN_CHECK(j_.at(key).is_boolean(), "{}: '{}' must be true or false, got {}", file_, key, j_.at(key).dump());
   return j_.at(key).get<bool>();
 }
+
+bool HfConfigFile::boolean(const char* key, bool fallback) const { return opt_boolean(key).value_or(fallback); }
 
 std::string HfConfigFile::string(const char* key, const std::string& fallback) const {
   if (!has(key)) return fallback;

@@ -46,7 +46,11 @@ class HfConfigFile {
   std::optional<int64_t> opt_int(const char* key) const;
   // A size: a positive integer.
   int64_t positive(const char* key, std::optional<int64_t> fallback = std::nullopt) const;
+  // A finite number, or nullopt when absent.
+  std::optional<double> opt_real(const char* key) const;
+  // A positive finite number.
   double real(const char* key, double fallback) const;
+  std::optional<bool> opt_boolean(const char* key) const;
   bool boolean(const char* key, bool fallback) const;
   std::string string(const char* key, const std::string& fallback) const;
 

@@ -54,8 +54,9 @@ class Reply {
     {
       std::unique_lock lock(ticket_->mutex);
       auto ready = [&] { return ticket_->finished || ticket_->tokens.size() > taken_; };
-      while (!ticket_->changed.wait_for(lock, kHangUpPollInterval, ready)) {
-        if (client_gone && !hung_up_ && client_gone()) {
+      if (!client_gone) ticket_->changed.wait(lock, ready);
+      while (client_gone && !ticket_->changed.wait_for(lock, kHangUpPollInterval, ready)) {
+        if (!hung_up_ && client_gone()) {
           hung_up_ = true;
           lock.unlock();
           cancel();

@@ -65,11 +65,11 @@ void refuse_unimplemented(const json& body) {
   }
 }
 
-std::vector<int32_t> token_ids(const json& v) {
+std::vector<int32_t> token_ids(const json& v, const char* key) {
   std::vector<int32_t> ids;
   for (const json& t : v) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
-      bad(fmt::format("'prompt' token ids must be integers in [0, 2^31), got {}", t.dump()));
+      bad(fmt::format("'{}' token ids must be integers in [0, 2^31), got {}", key, t.dump()));
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
   return ids;
@@ -84,7 +84,7 @@ void read_prompt(const json& body, ApiRequest& r) {
     if (one.get<std::string>().empty()) bad("'prompt' is empty");
     r.prompt = one.get<std::string>();
   } else if (one.is_array() && !one.empty() && one[0].is_number()) {
-    r.prompt_token_ids = token_ids(one);
+    r.prompt_token_ids = token_ids(one, "prompt");
   } else {
     bad("'prompt' must be a non-empty string or list of token ids (one prompt per request)");
   }
@@ -269,11 +269,7 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   read_stop(body, r);
   if (const json* ids = field(body, "stop_token_ids"); ids != nullptr) {
     if (!ids->is_array()) bad("'stop_token_ids' must be a list of token ids");
-    for (const json& t : *ids) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<int32_t>::max())
-        bad(fmt::format("'stop_token_ids' must be integers in [0, 2^31), got {}", t.dump()));
-      r.stop_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
-    }
+    r.stop_token_ids = token_ids(*ids, "stop_token_ids");
   }
   r.ignore_eos = flag(body, "ignore_eos");
   r.min_tokens = integer(body, "min_tokens", 0, kMaxTokens);

@@ -86,6 +86,7 @@ struct Generator::State {
     GenerationRequest request;
     RequestOutput output;
     Clock::time_point admitted;
+    std::vector<int32_t> stop_ids;  // what ends it: its own stop tokens, and the options' unless ignore_eos
   };
   struct Active {
     size_t handle;
@@ -172,26 +173,20 @@ struct Generator::State {
     const GenerationRequest& r = entries.at(handle).request;
     return r.penalties ? *r.penalties : options.penalties;
   }
-  bool ends_request(const GenerationRequest& r, int32_t token) const {
-    auto among = [token](const std::vector<int32_t>& ids) { return std::find(ids.begin(), ids.end(), token) != ids.end(); };
-    return (!r.ignore_eos && among(options.stop_token_ids)) || among(r.stop_token_ids);
+  static bool ends(const Entry& e, int32_t token) {
+    return std::find(e.stop_ids.begin(), e.stop_ids.end(), token) != e.stop_ids.end();
   }
   // The request may not stop yet: its stop tokens are masked in this pass's row.
   bool too_soon_to_stop(size_t handle) const {
     const Entry& e = entries.at(handle);
-    const bool has_stops = !e.request.stop_token_ids.empty() || (!e.request.ignore_eos && !options.stop_token_ids.empty());
-    return has_stops && static_cast<int64_t>(e.output.tokens.size()) < e.request.min_new_tokens;
+    return !e.stop_ids.empty() && static_cast<int64_t>(e.output.tokens.size()) < e.request.min_new_tokens;
   }
   // Sets the logits of the request's stop tokens held by this device's shard to -inf.
-  void mask_stop_tokens(std::span<float> row, const GenerationRequest& r) const {
+  void mask_stop_tokens(std::span<float> row, const Entry& e) const {
     const VocabShard shard = model.vocab_shard();
-    auto mask = [&](const std::vector<int32_t>& ids) {
-      for (int32_t id : ids)
-        if (const int64_t c = id - shard.offset; c >= 0 && c < shard.valid)
-          row[static_cast<size_t>(c)] = -std::numeric_limits<float>::infinity();
-    };
-    if (!r.ignore_eos) mask(options.stop_token_ids);
-    mask(r.stop_token_ids);
+    for (int32_t id : e.stop_ids)
+      if (const int64_t c = id - shard.offset; c >= 0 && c < shard.valid)
+        row[static_cast<size_t>(c)] = -std::numeric_limits<float>::infinity();
   }
   ShardedSampler& sampler_for(const SamplingParams& p) { return samplers[{p.mode, p.top_k}]; }
 
@@ -302,8 +297,7 @@ struct Generator::State {
         const int32_t token = chosen[at + j];
         e.output.tokens.push_back(token);
         ++kept_drafts[i];
-        ended[i] = static_cast<int64_t>(e.output.tokens.size()) >= e.request.max_new_tokens ||
-                   ends_request(e.request, token);
+        ended[i] = static_cast<int64_t>(e.output.tokens.size()) >= e.request.max_new_tokens || ends(e, token);
         if (options.on_token) options.on_token(active[i].handle, token, ended[i] != 0, nullptr);
       }
       at += d.tokens.size();
@@ -338,7 +332,7 @@ struct Generator::State {
         const Entry& e = entries.at(handle_of_row[i]);
         const std::span<float> row = std::span<float>(copy).subspan(i * width, width);
         apply_penalties(row, model.vocab_shard(), penalties_of(handle_of_row[i]), e.request.prompt, e.output.tokens);
-        if (too_soon_to_stop(handle_of_row[i])) mask_stop_tokens(row, e.request);
+        if (too_soon_to_stop(handle_of_row[i])) mask_stop_tokens(row, e);
       }
       sampled_logits = row_major_logits(copy, logits.shape()[3]);
     }
@@ -397,8 +391,7 @@ struct Generator::State {
       }
       out.tokens.push_back(sampled[i]);
       if (options.keep_logits) out.logits.insert(out.logits.end(), full_row(i).begin(), full_row(i).end());
-      ended[i] = static_cast<int64_t>(out.tokens.size()) >= e.request.max_new_tokens ||
-                 ends_request(e.request, sampled[i]);
+      ended[i] = static_cast<int64_t>(out.tokens.size()) >= e.request.max_new_tokens || ends(e, sampled[i]);
       if (options.on_token)
         options.on_token(handle_of_row[i], sampled[i], ended[i] != 0,
                          e.request.logprobs >= 0 ? &out.logprobs.back() : nullptr);
@@ -576,7 +569,10 @@ void Generator::check(const GenerationRequest& r, const std::string& what) const
 
 size_t Generator::submit(GenerationRequest request) {
   const size_t handle = state_->next_handle++;
-  state_->entries.emplace(handle, State::Entry{std::move(request), {}, {}});
+  std::vector<int32_t> stop_ids = request.stop_token_ids;
+  if (!request.ignore_eos)
+    stop_ids.insert(stop_ids.end(), state_->options.stop_token_ids.begin(), state_->options.stop_token_ids.end());
+  state_->entries.emplace(handle, State::Entry{std::move(request), {}, {}, std::move(stop_ids)});
   state_->waiting.push_back(handle);
   return handle;
 }

@@ -91,12 +91,12 @@ TEST(GenerationConfig, TheCommandLinesOptionsWin) {
 
 TEST(GenerationConfig, BadFilesAreNamed) {
   auto message = [](const std::string& json) { return testing::error_message_of([&] { applied(json); }); };
-  EXPECT_NE(message("[1]").find("g.json is not a JSON object"), std::string::npos);
-  EXPECT_NE(message("{").find("g.json is not a JSON object"), std::string::npos);
-  EXPECT_NE(message(R"({"do_sample": "yes"})").find(R"(g.json: "do_sample" must be true or false, got "yes")"),
+  EXPECT_NE(message("[1]").find("'g.json' is not a JSON object"), std::string::npos);
+  EXPECT_NE(message("{").find("'g.json' is not valid JSON"), std::string::npos);
+  EXPECT_NE(message(R"({"do_sample": "yes"})").find(R"(g.json: 'do_sample' must be true or false, got "yes")"),
             std::string::npos);
-  EXPECT_NE(message(R"({"top_k": 2.5})").find(R"("top_k" must be an integer)"), std::string::npos);
-  EXPECT_NE(message(R"({"temperature": "hot"})").find(R"("temperature" must be a number)"), std::string::npos);
+  EXPECT_NE(message(R"({"top_k": 2.5})").find("g.json: 'top_k' must be an integer"), std::string::npos);
+  EXPECT_NE(message(R"({"temperature": "hot"})").find("g.json: 'temperature' must be a number"), std::string::npos);
   const std::string zero = message(R"({"do_sample": true, "temperature": 0})");
   EXPECT_NE(zero.find("g.json: temperature must be > 0 for top-p sampling, got 0"), std::string::npos) << zero;
   EXPECT_NE(zero.find("--generation-config none"), std::string::npos);

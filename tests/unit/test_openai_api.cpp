@@ -178,7 +178,7 @@ TEST(OpenAiApi, ReadsVllmsStopTokenFields) {
   EXPECT_EQ(bare.min_tokens, std::nullopt);
   EXPECT_NE(refusal(R"({"prompt": "a", "stop_token_ids": 3})").find("'stop_token_ids' must be a list"),
             std::string::npos);
-  EXPECT_NE(refusal(R"({"prompt": "a", "stop_token_ids": [1, -1]})").find("'stop_token_ids' must be integers"),
+  EXPECT_NE(refusal(R"({"prompt": "a", "stop_token_ids": [1, -1]})").find("'stop_token_ids' token ids must be integers"),
             std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "ignore_eos": 1})").find("'ignore_eos' must be true or false"),
             std::string::npos);

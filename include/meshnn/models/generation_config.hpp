@@ -21,9 +21,10 @@ struct ModelSampling {
   std::optional<int64_t> top_k;   // 0: no top-k cut
 };
 
-// Reads them from the file's text. Throws meshnn::Error naming `where` for text that is not a JSON
-// object, or a field of the wrong type (do_sample not a boolean, the others not numbers, top_k not
-// an integer). Other fields (eos ids, max_length, ...) are not sampling and are ignored.
+// Reads them from the file's text, with the converter's typed reads of Hugging Face files. Throws
+// meshnn::Error naming `where` for text that is not a JSON object, or a field of the wrong type
+// (do_sample not a boolean, the others not finite numbers, top_k not an integer). Other fields
+// (eos ids, max_length, ...) are not sampling and are ignored.
 ModelSampling read_model_sampling(std::string_view json_text, const std::string& where);
 
 // Which sampling settings the command line gave: those stay as given.
