@@ -81,6 +81,7 @@ const std::vector<HfArchitecture>& hf_architectures() {
       {"LlamaForCausalLM", {"llama"}, llama::read_hf_config},
       {"MistralForCausalLM", {"mistral"}, llama::read_hf_config},
       {"Qwen2ForCausalLM", {"qwen2"}, llama::read_hf_config},
+      {"Qwen3ForCausalLM", {"qwen3"}, llama::read_hf_config},
       {"FalconForCausalLM", {"falcon"}, falcon::read_hf_config},
       {"RWForCausalLM", {"RefinedWeb", "RefinedWebModel"}, falcon::read_hf_config},
   };

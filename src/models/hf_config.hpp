@@ -73,7 +73,7 @@ void set_size_attributes(const HfSizes& sizes, io::Attributes& a);
 // The family readers: the attributes, expected tensors, shape source and warnings of `m` from the
 // config `c` (the driver has set m.architecture and adds the special tokens after).
 namespace llama {
-void read_hf_config(const HfConfigFile& c, HfModelConfig& m);  // Llama, Mistral and Qwen2
+void read_hf_config(const HfConfigFile& c, HfModelConfig& m);  // Llama, Mistral, Qwen2 and Qwen3
 }
 namespace falcon {
 void read_hf_config(const HfConfigFile& c, HfModelConfig& m);  // Falcon, both config dialects

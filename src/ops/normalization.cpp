@@ -88,6 +88,29 @@ Tensor rms_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* 
   return out;
 }
 
+void rms_norm_heads_in_place(Tensor& x, int64_t first_column, int64_t heads, const Tensor& weight, float eps) {
+  trace::Scope scope("op", "rms_norm_heads");
+  const int64_t w = x.shape().rank() > 0 ? x.shape()[-1] : 0, d = weight.volume();
+  MESHNN_CHECK(ops_detail::has_row_access(x), "rms_norm_heads: x must be float32 or bfloat16, got {}",
+               to_string(x.dtype()));
+  MESHNN_CHECK(d > 0 && heads >= 0 && first_column >= 0 && first_column + heads * d <= w,
+               "rms_norm_heads: {} heads of {} columns from column {} do not fit a last dim of {}", heads, d,
+               first_column, w);
+  if (heads == 0) return;
+  const float* g = ops_detail::channel_pointer(&weight, d, 1.0f, "rms_norm_heads", "weight");
+  const int64_t rows = x.volume() / w;
+  const auto normalise = [&](int64_t begin, int64_t end, int) {
+    ScratchScope scratch;
+    float* h = scratch.acquire_as<float>(static_cast<size_t>(w));
+    for (int64_t row = begin; row < end; ++row) {
+      ops_detail::read_row(x, row, h);
+      for (int64_t head = 0; head < heads; ++head) rms_norm_row(h + first_column + head * d, d, eps, g);
+      ops_detail::write_row(x, row, h);
+    }
+  };
+  ops_detail::run_rows(rows, w, normalise);
+}
+
 Tensor layer_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* bias, const Tensor* residual) {
   std::vector<float> h = input_rows(x, residual, "layer_norm");
   const int64_t w = x.shape()[-1];

@@ -59,6 +59,19 @@ std::string qwen2_file() {
   return f;
 }
 
+std::string qwen3_file(bool qk_norm) {
+  // head_dim 20 beside a hidden of 112 / 8 heads: the projections' widths are not hidden's, as in
+  // Qwen3-0.6B (16 heads of 128 beside 1024).
+  static std::string files[2];
+  std::string& f = files[qk_norm ? 1 : 0];
+  if (f.empty())
+    f = shared_tiny_file(qk_norm ? "qwen3" : "qwen3_without_norms", 5, [&](LlamaConfig& c) {
+      c.head_dim = 20;
+      c.qk_norm = qk_norm;
+    });
+  return f;
+}
+
 LlamaConfig config_of(const std::string& file) {
   return config_from_attributes(io::read_root_attributes_local(file), file);
 }

@@ -31,6 +31,9 @@ std::string long_context_file(bool rope_scaling, bool sliding_window);
 // The tiny preset as Qwen2 writes it: the untied file's weights (same seed, same tensor ids) plus
 // q/k/v biases, so that the untied file is this model without its biases.
 std::string qwen2_file();
+// The tiny preset with head_dim 20 as Qwen3 writes it (per-head q/k norms), or the same weights
+// without the norms (model_type "llama"), whose logits must differ.
+std::string qwen3_file(bool qk_norm = true);
 LlamaConfig config_of(const std::string& file);
 // Every mesh shape of n devices.
 std::vector<MeshShape> mesh_shapes(int n);

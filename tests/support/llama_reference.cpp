@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -22,6 +23,7 @@ using Vec = std::vector<double>;
 struct RefLayer {
   std::vector<float> input_norm, q, k, v, o, post_norm, gate, up, down;
   std::vector<float> q_bias, k_bias, v_bias;  // Qwen2 only; empty otherwise
+  std::vector<float> q_norm, k_norm;          // Qwen3 only ([head_dim]); empty otherwise
 };
 
 struct RefModel {
@@ -31,6 +33,7 @@ struct RefModel {
   int64_t window = 0;            // sliding_window; 0 = the whole context
   bool tied = false;
   bool qkv_bias = false;  // model_type "qwen2": Qwen2Attention's q/k/v Linear layers have biases
+  bool qk_norm = false;   // model_type "qwen3": Qwen3Attention's q_norm / k_norm over each head
   std::vector<float> embed, final_norm, lm_head;  // lm_head empty when tied
   std::vector<RefLayer> blocks;
 };
@@ -100,7 +103,10 @@ std::shared_ptr<const RefModel> load_model(const std::string& file) {
   m->window = static_cast<int64_t>(number(attrs, "sliding_window").value_or(0.0));
   m->tied = number(attrs, "tie_word_embeddings").value_or(0.0) != 0.0;
   if (const auto it = attrs.find("model_type"); it != attrs.end())
-    if (const auto* type = std::get_if<std::string>(&it->second)) m->qkv_bias = *type == "qwen2";
+    if (const auto* type = std::get_if<std::string>(&it->second)) {
+      m->qkv_bias = *type == "qwen2";
+      m->qk_norm = *type == "qwen3";
+    }
   MESHNN_CHECK(m->heads % m->kv_heads == 0 && m->head_dim % 2 == 0,
                "llama reference: '{}' has {} heads, {} KV heads, head_dim {}", file, m->heads, m->kv_heads, m->head_dim);
 
@@ -118,6 +124,10 @@ std::shared_ptr<const RefModel> load_model(const std::string& file) {
       l.q_bias = load(file, key("self_attn.q_proj.bias"), {q_width});
       l.k_bias = load(file, key("self_attn.k_proj.bias"), {kv_width});
       l.v_bias = load(file, key("self_attn.v_proj.bias"), {kv_width});
+    }
+    if (m->qk_norm) {
+      l.q_norm = load(file, key("self_attn.q_norm.weight"), {m->head_dim});
+      l.k_norm = load(file, key("self_attn.k_norm.weight"), {m->head_dim});
     }
     l.o = load(file, key("self_attn.o_proj.weight"), {h, q_width});
     l.post_norm = load(file, key("post_attention_layernorm.weight"), {h});
@@ -169,6 +179,16 @@ void rope(Vec& x, const std::vector<double>& inv_freq, int64_t pos) {
   }
 }
 
+// Qwen3RMSNorm over each head of x (heads * head_dim values) with the head_dim weights w.
+void norm_each_head(Vec& x, const std::vector<float>& w, double eps) {
+  const size_t d = w.size();
+  for (size_t base = 0; base < x.size(); base += d) {
+    const Vec head(x.begin() + static_cast<std::ptrdiff_t>(base), x.begin() + static_cast<std::ptrdiff_t>(base + d));
+    const Vec normed = rms_norm(head, w, eps);
+    std::copy(normed.begin(), normed.end(), x.begin() + static_cast<std::ptrdiff_t>(base));
+  }
+}
+
 double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
 std::vector<Vec> forward(const RefModel& m, std::span<const int32_t> tokens) {
@@ -190,6 +210,10 @@ std::vector<Vec> forward(const RefModel& m, std::span<const int32_t> tokens) {
       q[t] = linear(l.q, a, l.q_bias);
       k[t] = linear(l.k, a, l.k_bias);
       v[t] = linear(l.v, a, l.v_bias);
+      if (m.qk_norm) {
+        norm_each_head(q[t], l.q_norm, m.eps);
+        norm_each_head(k[t], l.k_norm, m.eps);
+      }
       rope(q[t], m.inv_freq, static_cast<int64_t>(t));
       rope(k[t], m.inv_freq, static_cast<int64_t>(t));
     }

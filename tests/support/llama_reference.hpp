@@ -13,7 +13,8 @@ namespace meshnn::testing {
 // Logits [tokens.size()][vocab] of one sequence at positions 0..n-1 of the Llama model in `file`,
 // computed in float64 from the stored values (read as float32, so bfloat16 weights enter exactly as
 // stored). Semantics are LlamaForCausalLM's (Qwen2ForCausalLM's, with q/k/v biases, for model_type
-// "qwen2"): RMSNorm with weight, rotate-half RoPE (inv_freq_i =
+// "qwen2"; Qwen3ForCausalLM's, with an RMSNorm over each q and k head before RoPE, for "qwen3"):
+// RMSNorm with weight, rotate-half RoPE (inv_freq_i =
 // theta^(-2i/head_dim), then the attribute rope_scaling's linear or llama3 scaling), causal
 // grouped-query attention scaled by 1/sqrt(head_dim) (keys within the last sliding_window positions
 // when that attribute is there, as Mistral's), SwiGLU MLP, final norm, lm_head (the embedding when

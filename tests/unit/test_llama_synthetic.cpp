@@ -264,6 +264,28 @@ TEST(LlamaSynthetic, Qwen2BiasesAreWrittenAndTheModelTypeSaysSo) {
   EXPECT_EQ(preset.head_dim, 64);
 }
 
+TEST(LlamaSynthetic, Qwen3HeadNormsAreWrittenAndTheModelTypeSaysSo) {
+  LlamaConfig c = tiny();
+  c.qk_norm = true;
+  c.head_dim = 20;  // not hidden / heads, as in Qwen3's configs
+  const std::string file = tiny_file("tiny_qwen3", c);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    for (const char* name : {"self_attn.q_norm.weight", "self_attn.k_norm.weight"})
+      EXPECT_EQ(io::inspect_dataset_local(file, models::llama::layer_key(l, name)).shape, std::vector<int64_t>{20});
+    EXPECT_EQ(io::inspect_dataset_local(file, models::llama::layer_key(l, "self_attn.q_proj.weight")).shape,
+              (std::vector<int64_t>{8 * 20, c.hidden_size}));
+  }
+  const io::Attributes attrs = io::read_root_attributes_local(file);
+  EXPECT_EQ(std::get<std::string>(attrs.at("model_type")), "qwen3");
+  const LlamaConfig back = models::llama::config_from_attributes(attrs, file);
+  EXPECT_TRUE(back.qk_norm && !back.qkv_bias);
+  EXPECT_EQ(back.head_dim, 20);
+  const LlamaConfig preset = models::llama::llama_preset("qwen3-0.6b");
+  EXPECT_TRUE(preset.qk_norm && preset.tie_word_embeddings && !preset.qkv_bias);
+  EXPECT_EQ(preset.head_dim, 128);
+  EXPECT_EQ(preset.num_attention_heads * preset.head_dim, 2 * preset.hidden_size);
+}
+
 TEST(LlamaSynthetic, RejectsAnInvalidConfigWithoutLeavingAFile) {
   LlamaConfig c = tiny();
   c.num_key_value_heads = 3;  // does not divide 8 heads

@@ -171,6 +171,40 @@ TEST(OpsNorm, RmsNormRowPathOverTilesAndBatches) {
   }
 }
 
+// Qwen3's per-head norm: in a q|k-like row (40 columns, then 3 heads of 20 from column 45, then 5
+// more), each head is normalised on its own in float64 here; the columns around the heads, and the
+// tile padding, are left exactly as they were.
+TEST(OpsNorm, RmsNormHeadsNormalisesEachHeadInPlace) {
+  const int64_t d = 20, first = 45, heads = 3, w = first + heads * d + 5;
+  const Shape s{1, 35, w};
+  const std::vector<float> x = normal_values(s.volume(), 21), g = normal_values(d, 22);
+  const Tensor tg = f32(g, Shape{d}, Layout::ROW_MAJOR);
+  for (DataType dt : {DataType::FLOAT32, DataType::BFLOAT16})
+    for (Layout layout : {Layout::TILE, Layout::ROW_MAJOR}) {
+      Tensor t = Tensor::from_float(x, s, dt, layout, 7.0f);
+      const std::vector<float> before = t.to_float();
+      std::vector<double> expected(before.begin(), before.end());
+      for (int64_t r = 0; r < s[1]; ++r)
+        for (int64_t h = 0; h < heads; ++h) {
+          const int64_t base = r * w + first + h * d;
+          double sq = 0;
+          for (int64_t i = 0; i < d; ++i) sq += double(before[base + i]) * before[base + i];
+          for (int64_t i = 0; i < d; ++i) expected[base + i] = before[base + i] / std::sqrt(sq / d + 1e-6) * g[i];
+        }
+      rms_norm_heads_in_place(t, first, heads, tg, 1e-6f);
+      expect_close(t.to_float(), expected, dt == DataType::FLOAT32 ? 16 * kUlp : std::ldexp(1.0, -8), 1e-6,
+                   "rms_norm_heads");
+      if (layout == Layout::TILE) {  // the padding keeps its 7s
+        const Tensor padded = Tensor::from_float(t.to_float(), s, dt, Layout::TILE, 7.0f);
+        EXPECT_TRUE(std::equal(t.bytes().begin(), t.bytes().end(), padded.bytes().begin())) << to_string(dt);
+      }
+    }
+  Tensor t = f32(x, s);
+  EXPECT_THROW(rms_norm_heads_in_place(t, first, heads + 1, tg, 1e-6f), Error);  // runs past the last dim
+  Tensor ints(s, DataType::UINT32, Layout::ROW_MAJOR);
+  EXPECT_THROW(rms_norm_heads_in_place(ints, 0, 1, tg, 1e-6f), Error);
+}
+
 // swiglu on a fused gate|up row: silu(gate) * up in float64, on both paths (rows for float32 and
 // bfloat16 outputs, whole tiles for block floats); padding columns and rows are 0.
 TEST(OpsEltwise, SwigluOfFusedGateUpMatchesFloat64) {

@@ -15,6 +15,12 @@ Tensor rms_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* 
 // it). output may be x.
 void rms_norm_into(const Tensor& x, float eps, const Tensor* weight, Tensor& output, const Tensor* residual = nullptr);
 
+// Qwen3's q_norm / k_norm, in place: in every row of x, each of `heads` runs of D columns (D =
+// weight's size) from `first_column` on is scaled by 1 / sqrt(eps + mean of the run's squares) and
+// by weight, as rms_norm would scale a row of D. Other columns are left as they are. x: float32 or
+// bfloat16, either layout. Throws meshnn::Error when the runs do not fit x's last dim.
+void rms_norm_heads_in_place(Tensor& x, int64_t first_column, int64_t heads, const Tensor& weight, float eps);
+
 // y = (h - mean(h)) / sqrt(var(h) + eps) * weight + bias (biased variance, as torch), h as above.
 Tensor layer_norm(const Tensor& x, float eps, const Tensor* weight, const Tensor* bias = nullptr,
                   const Tensor* residual = nullptr);

@@ -66,11 +66,12 @@ LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::strin
   MESHNN_CHECK(type != attrs.end() && std::holds_alternative<std::string>(type->second),
                "'model_type' missing from the root attributes of {} (expected \"llama\")", file);
   const std::string& model_type = std::get<std::string>(type->second);
-  MESHNN_CHECK(model_type == "llama" || model_type == "mistral" || model_type == "qwen2",
-               "{} holds a '{}' model; the Llama job runs model_type \"llama\" (or \"mistral\", \"qwen2\")", file,
-               model_type);
+  MESHNN_CHECK(model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3",
+               "{} holds a '{}' model; the Llama job runs model_type \"llama\" (or \"mistral\", \"qwen2\", \"qwen3\")",
+               file, model_type);
   LlamaConfig c;
   c.qkv_bias = model_type == "qwen2";
+  c.qk_norm = model_type == "qwen3";
   c.hidden_size = required(attrs, "hidden_size", file);
   c.intermediate_size = required(attrs, "intermediate_size", file);
   c.num_hidden_layers = required(attrs, "num_hidden_layers", file);
@@ -100,7 +101,9 @@ LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::strin
 }
 
 io::Attributes config_to_attributes(const LlamaConfig& c) {
-  io::Attributes a{{"model_type", std::string(c.qkv_bias ? "qwen2" : "llama")},
+  MESHNN_CHECK(!(c.qkv_bias && c.qk_norm),
+               "a Llama config with both q/k/v biases (qwen2) and per-head q/k norms (qwen3) has no model_type");
+  io::Attributes a{{"model_type", std::string(c.qkv_bias ? "qwen2" : c.qk_norm ? "qwen3" : "llama")},
                    {"hidden_size", c.hidden_size},
                    {"intermediate_size", c.intermediate_size},
                    {"num_hidden_layers", c.num_hidden_layers},
@@ -162,6 +165,22 @@ LlamaConfig llama_preset(const std::string& name) {
     c.qkv_bias = true;
     c.bos_token_id = 151643;
     c.eos_token_id = 151643;
+  } else if (name == "qwen3-0.6b") {
+    // Qwen3-0.6B's config.json: per-head q/k norms, tied embeddings, 16 heads / 8 KV heads of 128
+    // (2048 query columns beside a hidden of 1024).
+    c.hidden_size = 1024;
+    c.intermediate_size = 3072;
+    c.num_hidden_layers = 28;
+    c.num_attention_heads = 16;
+    c.num_key_value_heads = 8;
+    c.head_dim = 128;
+    c.vocab_size = 151936;
+    c.max_position_embeddings = 40960;
+    c.rope_theta = 1000000.0;
+    c.tie_word_embeddings = true;
+    c.qk_norm = true;
+    c.bos_token_id = 151643;
+    c.eos_token_id = 151645;
   } else if (name == "llama3-8b") {
     c.hidden_size = 4096;
     c.intermediate_size = 14336;
@@ -176,11 +195,13 @@ LlamaConfig llama_preset(const std::string& name) {
   } else {
     throw Error(fmt::format("unknown Llama preset '{}' (expected {})", name, fmt::join(llama_preset_names(), ", ")));
   }
-  c.head_dim = c.hidden_size / c.num_attention_heads;
-  c.rms_norm_eps = c.qkv_bias ? 1e-6 : 1e-5;  // as each model's config.json has it
+  if (c.head_dim == 0) c.head_dim = c.hidden_size / c.num_attention_heads;
+  c.rms_norm_eps = c.qkv_bias || c.qk_norm ? 1e-6 : 1e-5;  // as each model's config.json has it
   return c;
 }
 
-std::vector<std::string> llama_preset_names() { return {"tiny", "tinyllama", "qwen2.5-0.5b", "llama3-8b"}; }
+std::vector<std::string> llama_preset_names() {
+  return {"tiny", "tinyllama", "qwen2.5-0.5b", "qwen3-0.6b", "llama3-8b"};
+}
 
 }  // namespace meshnn::models::llama

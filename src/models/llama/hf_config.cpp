@@ -1,5 +1,5 @@
-// Llama, Mistral and Qwen2 (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM) in a Hugging
-// Face config.json: the root attributes meshnn's Llama reads (src/models/llama/config.cpp) and the state_dict names and
+// Llama, Mistral, Qwen2 and Qwen3 (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM) in a Hugging Face config.json: the root attributes meshnn's Llama reads (src/models/llama/config.cpp) and the state_dict names and
 // shapes the configuration implies, by the names meshnn/models/llama/config.hpp gives the loader.
 #include <fmt/format.h>
 
@@ -33,17 +33,20 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
   // Qwen2 is Llama with biases on q_proj, k_proj and v_proj. Its sliding window (layers from
   // max_window_layers on) applies only with use_sliding_window, which meshnn does not run.
   const bool qwen2 = m.architecture == "Qwen2ForCausalLM";
-  if (qwen2)
+  // Qwen3 is Llama with an RMSNorm over each query and key head (q_norm, k_norm: [head_dim]) before
+  // RoPE, and the same optional sliding window as Qwen2.
+  const bool qwen3 = m.architecture == "Qwen3ForCausalLM";
+  if (qwen2 || qwen3)
     MESHNN_CHECK(!c.boolean("use_sliding_window", false),
-                 "{}: use_sliding_window = true is not supported (meshnn runs Qwen2's attention over the whole context)",
-                 c.file());
+                 "{}: use_sliding_window = true is not supported (meshnn runs {}'s attention over the whole context)",
+                 c.file(), qwen2 ? "Qwen2" : "Qwen3");
 
   io::Attributes& a = m.attributes;
-  a["model_type"] = std::string(qwen2 ? "qwen2" : mistral ? "mistral" : "llama");
+  a["model_type"] = std::string(qwen2 ? "qwen2" : qwen3 ? "qwen3" : mistral ? "mistral" : "llama");
   set_size_attributes({hidden, intermediate, layers, heads, kv_heads, vocab}, a);
   a["head_dim"] = head_dim;
-  // Hugging Face's defaults: LlamaConfig 2048, Qwen2Config 32768.
-  a["max_position_embeddings"] = c.positive("max_position_embeddings", qwen2 ? 32768 : 2048);
+  // Hugging Face's defaults: LlamaConfig 2048, Qwen2Config and Qwen3Config 32768.
+  a["max_position_embeddings"] = c.positive("max_position_embeddings", qwen2 || qwen3 ? 32768 : 2048);
   a["rms_norm_eps"] = c.real("rms_norm_eps", 1e-6);
   a["rope_theta"] = c.real("rope_theta", 10000.0);
   a["tie_word_embeddings"] = int64_t{tied ? 1 : 0};
@@ -82,6 +85,10 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
       e[key("self_attn.q_proj.bias")] = {heads * head_dim};
       e[key("self_attn.k_proj.bias")] = {kv_heads * head_dim};
       e[key("self_attn.v_proj.bias")] = {kv_heads * head_dim};
+    }
+    if (qwen3) {
+      e[key("self_attn.q_norm.weight")] = {head_dim};
+      e[key("self_attn.k_norm.weight")] = {head_dim};
     }
     e[key("self_attn.o_proj.weight")] = {hidden, heads * head_dim};
     e[key("mlp.gate_proj.weight")] = {intermediate, hidden};

@@ -115,6 +115,12 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
     o.expected_shape = std::vector<int64_t>{hidden};
     return io::load_tensor(file, key, hidden_vector, group, o);
   };
+  // Qwen3's per-head norms weigh the head_dim columns of every head alike: whole on every device.
+  auto load_head_norm = [&](const std::string& key) {
+    io::LoadOptions o{DataType::FLOAT32, Layout::ROW_MAJOR, false};
+    o.expected_shape = std::vector<int64_t>{d};
+    return std::move(io::load_tensor(file, key, ReplicateTensorToMesh(), group, o).local());
+  };
 
   {
     const DataType table_dtype = options.weight_dtype == DataType::FLOAT32 ? DataType::FLOAT32 : DataType::BFLOAT16;
@@ -193,6 +199,13 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
         layer.qkv_bias = Tensor::from_float(fused, Shape{layer.wqkv.shape()[-1]}, DataType::FLOAT32, Layout::ROW_MAJOR);
       }
     }
+    if (config.qk_norm) {
+      layer.q_norm = load_head_norm(layer_key(l, "self_attn.q_norm.weight"));
+      layer.k_norm = load_head_norm(layer_key(l, "self_attn.k_norm.weight"));
+      if (l == 0)
+        m.placements_.push_back(fmt::format("  {:<34} [{}] float32 each: whole on every device, applied to each head",
+                                            "layer 0 q_norm, k_norm", d));
+    }
     layer.w_gate_up = concat_tile_aligned(take(std::move(gate.local()), std::move(up.local())));
     layer.wo = std::move(o);
     layer.w_down = std::move(down);
@@ -228,7 +241,7 @@ void LlamaModel::project(const Tensor& x, const Tensor& w, PhaseTimes& times, co
   });
 }
 
-const Tensor& LlamaModel::reduce(Across across, PhaseTimes& times) const {
+Tensor& LlamaModel::reduce(Across across, PhaseTimes& times) const {
   const bool two_d = options_.sharding == LlamaSharding::TWO_D;
   const int parts = across == Across::HIDDEN ? hidden_parts_ : head_parts_;
   if (parts == 1) return step_.partial;
@@ -400,7 +413,13 @@ const Tensor& LlamaModel::forward(const serving::TokenBatch& b, serving::KvCache
     const Layer& layer = layers_[l];
     norm(step_.x, layer.input_norm, times);
     project(step_.normed, layer.wqkv, times, layer.qkv_bias ? &*layer.qkv_bias : nullptr);
-    const Tensor& qkv = reduce(Across::HIDDEN, times);
+    Tensor& qkv = reduce(Across::HIDDEN, times);
+    if (layer.q_norm) {
+      // Qwen3: each query and key head normalised on its own, before attention applies RoPE.
+      const float eps = static_cast<float>(config_.rms_norm_eps);
+      rms_norm_heads_in_place(qkv, 0, heads_.q_heads, *layer.q_norm, eps);
+      rms_norm_heads_in_place(qkv, qkv_columns_.k_column, heads_.kv_heads, *layer.k_norm, eps);
+    }
     attention_with_kv_cache_into(qkv, qkv_columns_, cache.keys(static_cast<int64_t>(l)),
                                  cache.values(static_cast<int64_t>(l)), rope_, b.slots, b.positions, heads_.q_heads,
                                  act, step_.attention, std::nullopt, config_.sliding_window);
@@ -438,7 +457,8 @@ size_t LlamaModel::weight_bytes() const {
   size_t total = embedding_.size_bytes() + final_norm_.size_bytes() + lm_head_.size_bytes();
   for (const Layer& l : layers_)
     total += l.input_norm.size_bytes() + l.post_norm.size_bytes() + l.wqkv.size_bytes() + l.wo.local().size_bytes() +
-             l.w_gate_up.size_bytes() + l.w_down.local().size_bytes() + (l.qkv_bias ? l.qkv_bias->size_bytes() : 0);
+             l.w_gate_up.size_bytes() + l.w_down.local().size_bytes() + (l.qkv_bias ? l.qkv_bias->size_bytes() : 0) +
+             (l.q_norm ? l.q_norm->size_bytes() + l.k_norm->size_bytes() : 0);
   return total;
 }
 

@@ -19,6 +19,9 @@ constexpr double kNormSpread = 0.2;
 // q/k/v biases (Qwen2): as large as the unit-variance outputs they are added to, so that a model
 // that dropped them would be far from one that adds them.
 constexpr double kBiasSpread = 1.0;
+// Qwen3's q/k norms: weights in [0.5, 3.5], far from the plain RMSNorm's 1, so that a model that
+// skipped them (or applied them over the whole projection) would be far from one that applies them.
+constexpr double kHeadNormSpread = 1.5, kHeadNormOffset = 2.0;
 
 double linear_scale(int64_t fan_in) { return std::sqrt(3.0 / static_cast<double>(fan_in)); }
 
@@ -67,6 +70,10 @@ std::vector<SyntheticTensor> synthetic_llama_tensors(const LlamaConfig& c) {
       out.push_back({layer_key(i, "self_attn.q_proj.bias"), {q_width}, base + 9, kBiasSpread, 0.0});
       out.push_back({layer_key(i, "self_attn.k_proj.bias"), {kv_width}, base + 10, kBiasSpread, 0.0});
       out.push_back({layer_key(i, "self_attn.v_proj.bias"), {kv_width}, base + 11, kBiasSpread, 0.0});
+    }
+    if (c.qk_norm) {
+      out.push_back({layer_key(i, "self_attn.q_norm.weight"), {c.head_dim}, base + 12, kHeadNormSpread, kHeadNormOffset});
+      out.push_back({layer_key(i, "self_attn.k_norm.weight"), {c.head_dim}, base + 13, kHeadNormSpread, kHeadNormOffset});
     }
     out.push_back(linear_tensor(layer_key(i, "self_attn.o_proj.weight"), hidden, q_width, base + 4));
     out.push_back(norm_tensor(layer_key(i, "post_attention_layernorm.weight"), hidden, base + 5));

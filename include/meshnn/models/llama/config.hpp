@@ -1,6 +1,6 @@
 // The configuration of a Llama-family decoder (Hugging Face LlamaForCausalLM: Llama 2/3,
-// TinyLlama, Mistral-shaped models; Qwen2ForCausalLM, which adds biases to q/k/v) and the
-// state_dict names of its weights.
+// TinyLlama, Mistral-shaped models; Qwen2ForCausalLM, which adds biases to q/k/v; Qwen3ForCausalLM,
+// which normalises each query and key head) and the state_dict names of its weights.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +45,10 @@ struct LlamaConfig {
   // Qwen2: q_proj, k_proj and v_proj carry biases (self_attn.{q,k,v}_proj.bias); o_proj and the
   // MLP have none. Files say so by model_type "qwen2".
   bool qkv_bias = false;
+  // Qwen3: each head of q and of k is RMS-normalised on its own after the projection and before
+  // RoPE (self_attn.q_norm.weight and self_attn.k_norm.weight, [head_dim], one for every head).
+  // Files say so by model_type "qwen3".
+  bool qk_norm = false;
   std::optional<int64_t> bos_token_id, eos_token_id;
 
   // Throws meshnn::Error naming the first value that is missing, non-positive or inconsistent
@@ -53,7 +57,7 @@ struct LlamaConfig {
 };
 
 // Reads the root attributes (docs/spec/hdf5.md §3: Hugging Face config.json names). model_type must be "llama",
-// "mistral" or "qwen2" (qkv_bias); num_key_value_heads defaults to num_attention_heads, head_dim to hidden/heads,
+// "mistral", "qwen2" (qkv_bias) or "qwen3" (qk_norm); num_key_value_heads defaults to num_attention_heads, head_dim to hidden/heads,
 // rms_norm_eps to 1e-6... as Hugging Face's LlamaConfig defaults them. Throws meshnn::Error.
 LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::string& file);
 
@@ -79,7 +83,8 @@ std::string lm_head_key();                                // "lm_head.weight" [v
 
 // Named shapes from the presets of meshnn-make-weights: "tiny" (tests: 2 layers, hidden 112,
 // 8 heads / 2 KV heads of 14, intermediate 200, vocab 250), "tinyllama" (TinyLlama-1.1B),
-// "qwen2.5-0.5b" (Qwen2.5-0.5B: q/k/v biases), "llama3-8b" (Llama-3-8B). Throws meshnn::Error for
+// "qwen2.5-0.5b" (Qwen2.5-0.5B: q/k/v biases), "qwen3-0.6b" (Qwen3-0.6B: per-head q/k norms,
+// head_dim 128 beside a hidden of 1024), "llama3-8b" (Llama-3-8B). Throws meshnn::Error for
 // another name.
 LlamaConfig llama_preset(const std::string& name);
 std::vector<std::string> llama_preset_names();

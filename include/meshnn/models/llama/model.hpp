@@ -9,6 +9,8 @@
 //                  whose parts start on tile boundaries. Qwen2's q/k/v biases: split as the
 //                  weights' columns, fused alike, added by the matmul's epilogue (2d: on one mesh
 //                  row only, since the rows' partial sums are added up).
+//                  Qwen3's q_norm/k_norm ([head_dim], one for all heads): replicated, applied to
+//                  each of the device's heads after the q|k|v sums are reduced, so no collective.
 //   o_proj         row-parallel -> Partial(sum), all_reduce
 //   gate/up_proj   column-parallel over intermediate (torch.chunk, padded), fused as [hidden, gate|up]
 //   down_proj      row-parallel -> Partial(sum), all_reduce
@@ -96,6 +98,7 @@ class LlamaModel final : public serving::CausalLm {
     Tensor input_norm, post_norm;  // float32 [hidden]
     Tensor wqkv;                   // [hidden, q|k|v], parts tile-aligned
     std::optional<Tensor> qkv_bias;  // float32 [q|k|v] as wqkv's columns; where this device adds them
+    std::optional<Tensor> q_norm, k_norm;  // Qwen3: float32 [head_dim], the same for every head
     MeshTensor wo;                 // [q heads * D, hidden], row-parallel (local: this device's heads)
     Tensor w_gate_up;              // [hidden, 2 * gate_up_half]
     MeshTensor w_down;             // [intermediate, hidden], row-parallel
@@ -117,9 +120,10 @@ class LlamaModel final : public serving::CausalLm {
   };
   // Which split a partial sum is reduced over: the hidden (2d: along the mesh column) or the heads
   // / intermediate / vocabulary (tp: the group; 2d: along the mesh row). Reduces step_.partial and
-  // returns the sum, ROW_MAJOR (step_.partial itself, TILE, over one device).
+  // returns the sum, ROW_MAJOR (step_.partial itself, TILE, over one device): a step buffer, which
+  // the caller may change in place.
   enum class Across { HIDDEN, HEADS };
-  const Tensor& reduce(Across across, PhaseTimes& times) const;
+  Tensor& reduce(Across across, PhaseTimes& times) const;
   // step_.partial = x times w (float32 out), plus bias when given.
   void project(const Tensor& x, const Tensor& w, PhaseTimes& times, const Tensor* bias = nullptr) const;
   // The reduced float32 sum of x times a row-parallel weight w [in, hidden], in the residual
