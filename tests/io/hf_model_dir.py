@@ -77,6 +77,8 @@ def llama_shapes(c):
         if c.get("model_type") == "qwen2":  # Qwen2Attention: biases on q, k and v only
             shapes.update({p + "self_attn.q_proj.bias": (heads * d,), p + "self_attn.k_proj.bias": (kv * d,),
                            p + "self_attn.v_proj.bias": (kv * d,)})
+        if c.get("model_type") == "qwen3":  # Qwen3Attention: one RMSNorm weight over each q and k head
+            shapes.update({p + "self_attn.q_norm.weight": (d,), p + "self_attn.k_norm.weight": (d,)})
         shapes.update({
             p + "self_attn.o_proj.weight": (h, heads * d),
             p + "post_attention_layernorm.weight": (h,),

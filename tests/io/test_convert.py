@@ -5,7 +5,7 @@
     test_convert.py BUILD_DIR WORK_DIR MPIEXEC [MPIEXEC_FLAGS...]
 
 1. Llama (unsharded BF16; sharded, mixed F32/F16/BF16 with tied embeddings, a list of eos ids and
-   rope_scaling; Mistral; Qwen2, with q/k/v biases) and Falcon (RWForCausalLM in the RefinedWeb dialect, sharded;
+   rope_scaling; Mistral; Qwen2, with q/k/v biases; Qwen3, with per-head q/k norms) and Falcon (RWForCausalLM in the RefinedWeb dialect, sharded;
    FalconForCausalLM) convert, and every dataset equals its source bit for bit (as stored, and
    converted to float32 and bfloat16), every attribute and every tokenizer file is there.
    Mistral's sliding_window defaults as Hugging Face's does; a rope_scaling type the job cannot
@@ -17,7 +17,8 @@
    with h5py in meshnn's layout: meshnn-llm's tokens and logits, meshnn-mlp's output, on 1 and 2
    ranks; a file with one weight changed gives different logits (the comparison can fail). The
    job applies the llama3 rope_scaling (without it the logits differ) and refuses a yarn one, and
-   adds Qwen2's biases (the same file read as Llama, biases ignored, gives other logits).
+   adds Qwen2's biases and applies Qwen3's head norms (the same file read as Llama, biases or norms
+   ignored, gives other logits).
 """
 import json
 import os
@@ -74,6 +75,13 @@ QWEN2 = dict(LLAMA, architectures=["Qwen2ForCausalLM"], model_type="qwen2", tie_
              max_window_layers=2, bos_token_id=1, eos_token_id=3)
 QWEN2_ATTRS = dict(LLAMA_ATTRS, model_type="qwen2", tie_word_embeddings=1, rope_theta=1000000.0, rms_norm_eps=1e-6,
                    eos_token_id=3, eos_token_ids=[3, 5])
+# Qwen3 as Qwen3-0.6B's config.json has it: 4 heads of 32 beside a hidden of 64 (head_dim given),
+# tied embeddings, no attention bias, the sliding window off and null.
+QWEN3 = dict(LLAMA, architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=32, tie_word_embeddings=True,
+             rope_theta=1000000.0, rms_norm_eps=1e-6, attention_bias=False, use_sliding_window=False,
+             sliding_window=None, max_window_layers=2, rope_scaling=None, bos_token_id=1, eos_token_id=3)
+QWEN3_ATTRS = dict(LLAMA_ATTRS, model_type="qwen3", head_dim=32, tie_word_embeddings=1, rope_theta=1000000.0,
+                   rms_norm_eps=1e-6, eos_token_id=3)
 
 
 def expected_array(dtype, array, target):
@@ -219,6 +227,16 @@ def test_conversions():
         check("sliding_window" not in f.attrs, "qwen2 with use_sliding_window false: no sliding_window attribute")
     models["qwen2"] = (d, kept)
 
+    # Qwen3: per-head q/k norms, projections wider than the hidden.
+    d = os.path.join(WORK, "qwen3")
+    kept = hf.write_model_dir(d, QWEN3, hf.llama_shapes(QWEN3), lambda n: "BF16", seed=8)
+    r = convert(d, os.path.join(WORK, "qwen3.h5"))
+    check(r.returncode == 0 and "Qwen3ForCausalLM" in r.stdout, "qwen3 (per-head q/k norms, head_dim 32, tied) converts")
+    check_converted("qwen3", os.path.join(WORK, "qwen3.h5"), kept, QWEN3_ATTRS, model_dir=d)
+    with h5py.File(os.path.join(WORK, "qwen3.h5"), "r") as f:
+        check("sliding_window" not in f.attrs, "qwen3 with sliding_window null: no sliding_window attribute")
+    models["qwen3"] = (d, kept)
+
     # Falcon in the original RefinedWeb dialect (n_layer, n_head), sharded, float32.
     d = os.path.join(WORK, "falcon_rw")
     cfg = {"architectures": ["RWForCausalLM"], "model_type": "RefinedWebModel", "hidden_size": 64, "n_head": 4,
@@ -331,6 +349,12 @@ def test_hostile(models):
          "use_sliding_window = true is not supported"),
         ("qwen2_without_biases", "llama", edit_json("config.json", lambda c: c.update(architectures=["Qwen2ForCausalLM"])),
          "'model.layers.0.self_attn.k_proj.bias' is missing from the checkpoint"),
+        ("qwen3_without_norms", "llama", edit_json("config.json", lambda c: c.update(architectures=["Qwen3ForCausalLM"])),
+         "'model.layers.0.self_attn.k_norm.weight' is missing from the checkpoint"),
+        ("qwen3_attention_bias", "qwen3", edit_json("config.json", lambda c: c.update(attention_bias=True)),
+         "attention_bias = true is not supported"),
+        ("qwen3_sliding_window", "qwen3", edit_json("config.json", lambda c: c.update(use_sliding_window=True)),
+         "use_sliding_window = true is not supported"),
         ("llama_attention_bias", "llama", edit_json("config.json", lambda c: c.update(attention_bias=True)),
          "attention_bias = true is not supported"),
         ("eos_outside_vocab", "llama", edit_json("config.json", lambda c: c.update(eos_token_id=500)),
@@ -460,6 +484,20 @@ def test_jobs(models):
     write_direct(as_llama, kept, dict(QWEN2_ATTRS, model_type="llama"))
     check(not same_outputs(llm_outputs(as_llama, 1, "qwen2_as_llama"), llm_outputs(direct, 1, "qwen2_direct")),
           "Qwen2's biases change the logits (the job adds them)")
+
+    # Qwen3: converted = direct on 1 and 2 ranks; read as Llama (the norm datasets there but
+    # unused) the logits differ, so the job applies the norms.
+    d, kept = models["qwen3"]
+    direct = os.path.join(WORK, "qwen3_direct.h5")
+    write_direct(direct, kept, QWEN3_ATTRS)
+    for ranks in (1, 2):
+        converted = llm_outputs(os.path.join(WORK, "qwen3.h5"), ranks, "qwen3")
+        check(same_outputs(converted, llm_outputs(direct, ranks, "qwen3_direct")) and np.isfinite(converted[1]).all(),
+              f"meshnn-llm on {ranks} rank(s): converted Qwen3 gives the same tokens and logits as the direct one")
+    as_llama = os.path.join(WORK, "qwen3_as_llama.h5")
+    write_direct(as_llama, kept, dict(QWEN3_ATTRS, model_type="llama"))
+    check(not same_outputs(llm_outputs(as_llama, 1, "qwen3_as_llama"), llm_outputs(direct, 1, "qwen3_direct")),
+          "Qwen3's head norms change the logits (the job applies them)")
 
     # Falcon: the MLP job reads transformer.h.1.mlp.* of the converted checkpoint.
     d, kept = models["falcon"]
