@@ -59,6 +59,10 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
                  "a Jinja chat template to use instead of the model's (e.g. for a base model), with --chat or "
                  "\"messages\"")
       ->type_name("FILE");
+  cli.add_option("--chat-template-kwargs", c.chat_template_kwargs,
+                 "variables for the chat template as a JSON object, e.g. '{\"enable_thinking\": false}' (Qwen3); "
+                 "--serve: the defaults a request's chat_template_kwargs add to")
+      ->type_name("JSON");
   CLI::Option* interactive =
       cli.add_flag("--interactive", c.interactive,
                    "chat with the model: type a message per line on stdin (world rank 0's), end with Ctrl-D; the "

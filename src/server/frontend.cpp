@@ -271,6 +271,7 @@ serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {
     inputs.messages = api.messages;
     inputs.special_tokens = text_.special_tokens;
     inputs.now = std::time(nullptr);
+    inputs.json_variables = text::with_variables(text_.chat_variables, api.chat_template_kwargs);
     // As apply_chat_template: the template writes BOS where the model wants it.
     g.prompt = text::encode_prompt(*text_.tokenizer, text_.chat_template->render(inputs), std::nullopt);
   } else if (api.prompt) {

@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "meshnn/core/error.hpp"
 #include "meshnn/text/utf8.hpp"
 
 namespace meshnn::server {
@@ -281,6 +282,14 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
     r.include_usage = flag(*o, "include_usage");
   }
   r.return_token_ids = flag(body, "return_token_ids");
+  if (const json* kwargs = field(body, "chat_template_kwargs"); kwargs != nullptr) {
+    if (endpoint != Endpoint::CHAT_COMPLETIONS) bad("'chat_template_kwargs' applies to /v1/chat/completions only");
+    try {
+      r.chat_template_kwargs = text::template_variables_from_json(kwargs->dump(), "'chat_template_kwargs'");
+    } catch (const Error& e) {
+      bad(e.what());
+    }
+  }
   read_logprobs(body, r);
   return r;
 }

@@ -24,6 +24,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 using meshnn::text::ChatTemplate;
 using meshnn::text::ChatTemplateInputs;
+using meshnn::text::template_variables_from_json;
+using meshnn::text::with_variables;
 
 namespace {
 
@@ -189,6 +191,14 @@ std::vector<Conversation> conversations() {
        {{"tools", weather_tools()}}},
       {"tools without a system message", json::array({msg("user", "What time is it in Tokyo?")}), true,
        {{"tools", weather_tools()}}},
+      {"reasoning in an earlier answer",
+       json::array({msg("user", "2 + 2?"), msg("assistant", "<think>\nTwo and two.\n</think>\n\n4"),
+                    msg("user", "And times 3?")})},
+      {"reasoning in the last answer",
+       json::array({msg("user", "2 + 2?"), msg("assistant", "<think>\nTwo and two.\n</think>\n\n4")}), false},
+      {"thinking off", json::array({system, msg("user", "Where is the treasure?")}), true,
+       {{"enable_thinking", false}}},
+      {"thinking on", json::array({msg("user", "Where is the treasure?")}), true, {{"enable_thinking", true}}},
       {"empty conversation", json::array()},
       {"empty content", json::array({msg("user", "")})},
   };
@@ -200,6 +210,7 @@ json special_tokens_for(const std::string& family) {
       {"llama3", {"<|begin_of_text|>", "<|eot_id|>"}},
       {"gemma", {"<bos>", "<eos>"}},
       {"chatml_qwen", {"<|endoftext|>", "<|im_end|>"}},
+      {"qwen3_thinking", {"<|endoftext|>", "<|im_end|>"}},
   };
   const auto it = tokens.find(family);
   const auto [bos, eos] = it != tokens.end() ? it->second : std::pair<std::string, std::string>{"<s>", "</s>"};
@@ -636,6 +647,32 @@ TEST(ChatTemplate, CopiesRenderTheSameAndInputsAreTheirVariables) {
   EXPECT_EQ(moved.render(in), "<s><user>héllo \xEF\xBF\xBD[1, 2.5, None]");
   in.json_variables = {{"n", "{not json"}};
   EXPECT_THROW(moved.render(in), meshnn::Error);
+}
+
+// --chat-template-kwargs and a request's chat_template_kwargs: a JSON object's members, in order,
+// as variables; a request's replace the defaults by name.
+TEST(ChatTemplate, KeywordArgumentsBecomeVariables) {
+  const auto vars = template_variables_from_json(R"({"enable_thinking": false, "a": [1, "x"], "b": null})", "kwargs");
+  ASSERT_EQ(vars.size(), 3u);
+  EXPECT_EQ(vars[0], (std::pair<std::string, std::string>{"enable_thinking", "false"}));
+  EXPECT_EQ(vars[1], (std::pair<std::string, std::string>{"a", R"([1,"x"])"}));
+  EXPECT_EQ(vars[2], (std::pair<std::string, std::string>{"b", "null"}));
+  const ChatTemplate t("{{ 'off' if enable_thinking is false else 'on' }} {{ a[1] }} {{ b }}");
+  ChatTemplateInputs in;
+  in.json_variables = vars;
+  EXPECT_EQ(t.render(in), "off x None");
+  in.json_variables = with_variables(vars, {{"enable_thinking", "true"}, {"c", "1"}});
+  EXPECT_EQ(in.json_variables.size(), 4u);
+  EXPECT_EQ(in.json_variables[0].second, "true");  // replaced in its place
+  EXPECT_EQ(t.render(in), "on x None");
+  for (const char* bad : {"[1]", "false", "{", "", R"({"messages": []})"}) {
+    try {
+      template_variables_from_json(bad, "--chat-template-kwargs");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const meshnn::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--chat-template-kwargs"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

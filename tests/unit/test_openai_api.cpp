@@ -188,6 +188,28 @@ TEST(OpenAiApi, ReadsVllmsStopTokenFields) {
             std::string::npos);
 }
 
+TEST(OpenAiApi, ReadsChatTemplateKwargs) {
+  const ApiRequest r = parse_request(
+      R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": false}})",
+      Endpoint::CHAT_COMPLETIONS);
+  ASSERT_EQ(r.chat_template_kwargs.size(), 1u);
+  EXPECT_EQ(r.chat_template_kwargs[0], (std::pair<std::string, std::string>{"enable_thinking", "false"}));
+  EXPECT_TRUE(parse_request(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": null})",
+                            Endpoint::CHAT_COMPLETIONS)
+                  .chat_template_kwargs.empty());
+  EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": [1]})",
+                    Endpoint::CHAT_COMPLETIONS)
+                .find("'chat_template_kwargs' must be a JSON object"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"messages": []}})",
+                    Endpoint::CHAT_COMPLETIONS)
+                .find("may not set 'messages'"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "chat_template_kwargs": {"enable_thinking": false}})")
+                .find("applies to /v1/chat/completions only"),
+            std::string::npos);
+}
+
 TEST(OpenAiApi, SamplingAsOpenAiParametersMeanIt) {
   const SamplingParams greedy;  // the job's default
   ApiRequest r;

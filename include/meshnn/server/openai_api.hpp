@@ -57,6 +57,9 @@ struct ApiRequest {
   // completions' logprobs, or chat's top_logprobs (0 unless given) when its logprobs is true.
   std::optional<int64_t> logprobs;
   bool echo = false;  // completions: the answer begins with the prompt (and with logprobs, its tokens')
+  // chat: vLLM's chat_template_kwargs, variables for the chat template (e.g. enable_thinking), each
+  // value as JSON text.
+  std::vector<std::pair<std::string, std::string>> chat_template_kwargs;
 };
 
 // One generated token's log-probabilities as a response shows them: its text (the bytes it adds

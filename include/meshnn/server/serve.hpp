@@ -36,6 +36,9 @@ struct ServeText {
   std::optional<int32_t> bos;                  // put before a completion prompt's text
   const text::ChatTemplate* chat_template = nullptr;  // nullptr: /v1/chat/completions is refused
   std::vector<std::pair<std::string, std::string>> special_tokens;  // the template's variables
+  // More variables for every render (--chat-template-kwargs); a request's chat_template_kwargs
+  // add to them or replace them by name.
+  std::vector<std::pair<std::string, std::string>> chat_variables;
   std::time_t now = 0;  // strftime_now() in templates
 };
 

@@ -35,6 +35,17 @@ struct ChatTemplateInputs {
   std::vector<std::pair<std::string, std::string>> json_variables;
 };
 
+// Variables a caller adds to every render (transformers' apply_chat_template(**kwargs), vLLM's
+// chat_template_kwargs, e.g. {"enable_thinking": false} for Qwen3), from a JSON object's text: its
+// members in order, each value as JSON text, for ChatTemplateInputs::json_variables. Throws
+// meshnn::Error naming `what` when the text is not a JSON object, or names "messages" (the
+// conversation is not theirs to replace).
+std::vector<std::pair<std::string, std::string>> template_variables_from_json(std::string_view object_text,
+                                                                              std::string_view what);
+// `base` with each of `more` set on top: a name in both takes more's value, in base's place.
+std::vector<std::pair<std::string, std::string>> with_variables(std::vector<std::pair<std::string, std::string>> base,
+                                                                const std::vector<std::pair<std::string, std::string>>& more);
+
 namespace chat_template_detail {
 struct Program;
 }

@@ -88,6 +88,7 @@ void run_chat_session(const LlmJobConfig& c, const JobRequests& job, const Llama
   text::ChatTemplateInputs conversation;
   conversation.special_tokens = job.tokenizer->special_tokens;
   conversation.now = now;
+  conversation.json_variables = job.chat_variables;
   if (!c.system_prompt.empty()) conversation.messages.push_back({"system", c.system_prompt});
 
   std::optional<Transcript> transcript;

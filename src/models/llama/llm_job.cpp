@@ -240,6 +240,7 @@ void run_server(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig
     text.bos = static_cast<int32_t>(*config.bos_token_id);
   if (job.chat_template) text.chat_template = &*job.chat_template;
   if (job.tokenizer) text.special_tokens = job.tokenizer->special_tokens;
+  text.chat_variables = job.chat_variables;
   text.now = now;
   if (mesh.device_id() == 0 && !job.tokenizer_problem.empty())
     std::printf("note: no text (%s); prompts must be token ids\n", job.tokenizer_problem.c_str());

@@ -157,8 +157,12 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
   const bool text_prompts = !c.prompts.empty() || !c.prompts_file.empty();
   MESHNN_CHECK(!(text_prompts && !c.tokens.empty()), "--tokens cannot be combined with --prompt or --prompts");
   MESHNN_CHECK(!c.chat || text_prompts || c.interactive, "--chat applies to text prompts: give --prompt or --prompts");
-  MESHNN_CHECK(c.chat_template_file.empty() || c.chat || c.interactive || c.serve || !c.prompts_file.empty(),
-               "--chat-template applies to --chat, --interactive, --serve and --prompts lines with \"messages\"");
+  for (const auto& [option, given] : {std::pair{"--chat-template", !c.chat_template_file.empty()},
+                                      std::pair{"--chat-template-kwargs", !c.chat_template_kwargs.empty()}})
+    MESHNN_CHECK(!given || c.chat || c.interactive || c.serve || !c.prompts_file.empty(),
+                 "{} applies to --chat, --interactive, --serve and --prompts lines with \"messages\"", option);
+  if (!c.chat_template_kwargs.empty())
+    out.chat_variables = text::template_variables_from_json(c.chat_template_kwargs, "--chat-template-kwargs");
   const std::string tokenizer_path = c.tokenizer.empty() ? weights_file : c.tokenizer;
   try {
     out.tokenizer = text::load_tokenizer(tokenizer_path);
@@ -213,6 +217,7 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
   text::ChatTemplateInputs chat_inputs;
   chat_inputs.special_tokens = out.tokenizer->special_tokens;
   chat_inputs.now = now;
+  chat_inputs.json_variables = out.chat_variables;
   std::optional<int32_t> bos;
   if (out.tokenizer->add_bos_token && config.bos_token_id) bos = static_cast<int32_t>(*config.bos_token_id);
   for (size_t i = 0; i < prompts.size(); ++i) {

@@ -29,6 +29,8 @@ struct JobRequests {
   // --serve: nullopt when the model has none, or has one meshnn cannot run: chat_template_problem).
   std::optional<text::ChatTemplate> chat_template;
   std::string chat_template_problem;
+  // --chat-template-kwargs as template variables (ChatTemplateInputs::json_variables).
+  std::vector<std::pair<std::string, std::string>> chat_variables;
 
   const text::Tokenizer* text_tokenizer() const { return tokenizer ? tokenizer->tokenizer.get() : nullptr; }
 };

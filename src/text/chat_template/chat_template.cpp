@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "evaluate.hpp"
@@ -85,6 +87,31 @@ std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
   } catch (const RenderError& e) {
     throw Error(fmt::format("chat template line {}: {}", e.line, e.message));
   }
+}
+
+std::vector<std::pair<std::string, std::string>> template_variables_from_json(std::string_view object_text,
+                                                                              std::string_view what) {
+  const auto j = nlohmann::ordered_json::parse(object_text, nullptr, /*allow_exceptions=*/false);
+  MESHNN_CHECK(!j.is_discarded() && j.is_object(), "{} must be a JSON object such as {{\"enable_thinking\": false}}, got {}",
+               what, object_text);
+  std::vector<std::pair<std::string, std::string>> variables;
+  for (const auto& [name, value] : j.items()) {
+    MESHNN_CHECK(name != "messages", "{} may not set 'messages': the conversation is the request's", what);
+    variables.emplace_back(name, value.dump());
+  }
+  return variables;
+}
+
+std::vector<std::pair<std::string, std::string>> with_variables(std::vector<std::pair<std::string, std::string>> base,
+                                                                const std::vector<std::pair<std::string, std::string>>& more) {
+  for (const auto& [name, value] : more) {
+    const auto it = std::find_if(base.begin(), base.end(), [&](const auto& v) { return v.first == name; });
+    if (it != base.end())
+      it->second = value;
+    else
+      base.emplace_back(name, value);
+  }
+  return base;
 }
 
 }  // namespace meshnn::text

@@ -40,6 +40,10 @@ struct LlmJobConfig {
   bool chat = false;
   std::string system_prompt;
   std::string chat_template_file;
+  // Variables every chat render gets, as a JSON object's text (transformers' apply_chat_template
+  // keyword arguments, e.g. {"enable_thinking": false}); in --serve, the defaults that a request's
+  // chat_template_kwargs add to or replace per name. Empty: none.
+  std::string chat_template_kwargs;
   // A conversation instead of requests (chat_session.hpp): world rank 0 reads the user's turns from
   // stdin and streams the answers; the KV cache holds `max_context` positions (0: the model's
   // max_position_embeddings, at most kDefaultMaxContext).
