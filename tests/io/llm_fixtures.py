@@ -121,10 +121,11 @@ LLAMA3 = """{{- bos_token }}
 NO_SYSTEM = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
              "{% for m in messages %}{{ m.content }}{% endfor %}")
 
-def hf_render(template, messages, special_tokens, now):
+def hf_render(template, messages, special_tokens, now, variables=None):
     """What transformers' apply_chat_template renders: a sandboxed, immutable jinja2 environment with
     trim_blocks, lstrip_blocks and loop controls, raise_exception and strftime_now as globals, the
-    tools and documents variables None, and the special tokens as variables."""
+    tools and documents variables None, the special tokens as variables, and `variables` (its
+    keyword arguments)."""
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
 
@@ -133,7 +134,7 @@ def hf_render(template, messages, special_tokens, now):
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: time.strftime(fmt, time.localtime(now))
     return env.from_string(template).render(messages=messages, add_generation_prompt=True, tools=None,
-                                            documents=None, **special_tokens)
+                                            documents=None, **special_tokens, **(variables or {}))
 
 
 def finish(failures, work):

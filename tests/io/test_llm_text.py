@@ -278,6 +278,30 @@ def check_chat_session(kind, weights):
           f"{kind}: the second turn prefills only what the cache does not hold ({reused} tokens reused)")
 
 
+def check_template_kwargs(kind, weights, special_tokens):
+    """--chat-template-kwargs reach the template: Qwen3's reasoning switch (the corpus's
+    qwen3_thinking.jinja, given with --chat-template) renders as jinja2 renders it with the same
+    keyword argument, an empty reasoning block opening the answer."""
+    template_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "text", "chat_templates",
+                                 "qwen3_thinking.jinja")
+    with open(template_file, encoding="utf-8") as f:
+        template = f.read()
+    out = os.path.join(WORK, f"{kind}_kwargs.h5")
+    r = llm(2, weights, "--chat", "--chat-template", template_file, "--chat-template-kwargs",
+            '{"enable_thinking": false}', "--system", "Be brief.", "--prompt", "the ring reduces",
+            "--max-new-tokens", "2", "--output", out)
+    if r.returncode != 0:
+        print((r.stdout + r.stderr).decode(errors="replace")[-3000:])
+        check(False, f"{kind}: --chat-template-kwargs runs")
+        return
+    _, _, prompts, _ = outputs(out)
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "the ring reduces"}]
+    expected = hf_render(template, messages, special_tokens, 0, {"enable_thinking": False})
+    check(prompts == [expected] and expected.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n"),
+          f"{kind}: --chat-template-kwargs '{{\"enable_thinking\": false}}' renders as jinja2 does with the same "
+          f"keyword argument")
+
+
 def check_chat_refusals(weights, no_template_weights):
     """Chat input meshnn cannot render is refused with the same message on every rank."""
     no_system = os.path.join(WORK, "no_system.jinja")
@@ -291,6 +315,10 @@ def check_chat_refusals(weights, no_template_weights):
             ((weights, "--chat", "--system", "be brief", "--prompt", "hi", "--chat-template", no_system),
              "chat template: System role not supported", 1),
             ((weights, "--prompts", bad_messages), "bad_messages.jsonl:1: each message must be", 1),
+            ((weights, "--chat", "--prompt", "hi", "--chat-template-kwargs", "[1]"),
+             "--chat-template-kwargs must be a JSON object", 1),
+            ((weights, "--prompt", "hi", "--chat-template-kwargs", '{"enable_thinking": false}'),
+             "--chat-template-kwargs applies to --chat", 1),
             ((weights, "--chat"), "--chat applies to text prompts", 1),
             ((weights, "--system", "be brief", "--prompt", "hi"), "--system requires --chat or --interactive", 2),
             ((weights, "--interactive", "--mode", "dp"), "--interactive holds one conversation", 2),
@@ -325,6 +353,7 @@ def main():
                                                     lambda d: edit_tokenizer_config(d, chat_template=CHATML))
     check_text_job("qwen2", qwen2_weights, encode, decode, None)
     check_chat_job("qwen2", qwen2_weights, encode, CHATML, {"eos_token": "<|im_end|>"})
+    check_template_kwargs("qwen2", qwen2_weights, {"eos_token": "<|im_end|>"})
 
     named = [{"name": "tool_use", "template": "{{ raise_exception('not this one') }}"},
              {"name": "default", "template": ZEPHYR}]

@@ -4,7 +4,7 @@
     test_server.py BUILD_DIR WORK_DIR MPIEXEC [MPIEXEC_FLAGS...]
 
 A converted Llama directory with a SentencePiece tokenizer trained here and a Zephyr-style chat
-template, served on 2 ranks with 3 decode slots (float32 activations, see COMMON). The clients are
+template (with Qwen3's enable_thinking switch), served on 2 ranks with 3 decode slots (float32 activations, see COMMON). The clients are
 Python's own HTTP libraries, and every answer is compared with what meshnn-llm's batch job
 (--prompts, --output) makes of the same request, which the MPI tests compare with float64
 references.
@@ -14,7 +14,8 @@ references.
    the text; the usage counts are right. A prompt given as token ids gives the same.
 2. Chat completions (whole and streamed) give the batch job's answer to the same "messages". A
    conversation's second turn takes the first turn's tokens from the cache (prefix reuse) and
-   still answers as the batch job does.
+   still answers as the batch job does. A request's chat_template_kwargs replace the server's
+   --chat-template-kwargs in the rendering: the batch job's answer with the same kwargs.
 3. Log-probabilities (completions' logprobs, chat's logprobs and top_logprobs), whole and
    streamed, against numpy's log-softmax of the batch job's logits for the same request.
 4. A seeded top-p request, sent twice beside greedy ones, draws the batch job's tokens for the same
@@ -57,6 +58,11 @@ LLM = os.path.join(BUILD, "apps", "meshnn-llm")
 # float32 activations: the server's passes have other shapes than the batch job's, and only with
 # float32 activations do the kernels' different summation orders stay out of the chosen tokens.
 COMMON = ["--weight-dtype", "bfloat16", "--act-dtype", "float32", "--ignore-eos"]
+# Zephyr with Qwen3's switch: enable_thinking false adds an empty reasoning block to the generation
+# prompt, so a request's chat_template_kwargs change its prompt.
+ZEPHYR_THINKING = ZEPHYR.replace("{{ '<|assistant|>' }}", "{{ '<|assistant|>' }}{% if enable_thinking is defined and "
+                                 "enable_thinking is false %}{{ '<think></think>' }}{% endif %}")
+assert ZEPHYR_THINKING != ZEPHYR
 SLOTS, CONTEXT = 3, 224  # a multiple of 32: the cache holds whole tiles of positions
 failures = []
 
@@ -232,6 +238,24 @@ def check_chat(port, weights):
               events[0]["choices"][0]["delta"].get("role") == "assistant" and
               events[0]["object"] == "chat.completion.chunk",
               f"chat {i} streamed: the role first, then deltas adding up to the answer")
+
+
+def check_template_kwargs(port, weights):
+    """The server runs with --chat-template-kwargs '{"enable_thinking": true}'; a request's own
+    false replaces it: its answer is the batch job's with false, and its prompt is longer than the
+    same request's without kwargs by the reasoning block."""
+    messages, kwargs = CONVERSATIONS[0], {"enable_thinking": False}
+    expected_tokens, expected_text = batch_job(weights, "kwargs", [{"messages": messages, "max_tokens": 5}],
+                                               "--chat-template-kwargs", json.dumps(kwargs))
+    body = {"messages": messages, "max_tokens": 5, "return_token_ids": True}
+    status, text = post(port, "/v1/chat/completions", dict(body, chat_template_kwargs=kwargs))
+    _, plain = post(port, "/v1/chat/completions", body)
+    j, p = json.loads(text), json.loads(plain)
+    check(status == 200 and j["choices"][0]["token_ids"] == expected_tokens[0] and
+          j["choices"][0]["message"]["content"] == expected_text[0] and
+          j["usage"]["prompt_tokens"] > p["usage"]["prompt_tokens"],
+          f"chat_template_kwargs {kwargs} over the server's: the batch job's answer with the same kwargs "
+          f"({j['usage']['prompt_tokens']} prompt tokens, {p['usage']['prompt_tokens']} without)")
 
 
 def log_softmax(row):
@@ -691,17 +715,19 @@ def main():
     model_dir = os.path.join(WORK, "model")
     hf.write_model_dir(model_dir, CONFIG, hf.llama_shapes(CONFIG), lambda _: "BF16")
     encode, _ = sentencepiece_tokenizer(model_dir, WORK)
-    edit_tokenizer_config(model_dir, chat_template=ZEPHYR)
+    edit_tokenizer_config(model_dir, chat_template=ZEPHYR_THINKING)
     weights = os.path.join(WORK, "model.h5")
     r = run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, weights])
     if r.returncode != 0:
         print((r.stdout + r.stderr).decode(errors="replace"))
         sys.exit(1)
     process, port, log = start_server(weights, os.path.join(WORK, "port"), "--port", "0", "--max-batch", str(SLOTS),
-                                      "--max-context", str(CONTEXT), "--served-model-name", "served")
+                                      "--max-context", str(CONTEXT), "--served-model-name", "served",
+                                      "--chat-template-kwargs", '{"enable_thinking": true}')
     try:
         expected_tokens, expected_text = check_completions(port, weights, CONFIG["bos_token_id"], encode)
         check_chat(port, weights)
+        check_template_kwargs(port, weights)
         check_logprobs(port, weights)
         check_conversation(port, weights)
         check_seeded_sampling(port, weights)
