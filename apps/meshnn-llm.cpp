@@ -78,6 +78,11 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   cli.add_option("--port-file", c.port_file, "--serve: write the port to FILE once the server listens")
       ->type_name("FILE")
       ->needs(serve);
+  cli.add_option("--reasoning-parser", c.reasoning_parser,
+                 "--serve: show a chat answer's <think>...</think> apart, as reasoning_content (qwen3: when the "
+                 "answer opens with <think>; deepseek_r1: the answer opens inside its reasoning)")
+      ->check(CLI::IsMember({"qwen3", "deepseek_r1"}))
+      ->needs(serve);
   cli.add_option("--served-model-name", c.served_model_name,
                  "--serve: the model's name in /v1/models (default: the weights file's name)")
       ->needs(serve);

@@ -31,10 +31,12 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRESETS = {  # hidden, intermediate, layers, heads, kv_heads, vocab (as models/llama/config.cpp)
-    "tiny": (112, 200, 2, 8, 2, 250),
-    "tinyllama": (2048, 5632, 22, 32, 4, 32000),
-    "llama3-8b": (4096, 14336, 32, 32, 8, 128256),
+PRESETS = {  # hidden, intermediate, layers, heads, kv_heads, vocab, head_dim (as models/llama/config.cpp)
+    "tiny": (112, 200, 2, 8, 2, 250, 14),
+    "tinyllama": (2048, 5632, 22, 32, 4, 32000, 64),
+    "qwen2.5-0.5b": (896, 4864, 24, 14, 2, 151936, 64),
+    "qwen3-0.6b": (1024, 3072, 28, 16, 8, 151936, 128),
+    "llama3-8b": (4096, 14336, 32, 32, 8, 128256, 128),
 }
 
 
@@ -45,9 +47,8 @@ def tile(n):
 def shard_shapes(preset, layers, ranks):
     """(K, N, count) of every matmul a rank runs per token, as model.cpp fuses and shards them."""
     # ranks = 1 is the whole model; 2 ranks split every matmul's N or K in two.
-    hidden, inter, preset_layers, heads, kv, vocab = PRESETS[preset]
+    hidden, inter, preset_layers, heads, kv, vocab, d = PRESETS[preset]
     layers = layers or preset_layers
-    d = hidden // heads
     q_heads, kv_heads = heads // ranks, max(1, kv // ranks)
     chunk_i, chunk_v = -(-inter // ranks), -(-vocab // ranks)
     return [(hidden, tile(q_heads * d) + 2 * tile(kv_heads * d), layers),  # fused q|k|v

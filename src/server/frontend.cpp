@@ -337,6 +337,8 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
     for (TokenLogprob& t : shown_logprobs(p.ids, p.logprobs)) shown.push_back(std::move(t));
     return shown;
   };
+  // Chat with a reasoning parser: the answer's reasoning goes apart (reasoning.hpp).
+  const ReasoningParser parser = endpoint == Endpoint::CHAT_COMPLETIONS ? options_.reasoning_parser : ReasoningParser::NONE;
   if (!api.stream) {
     // Nothing is written before the end, so a client that hangs up is noticed on its socket.
     const std::optional<ClientSocket> client = ClientSocket::find(req.remote_addr, req.remote_port, req.local_port);
@@ -354,27 +356,32 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
       finish = p.finish;
     }
     const Usage usage{static_cast<int64_t>(prompt.size()), static_cast<int64_t>(reply->tokens_taken())};
-    res.set_content(response_body(header, text, *finish, usage, ids ? &prompt : nullptr, ids ? &tokens : nullptr,
-                                  logprobs ? &shown : nullptr),
+    const ReasoningSplitter::Split split = ReasoningSplitter(parser).push(text, /*last=*/true);
+    res.set_content(response_body(header, split.content, *finish, usage, ids ? &prompt : nullptr,
+                                  ids ? &tokens : nullptr, logprobs ? &shown : nullptr,
+                                  parser != ReasoningParser::NONE ? &split.reasoning : nullptr),
                     "application/json");
     response_ended();
     return;
   }
   auto first = std::make_shared<bool>(true);
   auto text_offset = std::make_shared<int64_t>(0);  // characters of the token texts streamed so far
+  auto splitter = std::make_shared<ReasoningSplitter>(parser);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, reply, header, ids, logprobs, echoed, first_shown, cancel, first, text_offset,
+      [this, reply, header, ids, logprobs, echoed, first_shown, cancel, first, text_offset, splitter, parser,
        prompt_tokens = static_cast<int64_t>(prompt.size()), usage = api.include_usage](size_t, httplib::DataSink& sink) {
         Reply::Piece p = reply->next(cancel);
         std::string out;
         if (*first) p.text = echoed + p.text;
-        if (!p.text.empty() || !p.ids.empty() || *first) {
+        const ReasoningSplitter::Split split = splitter->push(p.text, p.finish.has_value());
+        if (!split.content.empty() || !split.reasoning.empty() || !p.ids.empty() || *first) {
           const std::vector<TokenLogprob> shown =
               !logprobs ? std::vector<TokenLogprob>{} : *first ? first_shown(p) : shown_logprobs(p.ids, p.logprobs);
-          out += stream_chunk(header, p.text, std::nullopt, *first, ids ? &p.ids : nullptr, logprobs ? &shown : nullptr,
-                              *text_offset);
+          out += stream_chunk(header, split.content, std::nullopt, *first, ids ? &p.ids : nullptr,
+                              logprobs ? &shown : nullptr, *text_offset,
+                              parser != ReasoningParser::NONE ? &split.reasoning : nullptr);
           for (const TokenLogprob& t : shown) *text_offset += characters(t.token);
         }
         *first = false;

@@ -338,11 +338,14 @@ int64_t characters(std::string_view text) {
 
 std::string response_body(const ResponseHeader& h, const std::string& text, FinishReason reason, const Usage& usage,
                           const std::vector<int32_t>* prompt_ids, const std::vector<int32_t>* token_ids,
-                          const std::vector<TokenLogprob>* logprobs) {
+                          const std::vector<TokenLogprob>* logprobs, const std::string* reasoning) {
   ordered j = header_json(h, false);
   ordered choice;
   choice["index"] = 0;
-  if (h.endpoint == Endpoint::CHAT_COMPLETIONS)
+  auto or_null = [](const std::string& s) { return s.empty() ? ordered(nullptr) : ordered(s); };
+  if (h.endpoint == Endpoint::CHAT_COMPLETIONS && reasoning != nullptr)
+    choice["message"] = {{"role", "assistant"}, {"content", or_null(text)}, {"reasoning_content", or_null(*reasoning)}};
+  else if (h.endpoint == Endpoint::CHAT_COMPLETIONS)
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
     choice["text"] = text;
@@ -357,13 +360,14 @@ std::string response_body(const ResponseHeader& h, const std::string& text, Fini
 
 std::string stream_chunk(const ResponseHeader& h, const std::string& text, std::optional<FinishReason> reason,
                          bool first, const std::vector<int32_t>* token_ids, const std::vector<TokenLogprob>* logprobs,
-                         int64_t text_offset) {
+                         int64_t text_offset, const std::string* reasoning) {
   ordered j = header_json(h, true);
   ordered choice;
   choice["index"] = 0;
   if (h.endpoint == Endpoint::CHAT_COMPLETIONS) {
     ordered delta = ordered::object();
     if (first) delta["role"] = "assistant";
+    if (reasoning != nullptr && !reasoning->empty()) delta["reasoning_content"] = *reasoning;
     if (!text.empty() || (first && !reason)) delta["content"] = text;
     choice["delta"] = delta;
   } else {

@@ -21,8 +21,9 @@ CONFIG = {
     "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
     "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "torch_dtype": "bfloat16",
 }
-def sentencepiece_tokenizer(model_dir, work):
-    """tokenizer.model by spm_train; returns the independent (encode, decode)."""
+def sentencepiece_tokenizer(model_dir, work, user_defined_symbols=()):
+    """tokenizer.model by spm_train (each of user_defined_symbols one piece); returns the
+    independent (encode, decode)."""
     words = ("the mesh device tensor shard gather reduce token model layer attention cache prefill "
              "decode rank ring matrix tile weight users prompt stream every").split()
     rng = np.random.default_rng(3)
@@ -34,7 +35,7 @@ def sentencepiece_tokenizer(model_dir, work):
         input=corpus, model_prefix=os.path.join(model_dir, "tokenizer"), vocab_size=400, model_type="bpe",
         byte_fallback=True, split_digits=True, character_coverage=1.0, normalization_rule_name="identity",
         remove_extra_whitespaces=False, allow_whitespace_only_pieces=True, hard_vocab_limit=False,
-        minloglevel=2)
+        user_defined_symbols=list(user_defined_symbols), minloglevel=2)
     os.remove(os.path.join(model_dir, "tokenizer.vocab"))
     os.remove(os.path.join(model_dir, "tokenizer.json"))  # the stand-in hf_model_dir wrote
     with open(os.path.join(model_dir, "tokenizer_config.json"), "w") as f:

@@ -32,6 +32,9 @@ references.
 10. dp: two replicas of one slot each share concurrent requests (one streams back from the second
    replica through rank 0's relay thread) and answer as the batch job does.
 11. A model whose chat template meshnn cannot run serves completions and refuses chat, saying why.
+12. --reasoning-parser deepseek_r1, on a tokenizer with a </think> piece: a seeded chat answer that
+   draws </think> between other text shows the text before it as reasoning_content and the rest as
+   content, whole and streamed, as the same request's raw text (from /v1/completions) splits.
 """
 import http.client
 import json
@@ -63,7 +66,8 @@ COMMON = ["--weight-dtype", "bfloat16", "--act-dtype", "float32", "--ignore-eos"
 ZEPHYR_THINKING = ZEPHYR.replace("{{ '<|assistant|>' }}", "{{ '<|assistant|>' }}{% if enable_thinking is defined and "
                                  "enable_thinking is false %}{{ '<think></think>' }}{% endif %}")
 assert ZEPHYR_THINKING != ZEPHYR
-SLOTS, CONTEXT = 3, 224  # a multiple of 32: the cache holds whole tiles of positions
+SLOTS, CONTEXT = 3, 224
+REASONING_BIAS = 3  # on </think>: drawn now and then, not at every position  # a multiple of 32: the cache holds whole tiles of positions
 failures = []
 
 PROMPTS = [("the mesh device gathers every shard", 6), ("prefill the cache and decode", 9),
@@ -653,6 +657,51 @@ def check_unusable_template(model_dir, expected_tokens):
             process.wait()
 
 
+def check_reasoning():
+    """--reasoning-parser deepseek_r1, on the model with a tokenizer whose pieces include <think> and
+    </think>: a seeded chat answer that draws </think> (helped by a logit_bias) between other text
+    shows the text before it as reasoning_content and the text after it as content, whole and
+    streamed. The raw text is the same request's, sent as its prompt's ids to /v1/completions,
+    which no parser touches."""
+    model_dir = os.path.join(WORK, "reasoning_model")
+    hf.write_model_dir(model_dir, CONFIG, hf.llama_shapes(CONFIG), lambda _: "BF16")
+    encode, _ = sentencepiece_tokenizer(model_dir, WORK, user_defined_symbols=("<think>", "</think>"))
+    edit_tokenizer_config(model_dir, chat_template=ZEPHYR)
+    weights = os.path.join(WORK, "reasoning_model.h5")
+    run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, weights])
+    process, port, _ = start_server(weights, os.path.join(WORK, "reasoning_port"), "--port", "0", "--max-context",
+                                    str(CONTEXT), "--reasoning-parser", "deepseek_r1")
+    try:
+        drawn = {"max_tokens": 24, "return_token_ids": True, "temperature": 1.0, "seed": 3,
+                 "logit_bias": {str(encode("a</think>")[-1]): 4}}
+        body = dict(drawn, messages=CONVERSATIONS[1])
+        status, text = post(port, "/v1/chat/completions", body)
+        chat = json.loads(text)
+        _, text = post(port, "/v1/completions", dict(drawn, prompt=chat["prompt_token_ids"]))
+        completion = json.loads(text)["choices"][0]
+        raw = completion["text"]
+        reasoning, tag, content = (raw[len("<think>"):] if raw.startswith("<think>") else raw).partition("</think>")
+        check(status == 200 and completion["token_ids"] == chat["choices"][0]["token_ids"] and tag and reasoning and
+              content, f"reasoning: the seeded answer holds </think> between other text (raw text {raw!r})")
+        message = chat["choices"][0]["message"]
+        check(message.get("reasoning_content") == reasoning and message.get("content") == content,
+              "reasoning: reasoning_content is the text before the first </think>, content the text after it")
+        _, events = stream(port, "/v1/chat/completions", body)
+        streamed = {"reasoning_content": "", "content": ""}
+        for e in events[:-1]:
+            for key in streamed:
+                streamed[key] += e["choices"][0]["delta"].get(key, "")
+        check(streamed == {"reasoning_content": reasoning, "content": content},
+              "reasoning, streamed: the deltas' reasoning_content and content add up to the same split")
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def check_replicas(weights, expected_tokens):
     """dp: two replicas of one device and one slot each. While a long request holds replica 0's
     slot, the requests sent go to replica 1 (a replica with a free slot is preferred) and answer as
@@ -739,6 +788,7 @@ def main():
         check_refusals(weights, port)
         check_shutdown(process, port, log)
         check_replicas(weights, expected_tokens)
+        check_reasoning()
         check_unusable_template(model_dir, expected_tokens)
     except Exception as e:  # report, and never leave the server running
         check(False, f"the server checks ran ({e!r})")

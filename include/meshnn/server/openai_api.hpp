@@ -103,15 +103,20 @@ struct Usage {
 };
 
 // A whole (non-streamed) response body. `logprobs`: the answer's tokens', if the request asked.
+// `reasoning` (chat with a reasoning parser, reasoning.hpp): the answer's reasoning, shown as the
+// message's reasoning_content, and `text` is then its content; either is null when empty.
 std::string response_body(const ResponseHeader& header, const std::string& text, FinishReason reason,
                           const Usage& usage, const std::vector<int32_t>* prompt_ids,
-                          const std::vector<int32_t>* token_ids, const std::vector<TokenLogprob>* logprobs = nullptr);
+                          const std::vector<int32_t>* token_ids, const std::vector<TokenLogprob>* logprobs = nullptr,
+                          const std::string* reasoning = nullptr);
 // One server-sent event of a stream ("data: {...}\n\n"): a piece of text (chat: the first
 // chunk also names the role), or with `reason` the last chunk of the choice. `logprobs`: those of
 // the piece's tokens, the first of which begins `text_offset` characters into the answer.
+// `reasoning`: a piece of the reasoning, in the delta's reasoning_content when not empty.
 std::string stream_chunk(const ResponseHeader& header, const std::string& text, std::optional<FinishReason> reason,
                          bool first, const std::vector<int32_t>* token_ids,
-                         const std::vector<TokenLogprob>* logprobs = nullptr, int64_t text_offset = 0);
+                         const std::vector<TokenLogprob>* logprobs = nullptr, int64_t text_offset = 0,
+                         const std::string* reasoning = nullptr);
 // The characters of a token's text as the response shows it (invalid UTF-8 as U+FFFD, which
 // `bytes` gives exactly): how far the text offsets of completions' logprobs move past it.
 int64_t characters(std::string_view text);

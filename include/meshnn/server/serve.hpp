@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "meshnn/mesh/mesh_device.hpp"
+#include "meshnn/server/reasoning.hpp"
 #include "meshnn/serving/generator.hpp"
 #include "meshnn/text/chat_template.hpp"
 #include "meshnn/text/tokenizer.hpp"
@@ -28,6 +29,8 @@ struct ServeOptions {
   // The defaults every request starts from (its own sampling parameters replace them), the stop
   // token ids and the prefill chunk.
   serving::GenerationOptions generation;
+  // Chat answers' <think>...</think> reasoning, shown apart as reasoning_content (reasoning.hpp).
+  ReasoningParser reasoning_parser = ReasoningParser::NONE;
 };
 
 // The text side, used by world rank 0 only.
