@@ -83,6 +83,11 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
                  "answer opens with <think>; deepseek_r1: the answer opens inside its reasoning)")
       ->check(CLI::IsMember({"qwen3", "deepseek_r1"}))
       ->needs(serve);
+  cli.add_option("--tool-call-parser", c.tool_call_parser,
+                 "--serve: parse the <tool_call>{...}</tool_call> blocks of chat answers to requests with tools "
+                 "into tool_calls (hermes: Hermes, Qwen2.5, Qwen3)")
+      ->check(CLI::IsMember({"hermes"}))
+      ->needs(serve);
   cli.add_option("--served-model-name", c.served_model_name,
                  "--serve: the model's name in /v1/models (default: the weights file's name)")
       ->needs(serve);

@@ -109,6 +109,43 @@ class Reply {
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 
+// A chat answer's text through the server's parsers, as it streams: the reasoning first
+// (reasoning.hpp), then tool calls in what follows it (tool_calls.hpp), each call named
+// call_<request>_<n>.
+class ChatAnswerParser {
+ public:
+  struct Piece {
+    std::string content;
+    ChatExtras extras;
+  };
+  ChatAnswerParser(ReasoningParser reasoning, ToolCallParser tools, uint64_t request)
+      : show_reasoning_(reasoning != ReasoningParser::NONE), reasoning_(reasoning), tools_(tools), request_(request) {}
+
+  Piece push(std::string_view text, bool last) {
+    ReasoningSplitter::Split r = reasoning_.push(text, last);
+    ToolCallSplitter::Split t = tools_.push(r.content, last);
+    Piece p{std::move(t.content), {}};
+    if (show_reasoning_) p.extras.reasoning = std::move(r.reasoning);
+    p.extras.first_call_index = calls_;
+    for (ToolCall& call : t.calls) {
+      call.id = fmt::format("call_{}_{}", request_, calls_++);
+      p.extras.tool_calls.push_back(std::move(call));
+    }
+    return p;
+  }
+  // An answer that called a tool finishes with "tool_calls", as OpenAI's do.
+  FinishReason finish(FinishReason reason) const {
+    return calls_ > 0 && reason != FinishReason::ABORT ? FinishReason::TOOL_CALLS : reason;
+  }
+
+ private:
+  bool show_reasoning_;
+  ReasoningSplitter reasoning_;
+  ToolCallSplitter tools_;
+  uint64_t request_;
+  size_t calls_ = 0;
+};
+
 }  // namespace
 
 Frontend::Frontend(const ServeOptions& options, const ServeText& text,
@@ -272,6 +309,12 @@ serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {
     inputs.special_tokens = text_.special_tokens;
     inputs.now = std::time(nullptr);
     inputs.json_variables = text::with_variables(text_.chat_variables, api.chat_template_kwargs);
+    if (!api.tools.empty()) {
+      if (!api.tool_choice_none && options_.tool_call_parser == ToolCallParser::NONE)
+        throw ApiError(400, "'tools' with tool_choice \"auto\" needs a server started with --tool-call-parser "
+                            "(hermes); with tool_choice \"none\" the model sees the tools but its calls are not parsed");
+      inputs.json_variables = text::with_variables(std::move(inputs.json_variables), {{"tools", api.tools}});
+    }
     // As apply_chat_template: the template writes BOS where the model wants it.
     g.prompt = text::encode_prompt(*text_.tokenizer, text_.chat_template->render(inputs), std::nullopt);
   } else if (api.prompt) {
@@ -337,8 +380,14 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
     for (TokenLogprob& t : shown_logprobs(p.ids, p.logprobs)) shown.push_back(std::move(t));
     return shown;
   };
-  // Chat with a reasoning parser: the answer's reasoning goes apart (reasoning.hpp).
-  const ReasoningParser parser = endpoint == Endpoint::CHAT_COMPLETIONS ? options_.reasoning_parser : ReasoningParser::NONE;
+  // Chat answers go through the server's parsers: the reasoning apart (reasoning.hpp), and with
+  // tools, the calls (tool_calls.hpp).
+  const bool chat = endpoint == Endpoint::CHAT_COMPLETIONS;
+  const bool parsed = chat && (options_.reasoning_parser != ReasoningParser::NONE || !api.tools.empty());
+  auto parser = std::make_shared<ChatAnswerParser>(
+      chat ? options_.reasoning_parser : ReasoningParser::NONE,
+      chat && !api.tools.empty() && !api.tool_choice_none ? options_.tool_call_parser : ToolCallParser::NONE,
+      ticket->number);
   if (!api.stream) {
     // Nothing is written before the end, so a client that hangs up is noticed on its socket.
     const std::optional<ClientSocket> client = ClientSocket::find(req.remote_addr, req.remote_port, req.local_port);
@@ -356,37 +405,37 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
       finish = p.finish;
     }
     const Usage usage{static_cast<int64_t>(prompt.size()), static_cast<int64_t>(reply->tokens_taken())};
-    const ReasoningSplitter::Split split = ReasoningSplitter(parser).push(text, /*last=*/true);
-    res.set_content(response_body(header, split.content, *finish, usage, ids ? &prompt : nullptr,
+    const ChatAnswerParser::Piece answer = parser->push(text, /*last=*/true);
+    res.set_content(response_body(header, answer.content, parser->finish(*finish), usage, ids ? &prompt : nullptr,
                                   ids ? &tokens : nullptr, logprobs ? &shown : nullptr,
-                                  parser != ReasoningParser::NONE ? &split.reasoning : nullptr),
+                                  parsed ? &answer.extras : nullptr),
                     "application/json");
     response_ended();
     return;
   }
   auto first = std::make_shared<bool>(true);
   auto text_offset = std::make_shared<int64_t>(0);  // characters of the token texts streamed so far
-  auto splitter = std::make_shared<ReasoningSplitter>(parser);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, reply, header, ids, logprobs, echoed, first_shown, cancel, first, text_offset, splitter, parser,
+      [this, reply, header, ids, logprobs, echoed, first_shown, cancel, first, text_offset, parser, parsed,
        prompt_tokens = static_cast<int64_t>(prompt.size()), usage = api.include_usage](size_t, httplib::DataSink& sink) {
         Reply::Piece p = reply->next(cancel);
         std::string out;
         if (*first) p.text = echoed + p.text;
-        const ReasoningSplitter::Split split = splitter->push(p.text, p.finish.has_value());
-        if (!split.content.empty() || !split.reasoning.empty() || !p.ids.empty() || *first) {
+        const ChatAnswerParser::Piece answer = parser->push(p.text, p.finish.has_value());
+        const bool news = !answer.content.empty() || !answer.extras.tool_calls.empty() ||
+                          (answer.extras.reasoning && !answer.extras.reasoning->empty());
+        if (news || !p.ids.empty() || *first) {
           const std::vector<TokenLogprob> shown =
               !logprobs ? std::vector<TokenLogprob>{} : *first ? first_shown(p) : shown_logprobs(p.ids, p.logprobs);
-          out += stream_chunk(header, split.content, std::nullopt, *first, ids ? &p.ids : nullptr,
-                              logprobs ? &shown : nullptr, *text_offset,
-                              parser != ReasoningParser::NONE ? &split.reasoning : nullptr);
+          out += stream_chunk(header, answer.content, std::nullopt, *first, ids ? &p.ids : nullptr,
+                              logprobs ? &shown : nullptr, *text_offset, parsed ? &answer.extras : nullptr);
           for (const TokenLogprob& t : shown) *text_offset += characters(t.token);
         }
         *first = false;
         if (p.finish) {
-          out += stream_chunk(header, "", p.finish, false, nullptr);
+          out += stream_chunk(header, "", parser->finish(*p.finish), false, nullptr);
           if (usage) out += stream_usage_chunk(header, {prompt_tokens, static_cast<int64_t>(reply->tokens_taken())});
           out += kStreamEnd;
         }

@@ -14,7 +14,9 @@
 namespace meshnn::server {
 namespace {
 
-using nlohmann::json;
+// Requests are read keeping their keys in order: tools and messages go on to the chat template, whose
+// tojson writes them out as the client wrote them (Python dicts keep their order).
+using json = nlohmann::ordered_json;
 using ordered = nlohmann::ordered_json;
 
 [[noreturn]] void bad(const std::string& message) { throw ApiError(400, message); }
@@ -53,7 +55,7 @@ bool flag(const json& body, const char* key) {
 
 // Fields whose default meshnn implements and whose other values it refuses instead of ignoring.
 void refuse_unimplemented(const json& body) {
-  for (const char* key : {"tools", "functions", "suffix", "response_format"}) {
+  for (const char* key : {"functions", "suffix", "response_format"}) {
     const json* v = field(body, key);
     const bool neutral = v == nullptr || *v == false || *v == 0 || (v->is_array() && v->empty()) ||
                          (v->is_object() && v->empty()) ||
@@ -74,6 +76,28 @@ std::vector<int32_t> token_ids(const json& v, const char* key) {
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
   return ids;
+}
+
+// A message's fields beyond role and content, as JSON text for the template (ChatMessage::fields_json):
+// a missing or null content is null there, and tool calls' arguments strings become their objects.
+std::string message_fields(const json& message, size_t i) {
+  json fields = json::object();
+  for (const auto& [key, value] : message.items())
+    if (key != "role" && key != "content") fields[key] = value;
+  if (field(message, "content") == nullptr) fields["content"] = nullptr;
+  if (json* calls = fields.contains("tool_calls") ? &fields["tool_calls"] : nullptr; calls != nullptr && !calls->is_null()) {
+    if (!calls->is_array()) bad(fmt::format("messages[{}].tool_calls must be a list", i));
+    for (json& call : *calls) {
+      json* arguments = call.is_object() && call.contains("function") && call["function"].is_object() &&
+                                call["function"].contains("arguments")
+                            ? &call["function"]["arguments"]
+                            : nullptr;
+      if (arguments == nullptr || !arguments->is_string()) continue;
+      const json parsed = json::parse(arguments->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (!parsed.is_discarded()) *arguments = parsed;
+    }
+  }
+  return fields.empty() ? std::string() : fields.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 void read_prompt(const json& body, ApiRequest& r) {
@@ -112,8 +136,29 @@ void read_messages(const json& body, ApiRequest& r) {
     } else if (c != nullptr) {
       bad(fmt::format("messages[{}].content must be a string or a list of text parts", i));
     }
-    r.messages.push_back({message["role"].get<std::string>(), std::move(content)});
+    r.messages.push_back({message["role"].get<std::string>(), std::move(content), message_fields(message, i)});
   }
+}
+
+// tools: a list of {"type": "function", "function": {"name": ..., ...}}; tool_choice "auto" or "none".
+void read_tools(const json& body, ApiRequest& r) {
+  const json* tools = field(body, "tools");
+  if (const json* choice = field(body, "tool_choice"); choice != nullptr) {
+    if (!choice->is_string() || (*choice != "auto" && *choice != "none"))
+      bad(fmt::format("'tool_choice' {} is not supported: meshnn's server takes \"auto\" and \"none\"", choice->dump()));
+    r.tool_choice_none = *choice == "none";
+  }
+  if (tools == nullptr || (tools->is_array() && tools->empty())) return;
+  if (r.endpoint != Endpoint::CHAT_COMPLETIONS) bad("'tools' applies to /v1/chat/completions only");
+  if (!tools->is_array()) bad("'tools' must be a list of function definitions");
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    const json* function = t.is_object() ? field(t, "function") : nullptr;
+    if (!t.is_object() || t.value("type", "") != "function" || function == nullptr || !function->is_object() ||
+        !function->contains("name") || !(*function)["name"].is_string())
+      bad(fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ..., ...}}}}", i));
+  }
+  r.tools = tools->dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 void read_stop(const json& body, ApiRequest& r) {
@@ -180,6 +225,22 @@ ordered usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+// [{"id", "type": "function", "function": {"name", "arguments"}}]; in a stream's delta each also
+// names its index among the answer's calls.
+ordered tool_calls_json(const ChatExtras& extras, bool delta) {
+  ordered calls = ordered::array();
+  for (size_t i = 0; i < extras.tool_calls.size(); ++i) {
+    const ToolCall& c = extras.tool_calls[i];
+    ordered call;
+    if (delta) call["index"] = extras.first_call_index + i;
+    call["id"] = c.id;
+    call["type"] = "function";
+    call["function"] = {{"name", c.name}, {"arguments", c.arguments}};
+    calls.push_back(std::move(call));
+  }
+  return calls;
 }
 
 // JSON has no -infinity: a token the model rules out shows -9999, as vLLM's do.
@@ -282,6 +343,7 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
     r.include_usage = flag(*o, "include_usage");
   }
   r.return_token_ids = flag(body, "return_token_ids");
+  read_tools(body, r);
   if (const json* kwargs = field(body, "chat_template_kwargs"); kwargs != nullptr) {
     if (endpoint != Endpoint::CHAT_COMPLETIONS) bad("'chat_template_kwargs' applies to /v1/chat/completions only");
     try {
@@ -326,6 +388,7 @@ std::string_view to_string(FinishReason reason) {
     case FinishReason::STOP: return "stop";
     case FinishReason::LENGTH: return "length";
     case FinishReason::ABORT: return "abort";
+    case FinishReason::TOOL_CALLS: return "tool_calls";
   }
   return "abort";
 }
@@ -338,16 +401,19 @@ int64_t characters(std::string_view text) {
 
 std::string response_body(const ResponseHeader& h, const std::string& text, FinishReason reason, const Usage& usage,
                           const std::vector<int32_t>* prompt_ids, const std::vector<int32_t>* token_ids,
-                          const std::vector<TokenLogprob>* logprobs, const std::string* reasoning) {
+                          const std::vector<TokenLogprob>* logprobs, const ChatExtras* extras) {
   ordered j = header_json(h, false);
   ordered choice;
   choice["index"] = 0;
   auto or_null = [](const std::string& s) { return s.empty() ? ordered(nullptr) : ordered(s); };
-  if (h.endpoint == Endpoint::CHAT_COMPLETIONS && reasoning != nullptr)
-    choice["message"] = {{"role", "assistant"}, {"content", or_null(text)}, {"reasoning_content", or_null(*reasoning)}};
-  else if (h.endpoint == Endpoint::CHAT_COMPLETIONS)
+  if (h.endpoint == Endpoint::CHAT_COMPLETIONS && extras != nullptr) {
+    ordered message = {{"role", "assistant"}, {"content", or_null(text)}};
+    if (extras->reasoning) message["reasoning_content"] = or_null(*extras->reasoning);
+    if (!extras->tool_calls.empty()) message["tool_calls"] = tool_calls_json(*extras, false);
+    choice["message"] = std::move(message);
+  } else if (h.endpoint == Endpoint::CHAT_COMPLETIONS) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else
+  } else
     choice["text"] = text;
   choice["logprobs"] = logprobs != nullptr ? logprobs_json(h.endpoint, *logprobs, 0) : ordered(nullptr);
   choice["finish_reason"] = to_string(reason);
@@ -360,15 +426,17 @@ std::string response_body(const ResponseHeader& h, const std::string& text, Fini
 
 std::string stream_chunk(const ResponseHeader& h, const std::string& text, std::optional<FinishReason> reason,
                          bool first, const std::vector<int32_t>* token_ids, const std::vector<TokenLogprob>* logprobs,
-                         int64_t text_offset, const std::string* reasoning) {
+                         int64_t text_offset, const ChatExtras* extras) {
   ordered j = header_json(h, true);
   ordered choice;
   choice["index"] = 0;
   if (h.endpoint == Endpoint::CHAT_COMPLETIONS) {
     ordered delta = ordered::object();
     if (first) delta["role"] = "assistant";
-    if (reasoning != nullptr && !reasoning->empty()) delta["reasoning_content"] = *reasoning;
+    if (extras != nullptr && extras->reasoning && !extras->reasoning->empty())
+      delta["reasoning_content"] = *extras->reasoning;
     if (!text.empty() || (first && !reason)) delta["content"] = text;
+    if (extras != nullptr && !extras->tool_calls.empty()) delta["tool_calls"] = tool_calls_json(*extras, true);
     choice["delta"] = delta;
   } else {
     choice["text"] = text;

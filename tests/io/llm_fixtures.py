@@ -126,7 +126,7 @@ def hf_render(template, messages, special_tokens, now, variables=None):
     """What transformers' apply_chat_template renders: a sandboxed, immutable jinja2 environment with
     trim_blocks, lstrip_blocks and loop controls, raise_exception and strftime_now as globals, the
     tools and documents variables None, the special tokens as variables, and `variables` (its
-    keyword arguments)."""
+    keyword arguments, which may replace any of those); tojson is json.dumps, as transformers'."""
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
 
@@ -134,8 +134,11 @@ def hf_render(template, messages, special_tokens, now, variables=None):
                                                        extensions=[jinja2.ext.loopcontrols])
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: time.strftime(fmt, time.localtime(now))
-    return env.from_string(template).render(messages=messages, add_generation_prompt=True, tools=None,
-                                            documents=None, **special_tokens, **(variables or {}))
+    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    names = dict(messages=messages, add_generation_prompt=True, tools=None, documents=None, **special_tokens)
+    names.update(variables or {})
+    return env.from_string(template).render(**names)
 
 
 def finish(failures, work):

@@ -32,9 +32,14 @@ references.
 10. dp: two replicas of one slot each share concurrent requests (one streams back from the second
    replica through rank 0's relay thread) and answer as the batch job does.
 11. A model whose chat template meshnn cannot run serves completions and refuses chat, saying why.
-12. --reasoning-parser deepseek_r1, on a tokenizer with a </think> piece: a seeded chat answer that
-   draws </think> between other text shows the text before it as reasoning_content and the rest as
-   content, whole and streamed, as the same request's raw text (from /v1/completions) splits.
+12. A server with --reasoning-parser qwen3 and --tool-call-parser hermes, on a tokenizer
+   with <think>, </think> and a whole tool call block as pieces and a Qwen3-style template:
+   - a seeded chat answer that opens with <think> and draws </think> between other text shows the
+     text between them as reasoning_content and the rest as content, whole and streamed, as the
+     same request's raw text (from /v1/completions) splits;
+   - a request with tools renders its prompt as jinja2 does; an answer of two call blocks (drawn by
+     a logit_bias) shows two tool_calls, whole and streamed, with finish_reason "tool_calls"; with
+     tool_choice "none" the blocks stay content.
 """
 import http.client
 import json
@@ -54,7 +59,8 @@ import numpy
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_model_dir as hf  # noqa: E402
-from llm_fixtures import CONFIG, ZEPHYR, edit_tokenizer_config, finish, outputs, sentencepiece_tokenizer  # noqa: E402
+from llm_fixtures import (CONFIG, ZEPHYR, edit_tokenizer_config, finish, hf_render, outputs,  # noqa: E402
+                          sentencepiece_tokenizer)
 
 BUILD, WORK, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3:]
 LLM = os.path.join(BUILD, "apps", "meshnn-llm")
@@ -67,6 +73,9 @@ ZEPHYR_THINKING = ZEPHYR.replace("{{ '<|assistant|>' }}", "{{ '<|assistant|>' }}
                                  "enable_thinking is false %}{{ '<think></think>' }}{% endif %}")
 assert ZEPHYR_THINKING != ZEPHYR
 SLOTS, CONTEXT = 3, 224
+QWEN3_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "text", "chat_templates",
+                              "qwen3_thinking.jinja")
+REASONING_SEED = 15  # a draw whose answer opens with <think> and holds </think> between other text
 REASONING_BIAS = 3  # on </think>: drawn now and then, not at every position  # a multiple of 32: the cache holds whole tiles of positions
 failures = []
 
@@ -555,7 +564,11 @@ def check_bad_requests(port, vocab, expected_tokens):
              ("/v1/completions", {"prompt": "a", "max_tokens": 300}, 400, "exceeds max_position_embeddings 256"),
              ("/v1/completions", {"prompt": [1, vocab]}, 400, "outside the vocabulary"),
              ("/v1/completions", {"prompt": "a", "top_p": 1.5}, 400, "'top_p' must be in"),
-             ("/v1/chat/completions", {"messages": [{"role": "user"}], "tools": [{}]}, 400, "'tools' is not supported"),
+             ("/v1/chat/completions", {"messages": [{"role": "user"}], "tools": [{}]}, 400, "tools[0] must be"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "tools": WEATHER_TOOLS}, 400,
+              "needs a server started with --tool-call-parser"),
+             ("/v1/chat/completions", {"messages": [{"role": "user"}], "functions": [{}]}, 400,
+              "'functions' is not supported"),
              ("/v1/completions", {"prompt": "a", "logit_bias": {str(vocab): 1}}, 400, "logit_bias names token"),
              ("/v1/completions", {"prompt": "a", "frequency_penalty": 3}, 400, "'frequency_penalty' must be in"),
              ("/v1/embeddings", {"input": "a"}, 404, "no such route")]
@@ -657,42 +670,33 @@ def check_unusable_template(model_dir, expected_tokens):
             process.wait()
 
 
-def check_reasoning():
-    """--reasoning-parser deepseek_r1, on the model with a tokenizer whose pieces include <think> and
-    </think>: a seeded chat answer that draws </think> (helped by a logit_bias) between other text
-    shows the text before it as reasoning_content and the text after it as content, whole and
-    streamed. The raw text is the same request's, sent as its prompt's ids to /v1/completions,
-    which no parser touches."""
-    model_dir = os.path.join(WORK, "reasoning_model")
-    hf.write_model_dir(model_dir, CONFIG, hf.llama_shapes(CONFIG), lambda _: "BF16")
-    encode, _ = sentencepiece_tokenizer(model_dir, WORK, user_defined_symbols=("<think>", "</think>"))
-    edit_tokenizer_config(model_dir, chat_template=ZEPHYR)
-    weights = os.path.join(WORK, "reasoning_model.h5")
+# The call a tool-calling answer makes, and the whole block that makes it, one piece of the parsers'
+# model's tokenizer so that a logit_bias can draw it.
+WEATHER_CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
+CALL_BLOCK = "<tool_call>" + json.dumps(WEATHER_CALL, separators=(",", ":")) + "</tool_call>"  # no spaces: one piece
+WEATHER_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
+                                                   "parameters": {"type": "object",
+                                                                  "properties": {"city": {"type": "string"}}}}}]
+
+
+def check_parsers():
+    """A server with --reasoning-parser qwen3 and --tool-call-parser hermes, on a model whose
+    tokenizer has <think>, </think> and a whole tool call block as pieces and whose chat template is
+    the Qwen3-style one of tests/text/chat_templates."""
+    model_dir = os.path.join(WORK, "parsers_model")
+    config = dict(CONFIG, max_position_embeddings=1024)
+    hf.write_model_dir(model_dir, config, hf.llama_shapes(config), lambda _: "BF16")
+    encode, _ = sentencepiece_tokenizer(model_dir, WORK, user_defined_symbols=("<think>", "</think>", CALL_BLOCK))
+    with open(QWEN3_TEMPLATE, encoding="utf-8") as f:
+        template = f.read()
+    edit_tokenizer_config(model_dir, chat_template=template)
+    weights = os.path.join(WORK, "parsers_model.h5")
     run([os.path.join(BUILD, "apps", "meshnn-convert"), "--quiet", model_dir, weights])
-    process, port, _ = start_server(weights, os.path.join(WORK, "reasoning_port"), "--port", "0", "--max-context",
-                                    str(CONTEXT), "--reasoning-parser", "deepseek_r1")
+    process, port, _ = start_server(weights, os.path.join(WORK, "parsers_port"), "--port", "0", "--max-context", "1024",
+                                    "--reasoning-parser", "qwen3", "--tool-call-parser", "hermes")
     try:
-        drawn = {"max_tokens": 24, "return_token_ids": True, "temperature": 1.0, "seed": 3,
-                 "logit_bias": {str(encode("a</think>")[-1]): 4}}
-        body = dict(drawn, messages=CONVERSATIONS[1])
-        status, text = post(port, "/v1/chat/completions", body)
-        chat = json.loads(text)
-        _, text = post(port, "/v1/completions", dict(drawn, prompt=chat["prompt_token_ids"]))
-        completion = json.loads(text)["choices"][0]
-        raw = completion["text"]
-        reasoning, tag, content = (raw[len("<think>"):] if raw.startswith("<think>") else raw).partition("</think>")
-        check(status == 200 and completion["token_ids"] == chat["choices"][0]["token_ids"] and tag and reasoning and
-              content, f"reasoning: the seeded answer holds </think> between other text (raw text {raw!r})")
-        message = chat["choices"][0]["message"]
-        check(message.get("reasoning_content") == reasoning and message.get("content") == content,
-              "reasoning: reasoning_content is the text before the first </think>, content the text after it")
-        _, events = stream(port, "/v1/chat/completions", body)
-        streamed = {"reasoning_content": "", "content": ""}
-        for e in events[:-1]:
-            for key in streamed:
-                streamed[key] += e["choices"][0]["delta"].get(key, "")
-        check(streamed == {"reasoning_content": reasoning, "content": content},
-              "reasoning, streamed: the deltas' reasoning_content and content add up to the same split")
+        check_reasoning(port, encode("a<think>")[-1], encode("a</think>")[-1])
+        check_tool_calls(port, encode("a" + CALL_BLOCK)[-1], encode, template)
     finally:
         process.send_signal(signal.SIGINT)
         try:
@@ -700,6 +704,76 @@ def check_reasoning():
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def check_reasoning(port, start_of_thinking, end_of_thinking):
+    """A seeded chat answer that opens with <think> and draws </think> (both helped by a logit_bias)
+    between other text shows the text between them as reasoning_content and the text after </think>
+    as content, whole and streamed. The raw text is the same request's, sent as its prompt's ids to
+    /v1/completions, which no parser touches."""
+    drawn = {"max_tokens": 24, "return_token_ids": True, "temperature": 1.0, "seed": REASONING_SEED,
+             "logit_bias": {str(start_of_thinking): 4, str(end_of_thinking): 3}}
+    body = dict(drawn, messages=CONVERSATIONS[1])
+    status, text = post(port, "/v1/chat/completions", body)
+    chat = json.loads(text)
+    _, text = post(port, "/v1/completions", dict(drawn, prompt=chat["prompt_token_ids"]))
+    completion = json.loads(text)["choices"][0]
+    raw = completion["text"]
+    reasoning, tag, content = raw[len("<think>"):].partition("</think>")
+    check(status == 200 and completion["token_ids"] == chat["choices"][0]["token_ids"] and raw.startswith("<think>")
+          and tag and reasoning and content,
+          f"reasoning: the seeded answer opens with <think> and holds </think> between other text (raw text {raw!r})")
+    message = chat["choices"][0]["message"]
+    check(message.get("reasoning_content") == reasoning and message.get("content") == content,
+          "reasoning: reasoning_content is the text before the first </think>, content the text after it")
+    _, events = stream(port, "/v1/chat/completions", body)
+    streamed = {"reasoning_content": "", "content": ""}
+    for e in events[:-1]:
+        for key in streamed:
+            streamed[key] += e["choices"][0]["delta"].get(key, "")
+    check(streamed == {"reasoning_content": reasoning, "content": content},
+          "reasoning, streamed: the deltas' reasoning_content and content add up to the same split")
+
+
+def check_tool_calls(port, block, encode, template):
+    """Tools: the prompt is the template's rendering with the tools and the earlier calls, as jinja2
+    renders it (the calls' arguments given as JSON text, as OpenAI clients send them); an answer of
+    two call blocks (drawn by a logit_bias on the block's piece) shows two tool_calls, whole and
+    streamed, finishing with "tool_calls"; with tool_choice "none" the blocks stay content."""
+    history = [{"role": "user", "content": "Weather in Paris?"},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "call_0", "type": "function",
+                    "function": {"name": "get_weather", "arguments": json.dumps(WEATHER_CALL["arguments"])}}]},
+               {"role": "tool", "tool_call_id": "call_0", "content": "21 C"},
+               {"role": "user", "content": "And again?"}]
+    body = {"messages": history, "tools": WEATHER_TOOLS, "max_tokens": 2, "return_token_ids": True,
+            "logit_bias": {str(block): 100}}
+    status, text = post(port, "/v1/chat/completions", body)
+    j = json.loads(text)
+    as_rendered = [dict(m) for m in history]
+    as_rendered[1]["tool_calls"] = [dict(history[1]["tool_calls"][0], function=WEATHER_CALL)]
+    expected_prompt = encode(hf_render(template, as_rendered, {}, 0, {"tools": WEATHER_TOOLS}))
+    check(status == 200 and j["prompt_token_ids"] == expected_prompt,
+          "tools: the prompt is jinja2's rendering of the tools and the earlier call, encoded independently")
+    calls = [{"id": f"call_{j['id'].split('-')[1]}_{i}", "type": "function",
+              "function": {"name": "get_weather", "arguments": json.dumps(WEATHER_CALL["arguments"],
+                                                                           separators=(",", ":"))}} for i in range(2)]
+    choice = j["choices"][0] if status == 200 else {}
+    # The server also parses reasoning: none here.
+    check(choice.get("message") == {"role": "assistant", "content": None, "reasoning_content": None,
+                                    "tool_calls": calls} and
+          choice.get("finish_reason") == "tool_calls" and choice.get("token_ids") == [block, block],
+          f"tools: two call blocks are two tool_calls, finish_reason tool_calls ({choice.get('message')})")
+    _, events = stream(port, "/v1/chat/completions", body)
+    deltas = [c for e in events[:-1] for c in e["choices"][0]["delta"].get("tool_calls", [])]
+    check([(d["index"], d["function"]["name"], d["function"]["arguments"]) for d in deltas] ==
+          [(i, "get_weather", calls[0]["function"]["arguments"]) for i in range(2)] and
+          events[-2]["choices"][0]["finish_reason"] == "tool_calls",
+          "tools, streamed: each call whole in a delta with its index, then finish_reason tool_calls")
+    _, text = post(port, "/v1/chat/completions", dict(body, tool_choice="none"))
+    message = json.loads(text)["choices"][0]["message"]
+    check(message == {"role": "assistant", "content": CALL_BLOCK * 2, "reasoning_content": None},
+          "tools with tool_choice none: the blocks stay content")
 
 
 def check_replicas(weights, expected_tokens):
@@ -788,7 +862,7 @@ def main():
         check_refusals(weights, port)
         check_shutdown(process, port, log)
         check_replicas(weights, expected_tokens)
-        check_reasoning()
+        check_parsers()
         check_unusable_template(model_dir, expected_tokens)
     except Exception as e:  # report, and never leave the server running
         check(False, f"the server checks ran ({e!r})")

@@ -55,7 +55,16 @@ std::string slurp(const fs::path& p) {
 
 ChatTemplateInputs inputs_of(const Case& c) {
   ChatTemplateInputs in;
-  for (const json& m : c.messages) in.messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
+  for (const json& m : c.messages) {
+    // Fields beyond role and content (tool_calls, tool_call_id; content null) as the server passes them.
+    json fields = json::object();
+    for (const auto& [key, value] : m.items())
+      if (key != "role" && key != "content") fields[key] = value;
+    if (m.at("content").is_null()) fields["content"] = nullptr;
+    in.messages.push_back({m.at("role").get<std::string>(),
+                           m.at("content").is_string() ? m.at("content").get<std::string>() : std::string(),
+                           fields.empty() ? std::string() : fields.dump()});
+  }
   in.add_generation_prompt = c.add_generation_prompt;
   for (const auto& [name, token] : c.special_tokens.items()) in.special_tokens.emplace_back(name, token.get<std::string>());
   for (const auto& [name, value] : c.variables.items()) in.json_variables.emplace_back(name, value.dump());
@@ -190,6 +199,18 @@ std::vector<Conversation> conversations() {
        true,
        {{"tools", weather_tools()}}},
       {"tools without a system message", json::array({msg("user", "What time is it in Tokyo?")}), true,
+       {{"tools", weather_tools()}}},
+      {"assistant tool calls",
+       json::array({msg("user", "Weather in Paris and the time in Tokyo?"),
+                    json{{"role", "assistant"},
+                         {"content", nullptr},
+                         {"tool_calls", json::parse(R"([
+                            {"id": "call_1", "type": "function",
+                             "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}},
+                            {"id": "call_2", "type": "function", "function": {"name": "local_time", "arguments": {}}}])")}},
+                    json{{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "{\"temperature\": 21.5}"}},
+                    json{{"role", "tool"}, {"tool_call_id", "call_2"}, {"content", "09:00"}}}),
+       true,
        {{"tools", weather_tools()}}},
       {"reasoning in an earlier answer",
        json::array({msg("user", "2 + 2?"), msg("assistant", "<think>\nTwo and two.\n</think>\n\n4"),

@@ -105,9 +105,56 @@ TEST(OpenAiApi, RefusesWhatItCannotDoNamingTheField) {
                     Endpoint::CHAT_COMPLETIONS)
                 .find("only text content parts"),
             std::string::npos);
-  EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
+  EXPECT_NE(refusal(R"({"messages": [{"role": "user", "content": "x"}], "functions": [{"name": "f"}]})",
                     Endpoint::CHAT_COMPLETIONS)
-                .find("'tools' is not supported"),
+                .find("'functions' is not supported"),
+            std::string::npos);
+}
+
+// Tools and the messages of a conversation that used them: the definitions go to the template as
+// given; assistant tool calls' arguments strings become objects, a missing content null.
+TEST(OpenAiApi, ReadsToolsAndToolMessages) {
+  const ApiRequest r = parse_request(R"({"messages": [
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "21 C"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
+      "tool_choice": "auto"})",
+                                     Endpoint::CHAT_COMPLETIONS);
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_TRUE(r.messages[0].fields_json.empty());
+  const json assistant = json::parse(r.messages[1].fields_json);
+  EXPECT_TRUE(assistant["content"].is_null());
+  EXPECT_EQ(assistant["tool_calls"][0]["function"]["arguments"], (json{{"city", "Paris"}}));
+  EXPECT_EQ(json::parse(r.messages[2].fields_json), (json{{"tool_call_id", "call_1"}}));
+  EXPECT_EQ(r.messages[2].content, "21 C");
+  EXPECT_EQ(json::parse(r.tools)[0]["function"]["name"], "get_weather");
+  EXPECT_FALSE(r.tool_choice_none);
+  EXPECT_TRUE(parse_request(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none",
+                                "tools": [{"type": "function", "function": {"name": "f"}}]})",
+                            Endpoint::CHAT_COMPLETIONS)
+                  .tool_choice_none);
+  EXPECT_TRUE(parse_request(R"({"messages": [{"role": "user", "content": "x"}], "tools": []})",
+                            Endpoint::CHAT_COMPLETIONS)
+                  .tools.empty());
+
+  const std::string chat = R"({"messages": [{"role": "user", "content": "x"}], )";
+  EXPECT_NE(refusal(chat + R"("tools": [{"type": "function"}]})", Endpoint::CHAT_COMPLETIONS).find("tools[0] must be"),
+            std::string::npos);
+  EXPECT_NE(refusal(chat + R"("tools": {"type": "function"}})", Endpoint::CHAT_COMPLETIONS).find("must be a list"),
+            std::string::npos);
+  EXPECT_NE(refusal(chat + R"("tool_choice": "required"})", Endpoint::CHAT_COMPLETIONS).find("takes \"auto\" and"),
+            std::string::npos);
+  EXPECT_NE(refusal(chat + R"("tool_choice": {"type": "function", "function": {"name": "f"}}})",
+                    Endpoint::CHAT_COMPLETIONS)
+                .find("'tool_choice'"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"messages": [{"role": "assistant", "tool_calls": {}}]})", Endpoint::CHAT_COMPLETIONS)
+                .find("messages[0].tool_calls must be a list"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "x", "tools": [{"type": "function", "function": {"name": "f"}}]})")
+                .find("applies to /v1/chat/completions only"),
             std::string::npos);
 }
 

@@ -14,6 +14,7 @@
 
 #include "meshnn/serving/logit_penalties.hpp"
 #include "meshnn/serving/sampler.hpp"
+#include "meshnn/server/tool_calls.hpp"
 #include "meshnn/text/chat_template.hpp"
 
 namespace meshnn::server {
@@ -60,6 +61,10 @@ struct ApiRequest {
   // chat: vLLM's chat_template_kwargs, variables for the chat template (e.g. enable_thinking), each
   // value as JSON text.
   std::vector<std::pair<std::string, std::string>> chat_template_kwargs;
+  // chat: OpenAI's tools (function definitions) as the list's JSON text, for the template's `tools`
+  // (empty: none), and whether tool_choice is "none" (the answer is not parsed for calls).
+  std::string tools;
+  bool tool_choice_none = false;
 };
 
 // One generated token's log-probabilities as a response shows them: its text (the bytes it adds
@@ -75,7 +80,10 @@ inline constexpr int64_t kMaxLogprobs = 20;  // alternatives per token, as vLLM'
 
 // Reads a request body. Throws ApiError(400) naming the field for malformed JSON, a wrong type, a
 // value out of range, an empty prompt or conversation, n other than 1, or a field meshnn does not
-// implement with a non-default value (echo, best_of, tools, ...).
+// implement with a non-default value (echo, best_of, functions, tool_choice "required", ...).
+// A chat message's fields beyond role and content (tool_calls, tool_call_id, name, ...) go to the
+// template as given, except that a tool call's "arguments" JSON string is parsed into its object,
+// as vLLM does, so that templates can write it out with tojson.
 ApiRequest parse_request(std::string_view body, Endpoint endpoint);
 
 // The request's sampling on top of the server's defaults, as OpenAI's parameters mean it:
@@ -87,8 +95,8 @@ serving::SamplingParams sampling_of(const ApiRequest& request, const serving::Sa
 // logit_bias replaces the default's bias.
 serving::LogitPenalties penalties_of(const ApiRequest& request, const serving::LogitPenalties& defaults);
 
-enum class FinishReason { STOP, LENGTH, ABORT };
-std::string_view to_string(FinishReason reason);  // "stop", "length", "abort"
+enum class FinishReason { STOP, LENGTH, ABORT, TOOL_CALLS };
+std::string_view to_string(FinishReason reason);  // "stop", "length", "abort", "tool_calls"
 
 // What every response and chunk of one request carries.
 struct ResponseHeader {
@@ -102,21 +110,32 @@ struct Usage {
   int64_t prompt_tokens = 0, completion_tokens = 0;
 };
 
+// What a chat answer (or a piece of one) holds beside its content when the server parses it.
+struct ChatExtras {
+  // With a reasoning parser (reasoning.hpp): the reasoning, shown as reasoning_content.
+  std::optional<std::string> reasoning;
+  // With a tool call parser (tool_calls.hpp): the calls, each with its id; in a stream, the piece's
+  // calls, the first of which is the answer's call number `first_call_index`.
+  std::vector<ToolCall> tool_calls;
+  size_t first_call_index = 0;
+};
+
 // A whole (non-streamed) response body. `logprobs`: the answer's tokens', if the request asked.
-// `reasoning` (chat with a reasoning parser, reasoning.hpp): the answer's reasoning, shown as the
-// message's reasoning_content, and `text` is then its content; either is null when empty.
+// `extras` (chat): the message also carries reasoning_content (null when empty) and tool_calls (when
+// any), and `text` is then the content, null when empty.
 std::string response_body(const ResponseHeader& header, const std::string& text, FinishReason reason,
                           const Usage& usage, const std::vector<int32_t>* prompt_ids,
                           const std::vector<int32_t>* token_ids, const std::vector<TokenLogprob>* logprobs = nullptr,
-                          const std::string* reasoning = nullptr);
+                          const ChatExtras* extras = nullptr);
 // One server-sent event of a stream ("data: {...}\n\n"): a piece of text (chat: the first
 // chunk also names the role), or with `reason` the last chunk of the choice. `logprobs`: those of
 // the piece's tokens, the first of which begins `text_offset` characters into the answer.
-// `reasoning`: a piece of the reasoning, in the delta's reasoning_content when not empty.
+// `extras`: the piece's reasoning (in the delta's reasoning_content when not empty) and tool calls
+// (each whole in the delta's tool_calls, with its index).
 std::string stream_chunk(const ResponseHeader& header, const std::string& text, std::optional<FinishReason> reason,
                          bool first, const std::vector<int32_t>* token_ids,
                          const std::vector<TokenLogprob>* logprobs = nullptr, int64_t text_offset = 0,
-                         const std::string* reasoning = nullptr);
+                         const ChatExtras* extras = nullptr);
 // The characters of a token's text as the response shows it (invalid UTF-8 as U+FFFD, which
 // `bytes` gives exactly): how far the text offsets of completions' logprobs move past it.
 int64_t characters(std::string_view text);

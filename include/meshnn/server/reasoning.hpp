@@ -28,6 +28,7 @@ class ReasoningSplitter {
  public:
   struct Split {
     std::string reasoning, content;
+    bool operator==(const Split&) const = default;
   };
   explicit ReasoningSplitter(ReasoningParser parser);
   // The next piece of the answer; `last`: the answer ends with it, and nothing is held back.

@@ -13,6 +13,7 @@
 
 #include "meshnn/mesh/mesh_device.hpp"
 #include "meshnn/server/reasoning.hpp"
+#include "meshnn/server/tool_calls.hpp"
 #include "meshnn/serving/generator.hpp"
 #include "meshnn/text/chat_template.hpp"
 #include "meshnn/text/tokenizer.hpp"
@@ -31,6 +32,8 @@ struct ServeOptions {
   serving::GenerationOptions generation;
   // Chat answers' <think>...</think> reasoning, shown apart as reasoning_content (reasoning.hpp).
   ReasoningParser reasoning_parser = ReasoningParser::NONE;
+  // Chat answers to requests with tools: <tool_call> blocks shown as tool_calls (tool_calls.hpp).
+  ToolCallParser tool_call_parser = ToolCallParser::NONE;
 };
 
 // The text side, used by world rank 0 only.

@@ -19,6 +19,10 @@ namespace meshnn::text {
 struct ChatMessage {
   std::string role;
   std::string content;
+  // The message's other fields as a JSON object's text (OpenAI's tool_calls, tool_call_id, name;
+  // "content": null for a message without content), set on the template's message after role and
+  // content. Empty: none.
+  std::string fields_json;
 };
 
 struct ChatTemplateInputs {

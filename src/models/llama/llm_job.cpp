@@ -235,6 +235,7 @@ void run_server(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig
   options.generation = generation_options(c, job);
   options.generation.reuse_prefixes = c.prefix_reuse;
   if (!c.reasoning_parser.empty()) options.reasoning_parser = server::reasoning_parser_named(c.reasoning_parser);
+  if (!c.tool_call_parser.empty()) options.tool_call_parser = server::tool_call_parser_named(c.tool_call_parser);
   server::ServeText text;
   text.tokenizer = job.text_tokenizer();
   if (job.tokenizer && job.tokenizer->add_bos_token && config.bos_token_id)

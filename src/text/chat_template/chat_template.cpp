@@ -68,6 +68,12 @@ std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
     Dict message;
     message.set(Value("role"), Value(sanitize_utf8(m.role)));
     message.set(Value("content"), Value(sanitize_utf8(m.content)));
+    if (!m.fields_json.empty()) {
+      const auto fields = nlohmann::ordered_json::parse(m.fields_json, nullptr, /*allow_exceptions=*/false);
+      MESHNN_CHECK(!fields.is_discarded() && fields.is_object(), "a chat message's fields must be a JSON object, got {}",
+                   m.fields_json);
+      for (const auto& [name, value] : fields.items()) message.set(Value(name), from_json(value));
+    }
     messages.push_back(Value::dict(std::move(message)));
   }
   globals->vars["messages"] = Value::list(std::move(messages));

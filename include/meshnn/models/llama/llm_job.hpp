@@ -61,6 +61,7 @@ struct LlmJobConfig {
   std::string port_file;          // gets the bound port (for --port 0)
   std::string served_model_name;  // empty: the weights file's name
   std::string reasoning_parser;   // "qwen3" or "deepseek_r1": chat answers' reasoning apart; empty: none
+  std::string tool_call_parser;   // "hermes": tool calls in chat answers to requests with tools; empty: none
   bool prefix_reuse = true;       // serving::GenerationOptions::reuse_prefixes
   std::string tokenizer;             // tokenizer file or directory; empty: the one in the weights file
   bool stream = true;                // print the first request's text as it is generated (world rank 0)

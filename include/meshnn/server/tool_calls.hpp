@@ -1,0 +1,50 @@
+// Tool calls in a chat answer. A model given `tools` (OpenAI's function definitions, which the chat
+// template writes into the prompt) calls one by writing a block the server then parses, with
+// vLLM's --tool-call-parser:
+//   HERMES: <tool_call>{"name": ..., "arguments": {...}}</tool_call>, the format of Hermes, Qwen2.5
+//           and Qwen3 (whitespace around the JSON allowed), one block per call.
+// Text outside the blocks stays the answer's content. A block whose JSON is not an object with a
+// string "name" and an object "arguments", or that the answer never closes, stays content as
+// written.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace meshnn::server {
+
+enum class ToolCallParser { NONE, HERMES };
+// "hermes" (vLLM's name); throws meshnn::Error naming the ones there are.
+ToolCallParser tool_call_parser_named(std::string_view name);
+
+struct ToolCall {
+  std::string name;
+  std::string arguments;  // the arguments object as JSON text, as OpenAI's responses carry it
+  std::string id;         // the response's name for the call (the splitter leaves it empty)
+  bool operator==(const ToolCall&) const = default;
+};
+
+// Splits an answer, given piece by piece as it streams, into content and tool calls. Text that may
+// begin a block is held back until it cannot; a block is held until it closes, then given as its
+// call (or, when it does not parse, as content). The pieces add up to the split of the whole
+// answer however it was cut.
+class ToolCallSplitter {
+ public:
+  struct Split {
+    std::string content;
+    std::vector<ToolCall> calls;
+    bool operator==(const Split&) const = default;
+  };
+  explicit ToolCallSplitter(ToolCallParser parser);
+  // The next piece of the answer; `last`: the answer ends with it, and nothing is held back.
+  Split push(std::string_view text, bool last = false);
+
+ private:
+  ToolCallParser parser_;
+  bool in_block_ = false;
+  std::string held_;  // outside a block: a possible start of one; inside: the block so far, its tag included
+};
+
+}  // namespace meshnn::server

@@ -1,0 +1,187 @@
+// The chat answer parsers: the reasoning parsers (an answer's <think>...</think> apart from its
+// content) and the tool call parser (<tool_call> blocks as calls), each whole and over every way a
+// stream may cut the answer, against the rule restated here on the whole text; and the response
+// shapes that carry their results.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/server/openai_api.hpp"
+#include "meshnn/server/reasoning.hpp"
+#include "meshnn/server/tool_calls.hpp"
+
+namespace meshnn::server {
+namespace {
+
+using Split = ReasoningSplitter::Split;
+
+// The rule on the whole answer: a leading <think> is dropped; the reasoning runs to the first
+// </think> (or the end); qwen3 reasons only when the answer opened with <think>.
+Split whole_answer_rule(const std::string& answer, ReasoningParser parser) {
+  std::string rest = answer;
+  const bool opened = rest.rfind("<think>", 0) == 0;
+  if (opened) rest.erase(0, 7);
+  if (parser == ReasoningParser::QWEN3 && !opened) return {"", rest};
+  const size_t close = rest.find("</think>");
+  if (close == std::string::npos) return {rest, ""};
+  return {rest.substr(0, close), rest.substr(close + 8)};
+}
+
+// Every cut into two pieces, and one character at a time, of `answer` through a fresh splitter
+// made by `make`, each cut's pieces joined by `add`.
+template <class Make, class Add, class Result>
+void expect_every_cut_gives(const std::string& answer, Make make, Add add, const Result& want) {
+  std::vector<std::vector<size_t>> cuttings;
+  for (size_t cut = 0; cut <= answer.size(); ++cut) cuttings.push_back({cut});
+  cuttings.emplace_back();
+  for (size_t i = 1; i < answer.size(); ++i) cuttings.back().push_back(i);
+  for (const std::vector<size_t>& cuts : cuttings) {
+    auto splitter = make();
+    Result total;
+    size_t begin = 0;
+    for (size_t i = 0; i <= cuts.size(); ++i) {
+      const size_t end = i < cuts.size() ? cuts[i] : answer.size();
+      add(total, splitter.push(std::string_view(answer).substr(begin, end - begin), i == cuts.size()));
+      begin = end;
+    }
+    EXPECT_TRUE(total == want) << answer << " in " << cuts.size() + 1 << " pieces, the first cut at "
+                               << (cuts.empty() ? 0 : cuts[0]);
+  }
+}
+
+TEST(Reasoning, EveryCutOfAStreamGivesTheSplitOfTheWholeAnswer) {
+  const std::vector<std::string> answers = {
+      "<think>\nFirst, two and two.\n</think>\n\nFour.",  // Qwen3 thinking
+      "<think>\n\n</think>\n\nFour.",                     // Qwen3 with enable_thinking false in the prompt
+      "Four.",                                            // no reasoning at all
+      "Two and two.\n</think>\n\nFour.",                  // DeepSeek-R1: <think> was in the prompt
+      "<think>cut short while reasoning </thi",           // max_tokens ended it inside a tag
+      "<thin",                                            // ... or inside the opening tag
+      "<think></think></think>x",                         // only the first </think> ends the reasoning
+      "a <think> b </think> c",                           // a <think> later on is text
+      "",
+      "</",
+  };
+  for (ReasoningParser parser : {ReasoningParser::QWEN3, ReasoningParser::DEEPSEEK_R1})
+    for (const std::string& answer : answers) {
+      const Split want = whole_answer_rule(answer, parser);
+      const Split whole = ReasoningSplitter(parser).push(answer, true);
+      EXPECT_EQ(whole.reasoning, want.reasoning) << answer;
+      EXPECT_EQ(whole.content, want.content) << answer;
+      expect_every_cut_gives(
+          answer, [parser] { return ReasoningSplitter(parser); },
+          [](Split& total, const Split& piece) {
+            total.reasoning += piece.reasoning;
+            total.content += piece.content;
+          },
+          want);
+    }
+}
+
+TEST(Reasoning, TextThatMayBeATagIsHeldBackUntilItCannotBe) {
+  ReasoningSplitter s(ReasoningParser::QWEN3);
+  Split next = s.push("<thi");  // may still open
+  EXPECT_TRUE(next.reasoning.empty() && next.content.empty());
+  next = s.push("nk>why</th");
+  EXPECT_EQ(next.reasoning, "why");  // "</th" may be the closing tag
+  next = s.push("ere");
+  EXPECT_EQ(next.reasoning, "</there");
+  next = s.push("</think>so");
+  EXPECT_TRUE(next.reasoning.empty() && next.content == "so");
+  ReasoningSplitter plain(ReasoningParser::NONE);
+  EXPECT_EQ(plain.push("<think>x</think>").content, "<think>x</think>");  // no parser: all content
+}
+
+TEST(Reasoning, ParsersByVllmsNames) {
+  EXPECT_EQ(reasoning_parser_named("qwen3"), ReasoningParser::QWEN3);
+  EXPECT_EQ(reasoning_parser_named("deepseek_r1"), ReasoningParser::DEEPSEEK_R1);
+  EXPECT_THROW(reasoning_parser_named("granite"), Error);
+}
+
+using Calls = ToolCallSplitter::Split;
+
+TEST(ToolCalls, EveryCutOfAStreamGivesTheSplitOfTheWholeAnswer) {
+  struct Case {
+    std::string answer;
+    Calls want;
+  };
+  const std::vector<Case> cases = {
+      {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+       {"", {{"get_weather", R"({"city":"Paris"})", ""}}}},
+      {"Let me look.\n<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"b\"}"
+       "</tool_call> done",
+       {"Let me look.\n\n done", {{"a", "{}", ""}, {"b", "{}", ""}}}},
+      {"no calls at all, not even <tool_", {"no calls at all, not even <tool_", {}}},
+      // Not a call: the block stays content as written.
+      {"<tool_call>{\"name\": 3}</tool_call>", {"<tool_call>{\"name\": 3}</tool_call>", {}}},
+      {"<tool_call>not json</tool_call>x", {"<tool_call>not json</tool_call>x", {}}},
+      {"<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call>",
+       {"<tool_call>{\"name\": \"a\", \"arguments\": \"{}\"}</tool_call>", {}}},
+      // Cut short inside a block: as written.
+      {"<tool_call>{\"name\": \"a\", \"argu", {"<tool_call>{\"name\": \"a\", \"argu", {}}},
+      // Arguments keep their order and their non-ASCII text.
+      {"<tool_call>{\"arguments\": {\"z\": 1, \"a\": \"é\"}, \"name\": \"f\"}</tool_call>",
+       {"", {{"f", R"({"z":1,"a":"é"})", ""}}}},
+  };
+  for (const Case& c : cases) {
+    const Calls whole = ToolCallSplitter(ToolCallParser::HERMES).push(c.answer, true);
+    EXPECT_TRUE(whole == c.want) << c.answer << ": content '" << whole.content << "', " << whole.calls.size()
+                                 << " call(s)";
+    expect_every_cut_gives(
+        c.answer, [] { return ToolCallSplitter(ToolCallParser::HERMES); },
+        [](Calls& total, Calls piece) {
+          total.content += piece.content;
+          for (ToolCall& call : piece.calls) total.calls.push_back(std::move(call));
+        },
+        c.want);
+  }
+  const Calls none = ToolCallSplitter(ToolCallParser::NONE).push(cases[0].answer);
+  EXPECT_TRUE(none.calls.empty() && none.content == cases[0].answer);  // no parser: all content
+  EXPECT_EQ(tool_call_parser_named("hermes"), ToolCallParser::HERMES);
+  EXPECT_THROW(tool_call_parser_named("mistral"), Error);
+}
+
+TEST(ChatExtras, ResponsesCarryReasoningAndToolCallsApart) {
+  using nlohmann::json;
+  const ResponseHeader h{Endpoint::CHAT_COMPLETIONS, "chatcmpl-1", 1, "m"};
+  ChatExtras extras;
+  extras.reasoning = "why";
+  json j = json::parse(response_body(h, "Four.", FinishReason::STOP, {3, 4}, nullptr, nullptr, nullptr, &extras));
+  EXPECT_EQ(j["choices"][0]["message"],
+            (json{{"role", "assistant"}, {"content", "Four."}, {"reasoning_content", "why"}}));
+  j = json::parse(response_body(h, "", FinishReason::LENGTH, {3, 4}, nullptr, nullptr, nullptr, &extras));
+  EXPECT_TRUE(j["choices"][0]["message"]["content"].is_null());  // cut short while reasoning
+  extras.reasoning = "";
+  j = json::parse(response_body(h, "Four.", FinishReason::STOP, {3, 4}, nullptr, nullptr, nullptr, &extras));
+  EXPECT_TRUE(j["choices"][0]["message"]["reasoning_content"].is_null());
+  j = json::parse(response_body(h, "Four.", FinishReason::STOP, {3, 4}, nullptr, nullptr));
+  EXPECT_FALSE(j["choices"][0]["message"].contains("reasoning_content"));  // no parser
+
+  ChatExtras calls;
+  calls.tool_calls = {{"get_weather", R"({"city":"Paris"})", "call_7_0"}};
+  j = json::parse(response_body(h, "", FinishReason::TOOL_CALLS, {3, 4}, nullptr, nullptr, nullptr, &calls));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(j["choices"][0]["message"],
+            json::parse(R"({"role": "assistant", "content": null, "tool_calls": [{"id": "call_7_0",
+              "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]})"));
+
+  auto delta = [&](const std::string& text, const ChatExtras* e, bool first) {
+    const std::string event = stream_chunk(h, text, std::nullopt, first, nullptr, nullptr, 0, e);
+    return json::parse(event.substr(6))["choices"][0]["delta"];  // after "data: "
+  };
+  extras.reasoning = "why";
+  EXPECT_EQ(delta("", &extras, true), (json{{"role", "assistant"}, {"reasoning_content", "why"}, {"content", ""}}));
+  EXPECT_EQ(delta("so", &extras, false), (json{{"reasoning_content", "why"}, {"content", "so"}}));
+  extras.reasoning = "";
+  EXPECT_EQ(delta("so", &extras, false), (json{{"content", "so"}}));
+  calls.first_call_index = 2;
+  EXPECT_EQ(delta("", &calls, false)["tool_calls"],
+            json::parse(R"([{"index": 2, "id": "call_7_0", "type": "function",
+              "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}])"));
+}
+
+}  // namespace
+}  // namespace meshnn::server
