@@ -17,7 +17,6 @@ namespace {
 // Requests are read keeping their keys in order: tools and messages go on to the chat template, whose
 // tojson writes them out as the client wrote them (Python dicts keep their order).
 using json = nlohmann::ordered_json;
-using ordered = nlohmann::ordered_json;
 
 [[noreturn]] void bad(const std::string& message) { throw ApiError(400, message); }
 
@@ -211,8 +210,8 @@ void read_logprobs(const json& body, ApiRequest& r) {
     bad("'top_logprobs' needs 'logprobs': true");
 }
 
-ordered header_json(const ResponseHeader& h, bool chunk) {
-  ordered j;
+json header_json(const ResponseHeader& h, bool chunk) {
+  json j;
   j["id"] = h.id;
   j["object"] = h.endpoint == Endpoint::CHAT_COMPLETIONS ? (chunk ? "chat.completion.chunk" : "chat.completion")
                                                          : "text_completion";
@@ -221,7 +220,7 @@ ordered header_json(const ResponseHeader& h, bool chunk) {
   return j;
 }
 
-ordered usage_json(const Usage& u) {
+json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
@@ -229,11 +228,11 @@ ordered usage_json(const Usage& u) {
 
 // [{"id", "type": "function", "function": {"name", "arguments"}}]; in a stream's delta each also
 // names its index among the answer's calls.
-ordered tool_calls_json(const ChatExtras& extras, bool delta) {
-  ordered calls = ordered::array();
+json tool_calls_json(const ChatExtras& extras, bool delta) {
+  json calls = json::array();
   for (size_t i = 0; i < extras.tool_calls.size(); ++i) {
     const ToolCall& c = extras.tool_calls[i];
-    ordered call;
+    json call;
     if (delta) call["index"] = extras.first_call_index + i;
     call["id"] = c.id;
     call["type"] = "function";
@@ -246,30 +245,30 @@ ordered tool_calls_json(const ChatExtras& extras, bool delta) {
 // JSON has no -infinity: a token the model rules out shows -9999, as vLLM's do.
 double shown(float logprob) { return std::max(static_cast<double>(logprob), -9999.0); }
 
-ordered bytes_json(const std::string& text) {
-  ordered bytes = ordered::array();
+json bytes_json(const std::string& text) {
+  json bytes = json::array();
   for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
   return bytes;
 }
 
 // Chat: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
 // Completions: {tokens, token_logprobs, top_logprobs: [{text: logprob}], text_offset}.
-ordered logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs, int64_t text_offset) {
+json logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logprobs, int64_t text_offset) {
   if (endpoint == Endpoint::CHAT_COMPLETIONS) {
-    ordered content = ordered::array();
+    json content = json::array();
     for (const TokenLogprob& t : logprobs) {
-      ordered top = ordered::array();
+      json top = json::array();
       for (const auto& [text, logprob] : t.top)
         top.push_back({{"token", text::sanitize_utf8(text)}, {"logprob", shown(logprob)}, {"bytes", bytes_json(text)}});
       content.push_back({{"token", text::sanitize_utf8(t.token)},
-                         {"logprob", t.unscored ? ordered(nullptr) : ordered(shown(t.logprob))},
+                         {"logprob", t.unscored ? json(nullptr) : json(shown(t.logprob))},
                          {"bytes", bytes_json(t.token)},
                          {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
-  ordered tokens = ordered::array(), token_logprobs = ordered::array(), top_logprobs = ordered::array(),
-          offsets = ordered::array();
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
+          offsets = json::array();
   for (const TokenLogprob& t : logprobs) {
     tokens.push_back(text::sanitize_utf8(t.token));
     if (t.unscored) {
@@ -277,7 +276,7 @@ ordered logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logpro
       top_logprobs.push_back(nullptr);
     } else {
       token_logprobs.push_back(shown(t.logprob));
-      ordered top = ordered::object();
+      json top = json::object();
       for (const auto& [text, logprob] : t.top)
         if (const std::string key = text::sanitize_utf8(text); !top.contains(key))
           top[key] = shown(logprob);  // two ids of one text: the likelier
@@ -290,7 +289,7 @@ ordered logprobs_json(Endpoint endpoint, const std::vector<TokenLogprob>& logpro
           {"text_offset", offsets}};
 }
 
-std::string event(const ordered& j) {
+std::string event(const json& j) {
   // Invalid UTF-8 cannot reach here (the text stream sanitizes), but a JSON dump must not throw.
   return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
@@ -402,12 +401,12 @@ int64_t characters(std::string_view text) {
 std::string response_body(const ResponseHeader& h, const std::string& text, FinishReason reason, const Usage& usage,
                           const std::vector<int32_t>* prompt_ids, const std::vector<int32_t>* token_ids,
                           const std::vector<TokenLogprob>* logprobs, const ChatExtras* extras) {
-  ordered j = header_json(h, false);
-  ordered choice;
+  json j = header_json(h, false);
+  json choice;
   choice["index"] = 0;
-  auto or_null = [](const std::string& s) { return s.empty() ? ordered(nullptr) : ordered(s); };
+  auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
   if (h.endpoint == Endpoint::CHAT_COMPLETIONS && extras != nullptr) {
-    ordered message = {{"role", "assistant"}, {"content", or_null(text)}};
+    json message = {{"role", "assistant"}, {"content", or_null(text)}};
     if (extras->reasoning) message["reasoning_content"] = or_null(*extras->reasoning);
     if (!extras->tool_calls.empty()) message["tool_calls"] = tool_calls_json(*extras, false);
     choice["message"] = std::move(message);
@@ -415,10 +414,10 @@ std::string response_body(const ResponseHeader& h, const std::string& text, Fini
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else
     choice["text"] = text;
-  choice["logprobs"] = logprobs != nullptr ? logprobs_json(h.endpoint, *logprobs, 0) : ordered(nullptr);
+  choice["logprobs"] = logprobs != nullptr ? logprobs_json(h.endpoint, *logprobs, 0) : json(nullptr);
   choice["finish_reason"] = to_string(reason);
   if (token_ids != nullptr) choice["token_ids"] = *token_ids;
-  j["choices"] = ordered::array({choice});
+  j["choices"] = json::array({choice});
   j["usage"] = usage_json(usage);
   if (prompt_ids != nullptr) j["prompt_token_ids"] = *prompt_ids;
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -427,11 +426,11 @@ std::string response_body(const ResponseHeader& h, const std::string& text, Fini
 std::string stream_chunk(const ResponseHeader& h, const std::string& text, std::optional<FinishReason> reason,
                          bool first, const std::vector<int32_t>* token_ids, const std::vector<TokenLogprob>* logprobs,
                          int64_t text_offset, const ChatExtras* extras) {
-  ordered j = header_json(h, true);
-  ordered choice;
+  json j = header_json(h, true);
+  json choice;
   choice["index"] = 0;
   if (h.endpoint == Endpoint::CHAT_COMPLETIONS) {
-    ordered delta = ordered::object();
+    json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (extras != nullptr && extras->reasoning && !extras->reasoning->empty())
       delta["reasoning_content"] = *extras->reasoning;
@@ -441,23 +440,23 @@ std::string stream_chunk(const ResponseHeader& h, const std::string& text, std::
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = logprobs != nullptr ? logprobs_json(h.endpoint, *logprobs, text_offset) : ordered(nullptr);
-  choice["finish_reason"] = reason ? ordered(to_string(*reason)) : ordered(nullptr);
+  choice["logprobs"] = logprobs != nullptr ? logprobs_json(h.endpoint, *logprobs, text_offset) : json(nullptr);
+  choice["finish_reason"] = reason ? json(to_string(*reason)) : json(nullptr);
   if (token_ids != nullptr) choice["token_ids"] = *token_ids;
-  j["choices"] = ordered::array({choice});
+  j["choices"] = json::array({choice});
   return event(j);
 }
 
 std::string stream_usage_chunk(const ResponseHeader& h, const Usage& usage) {
-  ordered j = header_json(h, true);
-  j["choices"] = ordered::array();
+  json j = header_json(h, true);
+  j["choices"] = json::array();
   j["usage"] = usage_json(usage);
   return event(j);
 }
 
 std::string error_body(int status, const std::string& message) {
   const char* type = status == 400 || status == 404 ? "invalid_request_error" : "server_error";
-  ordered j;
+  json j;
   j["error"] = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", status}};
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
