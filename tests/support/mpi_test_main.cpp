@@ -5,6 +5,11 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
 
 #include "meshnn/runtime/runtime.hpp"
 
@@ -23,6 +28,21 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
   int rank_;
 };
 
+// The files the tests write (::testing::TempDir(): models, tokens, outputs) go to one directory per
+// run, made by rank 0 and removed after the last test, so that runs leave nothing behind.
+std::string make_run_directory(int rank) {
+  std::vector<char> path(4096, '\0');
+  if (rank == 0) {
+    const std::string pattern = ::testing::TempDir() + "meshnn_mpi_test_XXXXXX";
+    pattern.copy(path.data(), path.size() - 1);
+    if (mkdtemp(path.data()) == nullptr) path.assign(path.size(), '\0');  // the tests then use TempDir() as it is
+  }
+  MPI_Bcast(path.data(), static_cast<int>(path.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
+  const std::string dir(path.data());
+  if (!dir.empty()) setenv("TEST_TMPDIR", dir.c_str(), 1);  // what TempDir() returns from now on
+  return dir;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -33,8 +53,13 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new RankFailurePrinter(runtime.world_rank()));
   }
+  const std::string run_directory = make_run_directory(runtime.world_rank());
   int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
   int any_failed = 0;
-  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);  // every rank is done with the files
+  if (runtime.world_rank() == 0 && !run_directory.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(run_directory, ignored);
+  }
   return any_failed;
 }
