@@ -383,11 +383,11 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
   // Chat answers go through the server's parsers: the reasoning apart (reasoning.hpp), and with
   // tools, the calls (tool_calls.hpp).
   const bool chat = endpoint == Endpoint::CHAT_COMPLETIONS;
-  const bool parsed = chat && (options_.reasoning_parser != ReasoningParser::NONE || !api.tools.empty());
-  auto parser = std::make_shared<ChatAnswerParser>(
-      chat ? options_.reasoning_parser : ReasoningParser::NONE,
-      chat && !api.tools.empty() && !api.tool_choice_none ? options_.tool_call_parser : ToolCallParser::NONE,
-      ticket->number);
+  const ReasoningParser reasoning = chat ? options_.reasoning_parser : ReasoningParser::NONE;
+  const ToolCallParser tools =
+      chat && !api.tools.empty() && !api.tool_choice_none ? options_.tool_call_parser : ToolCallParser::NONE;
+  const bool parsed = reasoning != ReasoningParser::NONE || tools != ToolCallParser::NONE;
+  auto parser = std::make_shared<ChatAnswerParser>(reasoning, tools, ticket->number);
   if (!api.stream) {
     // Nothing is written before the end, so a client that hangs up is noticed on its socket.
     const std::optional<ClientSocket> client = ClientSocket::find(req.remote_addr, req.remote_port, req.local_port);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "held_text.hpp"
 #include "meshnn/core/error.hpp"
 #include "meshnn/text/utf8.hpp"
 
@@ -476,12 +477,7 @@ std::string StopMatcher::push(std::string_view text) {
   }
   // Hold back the longest tail that is the beginning of some stop string.
   size_t keep = 0;
-  for (const std::string& s : stops_)
-    for (size_t n = std::min(s.size() - 1, held_.size()); n > keep; --n)
-      if (held_.compare(held_.size() - n, n, s, 0, n) == 0) {
-        keep = n;
-        break;
-      }
+  for (const std::string& s : stops_) keep = std::max(keep, marker_start_at_end(held_, s));
   std::string out = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return out;

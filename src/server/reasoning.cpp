@@ -1,23 +1,14 @@
 #include "meshnn/server/reasoning.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
+#include "held_text.hpp"
 #include "meshnn/core/error.hpp"
 
 namespace meshnn::server {
 namespace {
 
 constexpr std::string_view kOpen = "<think>", kClose = "</think>";
-
-// The length of the longest end of `text` that is a proper start of `tag`: text that may yet
-// become the tag.
-size_t partial_tag_at_end(std::string_view text, std::string_view tag) {
-  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n)
-    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
-  return 0;
-}
 
 }  // namespace
 
@@ -44,7 +35,7 @@ ReasoningSplitter::Split ReasoningSplitter::push(std::string_view text, bool las
   if (state_ == State::REASONING) {
     const size_t close = held_.find(kClose);
     if (close == std::string::npos) {
-      const size_t keep = last ? 0 : partial_tag_at_end(held_, kClose);
+      const size_t keep = last ? 0 : marker_start_at_end(held_, kClose);
       out.reasoning = held_.substr(0, held_.size() - keep);
       held_.erase(0, held_.size() - keep);
       return out;

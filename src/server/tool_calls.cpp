@@ -6,19 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "held_text.hpp"
 #include "meshnn/core/error.hpp"
 
 namespace meshnn::server {
 namespace {
 
 constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
-
-// The length of the longest end of `text` that is a proper start of `tag`.
-size_t partial_tag_at_end(std::string_view text, std::string_view tag) {
-  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n)
-    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
-  return 0;
-}
 
 // A block's JSON as its call, when it is one.
 std::optional<ToolCall> call_of(std::string_view body) {
@@ -49,7 +43,7 @@ ToolCallSplitter::Split ToolCallSplitter::push(std::string_view text, bool last)
     if (!in_block_) {
       const size_t open = held_.find(kOpen);
       if (open == std::string::npos) {
-        const size_t keep = last ? 0 : partial_tag_at_end(held_, kOpen);
+        const size_t keep = last ? 0 : marker_start_at_end(held_, kOpen);
         out.content += held_.substr(0, held_.size() - keep);
         held_.erase(0, held_.size() - keep);
         return out;

@@ -471,33 +471,23 @@ def test_jobs(models):
         check(llm_outputs(os.path.join(WORK, "llama_yarn.h5"), ranks, "yarn", expect_failure="rope_scaling type 'yarn'"),
               f"meshnn-llm on {ranks} rank(s) refuses a yarn rope_scaling, naming it")
 
-    # Qwen2: converted = direct on 1 and 2 ranks; read as Llama (model_type "llama": the bias
-    # datasets are there but unused) the logits differ, so the job adds the biases.
-    d, kept = models["qwen2"]
-    direct = os.path.join(WORK, "qwen2_direct.h5")
-    write_direct(direct, kept, QWEN2_ATTRS)
-    for ranks in (1, 2):
-        converted = llm_outputs(os.path.join(WORK, "qwen2.h5"), ranks, "qwen2")
-        check(same_outputs(converted, llm_outputs(direct, ranks, "qwen2_direct")) and np.isfinite(converted[1]).all(),
-              f"meshnn-llm on {ranks} rank(s): converted Qwen2 gives the same tokens and logits as the direct one")
-    as_llama = os.path.join(WORK, "qwen2_as_llama.h5")
-    write_direct(as_llama, kept, dict(QWEN2_ATTRS, model_type="llama"))
-    check(not same_outputs(llm_outputs(as_llama, 1, "qwen2_as_llama"), llm_outputs(direct, 1, "qwen2_direct")),
-          "Qwen2's biases change the logits (the job adds them)")
-
-    # Qwen3: converted = direct on 1 and 2 ranks; read as Llama (the norm datasets there but
-    # unused) the logits differ, so the job applies the norms.
-    d, kept = models["qwen3"]
-    direct = os.path.join(WORK, "qwen3_direct.h5")
-    write_direct(direct, kept, QWEN3_ATTRS)
-    for ranks in (1, 2):
-        converted = llm_outputs(os.path.join(WORK, "qwen3.h5"), ranks, "qwen3")
-        check(same_outputs(converted, llm_outputs(direct, ranks, "qwen3_direct")) and np.isfinite(converted[1]).all(),
-              f"meshnn-llm on {ranks} rank(s): converted Qwen3 gives the same tokens and logits as the direct one")
-    as_llama = os.path.join(WORK, "qwen3_as_llama.h5")
-    write_direct(as_llama, kept, dict(QWEN3_ATTRS, model_type="llama"))
-    check(not same_outputs(llm_outputs(as_llama, 1, "qwen3_as_llama"), llm_outputs(direct, 1, "qwen3_direct")),
-          "Qwen3's head norms change the logits (the job applies them)")
+    # Qwen2 and Qwen3: converted = direct on 1 and 2 ranks; read as Llama (model_type "llama": the
+    # bias or norm datasets are there but unused) the logits differ, so the job adds the biases and
+    # applies the norms.
+    for name, attrs, what in (("qwen2", QWEN2_ATTRS, "Qwen2's biases change the logits (the job adds them)"),
+                              ("qwen3", QWEN3_ATTRS, "Qwen3's head norms change the logits (the job applies them)")):
+        d, kept = models[name]
+        direct = os.path.join(WORK, f"{name}_direct.h5")
+        write_direct(direct, kept, attrs)
+        for ranks in (1, 2):
+            converted = llm_outputs(os.path.join(WORK, f"{name}.h5"), ranks, name)
+            check(same_outputs(converted, llm_outputs(direct, ranks, f"{name}_direct")) and
+                  np.isfinite(converted[1]).all(),
+                  f"meshnn-llm on {ranks} rank(s): converted {name} gives the same tokens and logits as the direct one")
+        as_llama = os.path.join(WORK, f"{name}_as_llama.h5")
+        write_direct(as_llama, kept, dict(attrs, model_type="llama"))
+        check(not same_outputs(llm_outputs(as_llama, 1, f"{name}_as_llama"), llm_outputs(direct, 1, f"{name}_direct")),
+              what)
 
     # Falcon: the MLP job reads transformer.h.1.mlp.* of the converted checkpoint.
     d, kept = models["falcon"]

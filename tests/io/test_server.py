@@ -191,6 +191,16 @@ def start_server(weights, port_file, *args):
     raise RuntimeError("the server did not start")
 
 
+def stop_server(process):
+    """Ctrl-C, as a user stops it; killed if it has not ended within a minute."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def check_completions(port, weights, bos, encode):
     """Concurrent completions (more than the slots), half streamed, against the batch job."""
     expected_tokens, expected_text = batch_job(weights, "completions",
@@ -662,12 +672,7 @@ def check_unusable_template(model_dir, expected_tokens):
               "/v1/chat/completions is off" in out and "'extends'" in out,
               "a model whose chat template meshnn cannot run serves completions and refuses chat, saying why")
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_server(process)
 
 
 # The call a tool-calling answer makes, and the whole block that makes it, one piece of the parsers'
@@ -698,12 +703,7 @@ def check_parsers():
         check_reasoning(port, encode("a<think>")[-1], encode("a</think>")[-1])
         check_tool_calls(port, encode("a" + CALL_BLOCK)[-1], encode, template)
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_server(process)
 
 
 def check_reasoning(port, start_of_thinking, end_of_thinking):
