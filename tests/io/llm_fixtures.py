@@ -122,6 +122,12 @@ LLAMA3 = """{{- bos_token }}
 NO_SYSTEM = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
              "{% for m in messages %}{{ m.content }}{% endfor %}")
 
+# The corpus's Qwen3-style template: reasoning in <think> tags with the enable_thinking switch, tools
+# and tool calls.
+QWEN3_TEMPLATE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "text", "chat_templates",
+                                   "qwen3_thinking.jinja")
+
+
 def hf_render(template, messages, special_tokens, now, variables=None):
     """What transformers' apply_chat_template renders: a sandboxed, immutable jinja2 environment with
     trim_blocks, lstrip_blocks and loop controls, raise_exception and strftime_now as globals, the

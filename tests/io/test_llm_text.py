@@ -43,8 +43,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "text"))
 import bpe_reference  # noqa: E402
 import hf_model_dir as hf  # noqa: E402
-from llm_fixtures import (CHATML, CONFIG, LLAMA3, NO_SYSTEM, ZEPHYR, edit_tokenizer_config, hf_render,  # noqa: E402
-                          finish, outputs, sentencepiece_tokenizer)
+from llm_fixtures import (CHATML, CONFIG, LLAMA3, NO_SYSTEM, QWEN3_TEMPLATE_FILE, ZEPHYR, edit_tokenizer_config,  # noqa: E402
+                          finish, hf_render, outputs, sentencepiece_tokenizer)
 
 BUILD, WORK, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3:]
 LLM = os.path.join(BUILD, "apps", "meshnn-llm")
@@ -282,12 +282,10 @@ def check_template_kwargs(kind, weights, special_tokens):
     """--chat-template-kwargs reach the template: Qwen3's reasoning switch (the corpus's
     qwen3_thinking.jinja, given with --chat-template) renders as jinja2 renders it with the same
     keyword argument, an empty reasoning block opening the answer."""
-    template_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "text", "chat_templates",
-                                 "qwen3_thinking.jinja")
-    with open(template_file, encoding="utf-8") as f:
+    with open(QWEN3_TEMPLATE_FILE, encoding="utf-8") as f:
         template = f.read()
     out = os.path.join(WORK, f"{kind}_kwargs.h5")
-    r = llm(2, weights, "--chat", "--chat-template", template_file, "--chat-template-kwargs",
+    r = llm(2, weights, "--chat", "--chat-template", QWEN3_TEMPLATE_FILE, "--chat-template-kwargs",
             '{"enable_thinking": false}', "--system", "Be brief.", "--prompt", "the ring reduces",
             "--max-new-tokens", "2", "--output", out)
     if r.returncode != 0:

@@ -59,8 +59,8 @@ import numpy
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_model_dir as hf  # noqa: E402
-from llm_fixtures import (CONFIG, ZEPHYR, edit_tokenizer_config, finish, hf_render, outputs,  # noqa: E402
-                          sentencepiece_tokenizer)
+from llm_fixtures import (CONFIG, QWEN3_TEMPLATE_FILE, ZEPHYR, edit_tokenizer_config, finish, hf_render,  # noqa: E402
+                          outputs, sentencepiece_tokenizer)
 
 BUILD, WORK, MPIEXEC = sys.argv[1], sys.argv[2], sys.argv[3:]
 LLM = os.path.join(BUILD, "apps", "meshnn-llm")
@@ -73,8 +73,6 @@ ZEPHYR_THINKING = ZEPHYR.replace("{{ '<|assistant|>' }}", "{{ '<|assistant|>' }}
                                  "enable_thinking is false %}{{ '<think></think>' }}{% endif %}")
 assert ZEPHYR_THINKING != ZEPHYR
 SLOTS, CONTEXT = 3, 224
-QWEN3_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "text", "chat_templates",
-                              "qwen3_thinking.jinja")
 REASONING_SEED = 15  # a draw whose answer opens with <think> and holds </think> between other text
 REASONING_BIAS = 3  # on </think>: drawn now and then, not at every position  # a multiple of 32: the cache holds whole tiles of positions
 failures = []
@@ -692,7 +690,7 @@ def check_parsers():
     config = dict(CONFIG, max_position_embeddings=1024)
     hf.write_model_dir(model_dir, config, hf.llama_shapes(config), lambda _: "BF16")
     encode, _ = sentencepiece_tokenizer(model_dir, WORK, user_defined_symbols=("<think>", "</think>", CALL_BLOCK))
-    with open(QWEN3_TEMPLATE, encoding="utf-8") as f:
+    with open(QWEN3_TEMPLATE_FILE, encoding="utf-8") as f:
         template = f.read()
     edit_tokenizer_config(model_dir, chat_template=template)
     weights = os.path.join(WORK, "parsers_model.h5")

@@ -1,6 +1,7 @@
 // Llama, Mistral, Qwen2 and Qwen3 (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-// Qwen3ForCausalLM) in a Hugging Face config.json: the root attributes meshnn's Llama reads (src/models/llama/config.cpp) and the state_dict names and
-// shapes the configuration implies, by the names meshnn/models/llama/config.hpp gives the loader.
+// Qwen3ForCausalLM) in a Hugging Face config.json: the root attributes meshnn's Llama reads
+// (src/models/llama/config.cpp) and the state_dict names and shapes the configuration implies, by
+// the names meshnn/models/llama/config.hpp gives the loader.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
