@@ -29,7 +29,8 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 };
 
 // The files the tests write (::testing::TempDir(): models, tokens, outputs) go to one directory per
-// run, made by rank 0 and removed after the last test, so that runs leave nothing behind.
+// run, made by rank 0 and removed after the last test, so that passing runs leave nothing behind
+// (a failing run keeps them, for a look).
 std::string make_run_directory(int rank) {
   std::vector<char> path(4096, '\0');
   if (rank == 0) {
@@ -59,7 +60,10 @@ int main(int argc, char** argv) {
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);  // every rank is done with the files
   if (runtime.world_rank() == 0 && !run_directory.empty()) {
     std::error_code ignored;
-    std::filesystem::remove_all(run_directory, ignored);
+    if (any_failed)
+      std::fprintf(stderr, "the tests' files are kept in %s\n", run_directory.c_str());
+    else
+      std::filesystem::remove_all(run_directory, ignored);
   }
   return any_failed;
 }
