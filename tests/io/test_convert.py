@@ -130,6 +130,23 @@ def check_converted(label, out, kept, attrs, target=None, model_dir=None):
             check(bool(names) and same, f"{label}: tokenizer/ holds {names} byte for byte")
 
 
+
+def convert_qwen(models, name, config, attrs, seed, label, generation_config=None):
+    """A Qwen family directory (BF16) converts: every dataset and attribute as the checkpoint's, and
+    no sliding_window attribute, since the config turns the window off."""
+    d = os.path.join(WORK, name)
+    kept = hf.write_model_dir(d, config, hf.llama_shapes(config), lambda n: "BF16", seed=seed)
+    if generation_config is not None:
+        with open(os.path.join(d, "generation_config.json"), "w") as f:
+            json.dump(generation_config, f)
+    out = os.path.join(WORK, f"{name}.h5")
+    r = convert(d, out)
+    check(r.returncode == 0 and config["architectures"][0] in r.stdout, f"{name} ({label}) converts")
+    check_converted(name, out, kept, attrs, model_dir=d)
+    with h5py.File(out, "r") as f:
+        check("sliding_window" not in f.attrs, f"{name} with its sliding window off: no sliding_window attribute")
+    models[name] = (d, kept)
+
 def write_direct(path, kept, attrs):
     """The same weights in meshnn's layout, written with h5py's defaults (vlen UTF-8 strings)."""
     with h5py.File(path, "w") as f:
@@ -216,26 +233,10 @@ def test_conversions():
     # Qwen2 as Qwen2.5-0.5B's config.json has it: tied embeddings, rope_theta 1e6, a sliding window
     # that is off (use_sliding_window false), so the file has none.
     # Its generation_config.json names one eos id more than config.json, as Qwen2.5-Instruct's does.
-    d = os.path.join(WORK, "qwen2")
-    kept = hf.write_model_dir(d, QWEN2, hf.llama_shapes(QWEN2), lambda n: "BF16", seed=7)
-    with open(os.path.join(d, "generation_config.json"), "w") as f:
-        json.dump({"bos_token_id": 1, "eos_token_id": [5, 3]}, f)
-    r = convert(d, os.path.join(WORK, "qwen2.h5"))
-    check(r.returncode == 0 and "Qwen2ForCausalLM" in r.stdout, "qwen2 (q/k/v biases, tied) converts")
-    check_converted("qwen2", os.path.join(WORK, "qwen2.h5"), kept, QWEN2_ATTRS, model_dir=d)
-    with h5py.File(os.path.join(WORK, "qwen2.h5"), "r") as f:
-        check("sliding_window" not in f.attrs, "qwen2 with use_sliding_window false: no sliding_window attribute")
-    models["qwen2"] = (d, kept)
-
-    # Qwen3: per-head q/k norms, projections wider than the hidden.
-    d = os.path.join(WORK, "qwen3")
-    kept = hf.write_model_dir(d, QWEN3, hf.llama_shapes(QWEN3), lambda n: "BF16", seed=8)
-    r = convert(d, os.path.join(WORK, "qwen3.h5"))
-    check(r.returncode == 0 and "Qwen3ForCausalLM" in r.stdout, "qwen3 (per-head q/k norms, head_dim 32, tied) converts")
-    check_converted("qwen3", os.path.join(WORK, "qwen3.h5"), kept, QWEN3_ATTRS, model_dir=d)
-    with h5py.File(os.path.join(WORK, "qwen3.h5"), "r") as f:
-        check("sliding_window" not in f.attrs, "qwen3 with sliding_window null: no sliding_window attribute")
-    models["qwen3"] = (d, kept)
+    convert_qwen(models, "qwen2", QWEN2, QWEN2_ATTRS, 7, "q/k/v biases, tied",
+                 generation_config={"bos_token_id": 1, "eos_token_id": [5, 3]})
+    # Qwen3: per-head q/k norms, projections wider than the hidden, its sliding window null.
+    convert_qwen(models, "qwen3", QWEN3, QWEN3_ATTRS, 8, "per-head q/k norms, head_dim 32, tied")
 
     # Falcon in the original RefinedWeb dialect (n_layer, n_head), sharded, float32.
     d = os.path.join(WORK, "falcon_rw")
