@@ -46,6 +46,12 @@ std::vector<float> picked_rows(const Tensor& logits, std::span<const size_t> row
   return picked;
 }
 
+// How many tokens `a` and `b` begin with alike, at most `limit`.
+int64_t common_start(std::span<const int32_t> a, std::span<const int32_t> b, int64_t limit) {
+  const auto n = static_cast<int64_t>(std::min({a.size(), b.size(), static_cast<size_t>(std::max<int64_t>(limit, 0))}));
+  return std::mismatch(a.begin(), a.begin() + n, b.begin()).first - a.begin();
+}
+
 Tensor row_major_logits(std::span<const float> rows, int64_t width) {
   return Tensor::from_float(rows, Shape{1, 1, static_cast<int64_t>(rows.size()) / width, width}, DataType::FLOAT32,
                             Layout::ROW_MAJOR);
@@ -97,6 +103,7 @@ struct Generator::State {
   struct Prefilling {
     size_t handle;
     int64_t slot, done = 0;
+    bool waits = false;  // this pass: for a request ahead to prefill their common start (reuse_prefixes)
   };
 
   const CausalLm& model;
@@ -208,10 +215,8 @@ struct Generator::State {
     auto best = free_slots.end() - 1;
     int64_t best_length = 0;
     for (auto s = free_slots.begin(); s != free_slots.end(); ++s) {
-      const std::vector<int32_t>& h = held[static_cast<size_t>(*s)];
-      const size_t limit = std::min(h.size(), prompt.size() - 1);  // the last prompt token is prefilled
-      const auto length = static_cast<int64_t>(std::mismatch(h.begin(), h.begin() + static_cast<int64_t>(limit),
-                                                             prompt.begin()).first - h.begin());
+      // The last prompt token is prefilled in any case: its logits give the first new token.
+      const int64_t length = common_start(held[static_cast<size_t>(*s)], prompt, static_cast<int64_t>(prompt.size()) - 1);
       const bool longer = length > best_length;
       const bool older = length == best_length && released_at[static_cast<size_t>(*s)] <
                                                       released_at[static_cast<size_t>(*best)];
@@ -221,6 +226,73 @@ struct Generator::State {
       }
     }
     return {best, best_length};
+  }
+
+  // reuse_prefixes: the length of the common start of `prompt` and the tokens whose keys and
+  // values slot `slot` holds now, at most `limit`. A prefilling request's slot holds its prompt up
+  // to where it is prefilled; an active one's its prompt and its tokens but the last (the next
+  // decode row feeds that one); a free slot what its last request left (`held`).
+  int64_t held_start(int64_t slot, const std::vector<int32_t>& prompt, int64_t limit) const {
+    for (const Prefilling& p : prefilling)
+      if (p.slot == slot)
+        return common_start(std::span(entries.at(p.handle).request.prompt).first(static_cast<size_t>(p.done)), prompt,
+                            limit);
+    for (const Active& a : active) {
+      if (a.slot != slot) continue;
+      const Entry& e = entries.at(a.handle);
+      const int64_t in_prompt = common_start(e.request.prompt, prompt, limit);
+      if (in_prompt < static_cast<int64_t>(e.request.prompt.size())) return in_prompt;
+      const std::span<const int32_t> answer = std::span(e.output.tokens).first(e.output.tokens.size() - 1);
+      return in_prompt + common_start(answer, std::span(prompt).subspan(static_cast<size_t>(in_prompt)), limit - in_prompt);
+    }
+    return common_start(held[static_cast<size_t>(slot)], prompt, limit);
+  }
+
+  // reuse_prefixes: before a pass, every prefilling request whose prompt goes on further in
+  // another slot's cache than in its own copies those positions over (a memory copy on each
+  // device, no pass), as when many users' requests begin with the same system prompt; then
+  // decides whether it waits this pass (waits_for_shared_prefix).
+  void copy_shared_prefixes() {
+    if (!options.reuse_prefixes) return;
+    for (size_t index = 0; index < prefilling.size(); ++index) {
+      Prefilling& p = prefilling[index];
+      const GenerationRequest& r = entries.at(p.handle).request;
+      const int64_t limit = static_cast<int64_t>(r.prompt.size()) - 1;  // the last prompt token is prefilled
+      p.waits = false;
+      if (r.prompt_logprobs || p.done >= limit) continue;
+      int64_t source = -1, longest = p.done;
+      for (int64_t slot = 0; slot < cache.slots(); ++slot)
+        if (slot != p.slot)
+          if (const int64_t length = held_start(slot, r.prompt, limit); length > longest) {
+            source = slot;
+            longest = length;
+          }
+      if (source >= 0) {
+        cache.copy_positions(source, p.slot, p.done, longest);
+        stats.reused_prompt_tokens += longest - p.done;
+        stats.shared_prompt_tokens += longest - p.done;
+        p.done = longest;
+      }
+      p.waits = waits_for_shared_prefix(index);
+    }
+  }
+
+  // A prefilling request waits while one ahead of it has yet to prefill at least a tile's worth
+  // (32 tokens) of their common start beyond where it stands, and then copies it
+  // (copy_shared_prefixes) instead of computing it again. Requests ahead are prefilled first in
+  // any case, so the wait costs it little; the first in line never waits. A shorter common start
+  // (a chat template's opening tokens) is not worth a pass of waiting: it is prefilled again.
+  bool waits_for_shared_prefix(size_t index) const {
+    constexpr int64_t kWorthWaitingFor = 32;
+    const Prefilling& p = prefilling[index];
+    const GenerationRequest& r = entries.at(p.handle).request;
+    const int64_t limit = static_cast<int64_t>(r.prompt.size()) - 1;
+    for (size_t k = 0; k < index; ++k) {
+      const Prefilling& ahead = prefilling[k];
+      const int64_t common = common_start(entries.at(ahead.handle).request.prompt, r.prompt, limit);
+      if (common >= p.done + kWorthWaitingFor && ahead.done < common) return true;
+    }
+    return false;
   }
 
   void finish(size_t handle) {
@@ -400,6 +472,7 @@ struct Generator::State {
 
   void step() {
     admit();
+    copy_shared_prefixes();
     // One pass: a decode row for every active request, then as much of the waiting prompts as the
     // prefill budget allows (a long prompt spans several passes). Every pass reads all the weights
     // once, so prompts ride along with the decode step instead of costing passes of their own.
@@ -417,7 +490,7 @@ struct Generator::State {
     scored.clear();
     for (Prefilling& p : prefilling) {
       const int64_t budget = options.prefill_chunk - static_cast<int64_t>(batch.tokens.size() - decode_rows);
-      if (budget <= 0) break;
+      if (budget <= 0 || p.waits) break;
       const std::vector<int32_t>& prompt = entries.at(p.handle).request.prompt;
       const int64_t length = static_cast<int64_t>(prompt.size()), end = std::min(length, p.done + budget);
       for (int64_t pos = p.done; pos < end; ++pos) {

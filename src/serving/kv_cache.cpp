@@ -1,5 +1,7 @@
 #include "meshnn/serving/kv_cache.hpp"
 
+#include <cstring>
+
 #include "meshnn/core/error.hpp"
 #include "meshnn/tensor/tile_layout.hpp"
 
@@ -20,6 +22,29 @@ KvCache::KvCache(int64_t layers, int64_t slots, int64_t kv_heads, int64_t max_se
 }
 
 Shape KvCache::layer_shape() const { return keys_.empty() ? Shape{} : keys_.front().shape(); }
+
+void KvCache::copy_positions(int64_t from, int64_t to, int64_t first, int64_t end) {
+  MESHNN_CHECK(from >= 0 && from < slots_ && to >= 0 && to < slots_ && from != to,
+               "KV cache copy from slot {} to slot {}: need two different slots of [0, {})", from, to, slots_);
+  MESHNN_CHECK(first >= 0 && first <= end && end <= max_seq_,
+               "KV cache copy of positions [{}, {}): need 0 <= first <= end <= max_seq = {}", first, end, max_seq_);
+  if (first == end) return;
+  const Shape shape = layer_shape();
+  const int64_t kv_heads = shape[1], tile_cols = round_up_to_tile(shape[3]) / kTileWidth;
+  // In a slot's [max_seq, head_dim] matrix of one head, tile rows are stored one after another.
+  const size_t tile_row_bytes = static_cast<size_t>(tile_cols) * tile_bytes(dtype_);
+  const size_t matrix_bytes = static_cast<size_t>(max_seq_ / kTileHeight) * tile_row_bytes;
+  const int64_t first_row = first / kTileHeight, end_row = (end + kTileHeight - 1) / kTileHeight;
+  const size_t offset = static_cast<size_t>(first_row) * tile_row_bytes;
+  const size_t length = static_cast<size_t>(end_row - first_row) * tile_row_bytes;
+  for (std::vector<Tensor>* tensors : {&keys_, &values_})
+    for (Tensor& t : *tensors)
+      for (int64_t h = 0; h < kv_heads; ++h) {
+        std::byte* data = t.bytes().data();
+        std::memcpy(data + static_cast<size_t>(to * kv_heads + h) * matrix_bytes + offset,
+                    data + static_cast<size_t>(from * kv_heads + h) * matrix_bytes + offset, length);
+      }
+}
 
 size_t KvCache::bytes() const {
   size_t total = 0;

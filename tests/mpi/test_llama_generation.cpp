@@ -562,5 +562,92 @@ TEST(Llama, ReusedPrefixesGiveTheTokensOfAFreshPrefill) {
       << " of " << held << " held, prefilled " << s.prefill_tokens << " of " << prompts - held;
 }
 
+// reuse_prefixes across slots: requests that begin alike (many users behind one system prompt)
+// copy the common start from another slot's cache, busy or free, instead of prefilling it again,
+// and those arriving together wait for the first to prefill it. A request continuing a running
+// request's answer copies its prompt and answer so far. Every request gets the tokens of a fresh
+// prefill, and its logits to float32 rounding.
+TEST(Llama, SharedPrefixesAreCopiedFromOtherSlots) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto vocab = static_cast<int32_t>(config.vocab_size);
+  auto tokens = [&](int64_t count, int32_t seed) {
+    std::vector<int32_t> t;
+    for (int64_t i = 0; i < count; ++i) t.push_back(static_cast<int32_t>((seed * 31 + i * 17 + i * i) % vocab));
+    return t;
+  };
+  const std::vector<int32_t> system = tokens(64, 3);
+  auto request = [&](uint64_t id, std::vector<int32_t> prompt) {
+    GenerationRequest r;
+    r.id = id;
+    r.prompt = std::move(prompt);
+    r.max_new_tokens = 12;
+    return r;
+  };
+  auto behind_system = [&](uint64_t id, int64_t count, int32_t first) {
+    std::vector<int32_t> p = system, own = tokens(count, static_cast<int32_t>(id));
+    own[0] = first;  // the requests part after the system prompt
+    p.insert(p.end(), own.begin(), own.end());
+    return request(id, p);
+  };
+  const GenerationRequest a = behind_system(1, 5, 1), b = behind_system(2, 12, 2), c = behind_system(3, 40, 3);
+  const auto size = [](const GenerationRequest& r) { return static_cast<int64_t>(r.prompt.size()); };
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
+  // a's prompt (69 tokens) in three passes, b and c waiting for it, then copying all of the system
+  // prompt; and in one pass with room to spare, which b and c leave unused to wait for it. (With
+  // 32 tokens or fewer of it left for a to prefill, they would prefill those beside a instead.)
+  for (int64_t chunk : {32, 100}) {
+    GenerationOptions go;
+    go.keep_logits = true;
+    go.prefill_chunk = chunk;
+    go.reuse_prefixes = true;
+    serving::KvCache cache = model.make_cache(5, 128, DataType::FLOAT32);
+    std::vector<serving::RequestOutput> out(5);
+    std::vector<std::vector<int32_t>> made(5);
+    go.on_token = [&](size_t handle, int32_t token, bool, const serving::TokenLogprobs*) {
+      made[handle].push_back(token);
+    };
+    serving::Generator generator(model, cache, go,
+                                 [&](size_t handle, serving::RequestOutput&& o) { out[handle] = std::move(o); });
+    for (const GenerationRequest& r : {a, b, c}) generator.submit(r);
+    while (made[0].size() < 5) generator.step();
+    // While all three decode: d continues b's prompt, e continues a's prompt and its first three
+    // tokens; each then differs from what its source holds.
+    std::vector<int32_t> d_prompt = b.prompt;
+    d_prompt.push_back((made[1][0] + 1) % vocab);
+    for (int32_t t : {5, 6, 7}) d_prompt.push_back(t);
+    std::vector<int32_t> e_prompt = a.prompt;
+    e_prompt.insert(e_prompt.end(), made[0].begin(), made[0].begin() + 3);
+    e_prompt.push_back((made[0][3] + 1) % vocab);
+    const GenerationRequest d = request(4, d_prompt), e = request(5, e_prompt);
+    generator.submit(d);
+    generator.submit(e);
+    while (!generator.idle()) generator.step();
+
+    const std::vector<GenerationRequest> all{a, b, c, d, e};
+    bool same = true;
+    double worst = 1.0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      serving::KvCache fresh_cache = model.make_cache(1, 128, DataType::FLOAT32);
+      GenerationOptions plain = go;
+      plain.on_token = {};
+      const serving::RequestOutput fresh = serving::generate(model, fresh_cache, std::span(&all[i], 1), plain).outputs[0];
+      same = same && out[i].tokens == fresh.tokens;
+      worst = std::min(worst, pcc(out[i].logits, fresh.logits));
+    }
+    // Copied: the system prompt for b and c, all of b's prompt for d, a's prompt and 3 answer
+    // tokens for e. Prefilled: the rest.
+    const int64_t shared = 64 + 64 + size(b) + size(a) + 3;
+    const int64_t prompts = size(a) + size(b) + size(c) + size(d) + size(e);
+    const serving::GenerationStats& s = generator.stats();
+    EXPECT_TRUE(all_ranks_ok(same && worst >= 0.99999 && s.shared_prompt_tokens == shared &&
+                             s.reused_prompt_tokens == shared && s.prefill_tokens == prompts - shared))
+        << "prefill_chunk " << chunk << ": tokens of fresh prefills: " << same << ", min PCC " << worst
+        << ", copied " << s.shared_prompt_tokens << " of " << shared << " (reused " << s.reused_prompt_tokens
+        << "), prefilled " << s.prefill_tokens << " of " << prompts - shared;
+  }
+}
+
 }  // namespace
 }  // namespace meshnn::models::llama

@@ -81,9 +81,12 @@ struct GenerationOptions {
   // Automatic prefix reuse (a server's clients resend whole conversations): a request without a
   // cached_prefix of its own takes the free slot whose cache holds the longest start of its
   // prompt, as an earlier request left it there (its prompt and all its tokens but the last), and
-  // prefills only the rest. With no such slot it takes the one idle longest. The reused keys and
-  // values agree with a fresh prefill's to rounding: those of generated tokens came from decode
-  // steps.
+  // prefills only the rest. With no such slot it takes the one idle longest. Where another slot,
+  // busy or free, holds a longer start (many users behind one system prompt), those positions are
+  // copied over from it before the next pass (KvCache::copy_positions); a request whose start an
+  // earlier request in line is still prefilling waits for it rather than computing it twice. The
+  // reused keys and values agree with a fresh prefill's to rounding: those of generated tokens
+  // came from decode steps, and prefills in other chunks sum in other orders.
   bool reuse_prefixes = false;
   // Speculative decoding by prompt lookup (prompt_lookup.hpp), for greedy requests: a request
   // whose last tokens appeared before in its prompt or answer feeds the tokens that followed them
@@ -122,6 +125,7 @@ struct GenerationStats {
   int64_t decode_steps = 0, decode_tokens = 0;     // decode-only passes; their rows summed
   int64_t decode_tokens_in_prefill = 0;            // decode rows that rode along in prefill passes
   int64_t reused_prompt_tokens = 0;                // prompt tokens found in the cache (reuse_prefixes)
+  int64_t shared_prompt_tokens = 0;  // of those, copied from another slot's cache (reuse_prefixes)
   int64_t drafted_tokens = 0, accepted_draft_tokens = 0;  // draft_tokens: rows fed, and those kept
   double prefill_seconds = 0, decode_seconds = 0, sampling_seconds = 0;
   PhaseTimes prefill_times, decode_times;  // forward passes only (compute / communication)
