@@ -24,12 +24,14 @@ import time
 from chat_bench import ROOT, WORDS, parse_arguments, report, tokenizer_dir
 
 
-def start_server(args, work, name, *extra):
+def start_server(args, work, name, *extra, max_batch=1):
+    """meshnn-llm --serve on the generated --preset model and the tokenizer in `work`; returns the
+    process and its port once it listens."""
     port_file = os.path.join(work, f"{name}.port")
     log = open(os.path.join(work, f"{name}.log"), "w+")
     cmd = [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(args.ranks),
            os.path.join(args.build, "apps", "meshnn-llm"), "--preset", args.preset, "--tokenizer", work,
-           "--ignore-eos", "--max-batch", "1", "--serve", "--port", "0", "--port-file", port_file, *extra]
+           "--ignore-eos", "--max-batch", str(max_batch), "--serve", "--port", "0", "--port-file", port_file, *extra]
     server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     while not (os.path.exists(port_file) and open(port_file).read().strip()):
         if server.poll() is not None:
