@@ -14,8 +14,8 @@ of a slot's own last request (which the server did before sharing) finds nothing
 reuse. Answers are greedy (temperature 0); in bfloat16 activations the two servers' passes differ in
 shape and so in rounding, and the generated model's nearly tied tokens can then differ (with
 --server-args "--act-dtype float32 --kv-dtype float32" they agree). Prints per round and server the users' times to first
-token (mean and last), the round's time to the last answer, and the prompt tokens the server took
-from its cache (/metrics).
+token (mean and last), the round's time to the last answer, and the round's prompt tokens and
+those the server took from its cache (/metrics).
 """
 import argparse
 import concurrent.futures
@@ -53,14 +53,15 @@ def ask(port, messages, new_tokens):
 
 def play_round(port, conversations, new_tokens):
     """Every user's request at once; returns the figures of the round and the answers."""
-    before = metric(port, "prompt_tokens_reused_total")
+    before = metric(port, "prompt_tokens_reused_total"), metric(port, "prompt_tokens_total")
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(len(conversations)) as pool:
         results = list(pool.map(lambda m: ask(port, m, new_tokens), conversations))
     wall = time.perf_counter() - start
     ttfts = [r[0] for r in results]
     return {"mean_ttft_s": statistics.mean(ttfts), "last_ttft_s": max(ttfts), "round_s": wall,
-            "reused_tokens": metric(port, "prompt_tokens_reused_total") - before}, [r[2] for r in results]
+            "reused_tokens": metric(port, "prompt_tokens_reused_total") - before[0],
+            "prompt_tokens": metric(port, "prompt_tokens_total") - before[1]}, [r[2] for r in results]
 
 
 def main():
@@ -103,13 +104,14 @@ def main():
                 server.wait(120)
     print(f"{args.preset}, {args.ranks} rank(s), {args.users} users at once behind a system prompt of "
           f"{args.system_words} words, {args.words} words a question, {args.new_tokens} new tokens an answer")
-    print(f"{'round':>5} {'server':>7} {'cached':>7} {'mean TTFT s':>12} {'last TTFT s':>12} {'round s':>8}")
+    print(f"{'round':>5} {'server':>7} {'prompt':>7} {'cached':>7} {'mean TTFT s':>12} {'last TTFT s':>12} "
+          f"{'round s':>8}")
     for row in rows:
         for name in ("shared", "whole"):
             f = row[name]
-            print(f"{row['round']:>5} {name:>7} {f['reused_tokens']:>7} {f['mean_ttft_s']:>12.2f} "
-                  f"{f['last_ttft_s']:>12.2f} {f['round_s']:>8.2f}")
-        print(f"{'':>5} {'whole/shared':>28} {row['whole']['mean_ttft_s'] / row['shared']['mean_ttft_s']:>5.2f} "
+            print(f"{row['round']:>5} {name:>7} {f['prompt_tokens']:>7} {f['reused_tokens']:>7} "
+                  f"{f['mean_ttft_s']:>12.2f} {f['last_ttft_s']:>12.2f} {f['round_s']:>8.2f}")
+        print(f"{'':>5} {'whole/shared':>36} {row['whole']['mean_ttft_s'] / row['shared']['mean_ttft_s']:>5.2f} "
               f"{row['whole']['last_ttft_s'] / row['shared']['last_ttft_s']:>12.2f} "
               f"{row['whole']['round_s'] / row['shared']['round_s']:>8.2f}")
     print(f"greedy answers alike on both servers: {same} of {answers}")

@@ -513,7 +513,7 @@ void Frontend::install_routes() {
     metric("num_requests_arriving", "gauge", "Requests received and not yet handed to the mesh.", waiting);
     metric("prompt_tokens_total", "counter", "Prompt tokens of the requests handed to the mesh.", prompt_tokens_.load());
     metric("prompt_tokens_reused_total", "counter",
-           "Prompt tokens taken from a slot's cache instead of prefilled (a request's start an earlier one left).",
+           "Prompt tokens taken from the KV cache instead of prefilled (a start another request left or holds).",
            reused_prompt_tokens_.load());
     metric("generation_tokens_total", "counter", "Tokens generated.", generated_tokens_.load());
     metric("requests_finished_total", "counter", "Requests that ended at their stop token or max_tokens.",

@@ -396,6 +396,31 @@ def check_conversation(port, weights):
           f"{j['usage']['prompt_tokens']} prompt tokens taken from the cache")
 
 
+def check_shared_start(port, weights):
+    """Users behind one long system text, at once: each request after the first copies the common
+    start from another slot's cache (or waits for it to be prefilled, then copies it), and every
+    answer is still the batch job's."""
+    start = "You answer about " + "the mesh device gathers every shard and every rank reduces the ring. " * 6
+    prompts = [start + q for q in ("What is a tile?", "Why a ring?", "Who decodes?")]
+    expected, _ = batch_job(weights, "shared_start", [{"prompt": p, "max_tokens": 12} for p in prompts])
+    before = metric(port, "prompt_tokens_reused_total")
+    results = [None] * len(prompts)
+
+    def client(i):
+        _, text = post(port, "/v1/completions", {"prompt": prompts[i], "max_tokens": 12, "return_token_ids": True})
+        results[i] = json.loads(text)["choices"][0]["token_ids"]
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    reused = metric(port, "prompt_tokens_reused_total") - before
+    check(results == expected and reused >= 2 * 32,
+          f"three requests behind one system text, at once, answer as the batch job does; {reused} prompt tokens "
+          f"taken from the cache")
+
+
 def check_seeded_sampling(port, weights):
     sampled = {"temperature": 0.8, "top_p": 0.9, "seed": 7}
     expected, _ = batch_job(weights, "sampled", [{"prompt": PROMPTS[1][0], "max_tokens": 8}], "--sampling", "top-p",
@@ -851,6 +876,7 @@ def main():
         check_template_kwargs(port, weights)
         check_logprobs(port, weights)
         check_conversation(port, weights)
+        check_shared_start(port, weights)
         check_seeded_sampling(port, weights)
         check_penalties(port, weights)
         check_stop_strings(port, expected_text)
