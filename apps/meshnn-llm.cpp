@@ -93,8 +93,9 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
       ->needs(serve);
   bool no_prefix_reuse = false;
   cli.add_flag("--no-prefix-reuse", no_prefix_reuse,
-               "--serve: prefill every prompt whole, instead of taking its start from a slot whose cache holds it")
-      ->needs(serve);
+               "prefill every prompt whole (the batch job and --serve), instead of taking its start from the KV "
+               "cache where another request holds it")
+      ->excludes(interactive);
   CLI::Option* max_context =
       cli.add_option("--max-context", c.max_context,
                      "--interactive and --serve: positions a conversation or request may fill (default: "

@@ -235,6 +235,30 @@ def check_chat_job(kind, weights, encode, template, special_tokens):
           f"{kind}: chat prompts generate the tokens and logits of jinja2's rendering encoded independently")
 
 
+def check_shared_system_prompt(kind, weights):
+    """The batch job's requests behind one long system prompt prefill it once: the others copy it
+    from the first one's slot, and generate the tokens (and, in float32, the logits to rounding) of
+    a run that prefills every prompt whole."""
+    system = "You answer about " + "the mesh device gathers every shard and every rank reduces the ring. " * 6
+    runs = {}
+    for name, extra in (("shared", []), ("whole", ["--no-prefix-reuse"])):
+        out = os.path.join(WORK, f"{kind}_system_{name}.h5")
+        r = llm(2, weights, "--act-dtype", "float32", "--chat", "--system", system, "--prompt", "What is a tile?",
+                "--prompt", "Why a ring?", "--prompt", "Who decodes?", "--max-new-tokens", "5", "--output", out,
+                "--save-logits", *extra)
+        if r.returncode != 0:
+            print((r.stdout + r.stderr).decode(errors="replace")[-4000:])
+            check(False, f"{kind}: the batch job behind one system prompt runs ({name})")
+            return
+        found = re.search(r"prefix reuse: (\d+) prompt tokens", r.stdout.decode(errors="replace"))
+        runs[name] = (outputs(out), int(found.group(1)) if found else 0)
+    (shared, reused), (whole, none) = runs["shared"], runs["whole"]
+    worst = max(float(np.max(np.abs(a - b))) for a, b in zip(shared[3], whole[3]))
+    check(np.array_equal(shared[0], whole[0]) and worst < 1e-3 and reused >= 2 * 32 and none == 0,
+          f"{kind}: three requests behind one system prompt take {reused} prompt tokens from the KV cache and "
+          f"generate the tokens of whole prefills (logits within {worst:.1e})")
+
+
 def check_chat_session(kind, weights):
     """--interactive: turns typed on stdin (a blank line between them) are answered as the same
     conversations given whole to --chat and as "messages" are, each earlier answer its assistant
@@ -360,6 +384,7 @@ def main():
     tokens_file = check_text_job("sentencepiece", weights, encode, decode, CONFIG["bos_token_id"])
     check_chat_job("sentencepiece", weights, encode, ZEPHYR, {"bos_token": "<s>", "eos_token": "</s>"})
     check_chat_session("sentencepiece", weights)
+    check_shared_system_prompt("sentencepiece", weights)
     check_chat_session("qwen2", qwen2_weights)
 
     no_template = os.path.join(WORK, "no_template.h5")

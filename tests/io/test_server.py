@@ -402,7 +402,8 @@ def check_shared_start(port, weights):
     answer is still the batch job's."""
     start = "You answer about " + "the mesh device gathers every shard and every rank reduces the ring. " * 6
     prompts = [start + q for q in ("What is a tile?", "Why a ring?", "Who decodes?")]
-    expected, _ = batch_job(weights, "shared_start", [{"prompt": p, "max_tokens": 12} for p in prompts])
+    expected, _ = batch_job(weights, "shared_start", [{"prompt": p, "max_tokens": 12} for p in prompts],
+                            "--no-prefix-reuse")
     before = metric(port, "prompt_tokens_reused_total")
     results = [None] * len(prompts)
 

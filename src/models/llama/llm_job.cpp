@@ -202,6 +202,8 @@ Generation run_generation(const LlmJobConfig& c, const JobRequests& job, const L
                           serving::KvCache& cache, const std::vector<serving::GenerationRequest>& mine,
                           MeshDevice& mesh) {
   serving::GenerationOptions go = generation_options(c, job);
+  // Requests beginning alike (a system prompt, few-shot examples) prefill their common start once.
+  go.reuse_prefixes = c.prefix_reuse;
   std::optional<text::TextStream> stream;
   const text::Tokenizer* tokenizer = job.text_tokenizer();
   if (mesh.device_id() == 0 && tokenizer != nullptr && c.stream && !mine.empty())

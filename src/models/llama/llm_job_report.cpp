@@ -89,6 +89,7 @@ JobFigures gather_job_figures(const LoadedModel& loaded, const serving::KvCache&
        {"decode tokens", static_cast<double>(s.decode_tokens), false},
        {"decode s", s.decode_seconds, false},
        {"prefill tokens", static_cast<double>(s.prefill_tokens), false},
+       {"reused tokens", static_cast<double>(s.reused_prompt_tokens), false},
        {"sampling ms/step", 1e3 * s.sampling_seconds / steps, false},
        {"matmul weights MiB", static_cast<double>(model.matmul_weight_bytes()) / kMiB, false},
        {"generation s", generation.seconds, false},
@@ -102,6 +103,7 @@ JobFigures gather_job_figures(const LoadedModel& loaded, const serving::KvCache&
       if (table.value(r, "prefill s") > 0)
         f.prefill_tokens_per_s += table.value(r, "prefill tokens") / table.value(r, "prefill s");
       f.prefill_tokens += table.value(r, "prefill tokens");
+      f.reused_prompt_tokens += table.value(r, "reused tokens");
       f.drafted_tokens += table.value(r, "drafted");
       f.accepted_draft_tokens += table.value(r, "drafts kept");
     }
@@ -152,6 +154,9 @@ void print_report(const JobFigures& figures, const JobOutputs& outputs, const te
               step_ms, step_ms > 0 ? 1e3 / step_ms : 0.0, figures.decode_tokens_per_s, table.max("matmul ms/step"),
               100.0 * table.max("matmul ms/step") / std::max(1e-12, step_ms), table.max("comm ms/step"),
               table.max("sampling ms/step"));
+  if (figures.reused_prompt_tokens > 0)
+    std::printf("prefix reuse: %.0f prompt tokens taken from the KV cache instead of prefilled\n",
+                figures.reused_prompt_tokens);
   if (figures.drafted_tokens > 0)
     std::printf("speculative decoding (prompt lookup): %.0f draft tokens fed, %.0f kept (%.0f%%)\n",
                 figures.drafted_tokens, figures.accepted_draft_tokens,
@@ -228,6 +233,7 @@ void write_json_record(const LlmJobConfig& c, const LlamaConfig& config, int ran
       {"warm_up_s", table.max("warm-up s")},
       {"prefill_s", table.max("prefill s")},
       {"prefill_tokens_per_s", figures.prefill_tokens_per_s},
+      {"reused_prompt_tokens", figures.reused_prompt_tokens},
       {"prefill_matmul_s", table.max("prefill mm s")},
       {"prefill_comm_s", table.max("prefill comm s")},
       {"mean_ttft_s", table.max("mean TTFT s")},

@@ -31,6 +31,7 @@ struct JobFigures {
   RankTable table;  // one row per rank
   // Summed over the replicas, each replica's leader speaking for it.
   double prefill_tokens = 0, prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
+  double reused_prompt_tokens = 0;  // taken from the KV cache instead of prefilled (prefix reuse)
   double drafted_tokens = 0, accepted_draft_tokens = 0;  // --draft-tokens
 };
 
