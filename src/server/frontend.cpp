@@ -214,17 +214,23 @@ void Frontend::shut_down() {
   }
 }
 
-std::shared_ptr<Ticket> Frontend::submit(serving::GenerationRequest request, bool seeded) {
-  auto ticket = std::make_shared<Ticket>();
+std::vector<std::shared_ptr<Ticket>> Frontend::submit(const serving::GenerationRequest& request, bool seeded,
+                                                      int64_t choices) {
+  std::vector<std::shared_ptr<Ticket>> tickets;
   std::lock_guard lock(inbox_mutex_);
-  if (closed_) return nullptr;
-  ticket->number = next_ticket_++;
-  // A seeded request draws the same tokens whenever it comes; the others draw apart.
-  request.id = seeded ? 0 : ticket->number + 1;
-  inbox_.arrivals.emplace_back(ticket->number, std::move(request));
-  submitted_.emplace(ticket->number, ticket);
+  if (closed_) return tickets;
+  for (int64_t choice = 0; choice < choices; ++choice) {
+    auto ticket = tickets.emplace_back(std::make_shared<Ticket>());
+    ticket->number = next_ticket_++;
+    serving::GenerationRequest r = request;
+    // A seeded request's choices draw the same tokens whenever it comes (choice 0 those of n = 1);
+    // the others draw apart.
+    r.id = seeded ? static_cast<uint64_t>(choice) : ticket->number + 1;
+    inbox_.arrivals.emplace_back(ticket->number, std::move(r));
+    submitted_.emplace(ticket->number, ticket);
+  }
   inbox_changed_.notify_one();
-  return ticket;
+  return tickets;
 }
 
 void Frontend::cancel(uint64_t ticket) {
@@ -350,15 +356,15 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
     return send_error(res, 400, e.what());
   }
   const std::vector<int32_t> prompt = g.prompt;
-  const std::shared_ptr<Ticket> ticket = submit(std::move(g), api.seed.has_value());
-  if (!ticket) return send_error(res, 503, "the server is shutting down");
+  const std::vector<std::shared_ptr<Ticket>> tickets = submit(g, api.seed.has_value(), api.n);
+  if (tickets.empty()) return send_error(res, 503, "the server is shutting down");
   {
     std::lock_guard lock(responses_mutex_);
     ++open_responses_;
   }
   const ResponseHeader header{endpoint,
                               fmt::format("{}-{}", endpoint == Endpoint::CHAT_COMPLETIONS ? "chatcmpl" : "cmpl",
-                                          ticket->number),
+                                          tickets.front()->number),
                               unix_now(), options_.model_name};
   // Without a tokenizer the ids are the answer.
   const bool ids = api.return_token_ids || text_.tokenizer == nullptr;
@@ -366,8 +372,6 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
   std::vector<int32_t> stop_ids = api.stop_token_ids;
   if (!api.ignore_eos)
     stop_ids.insert(stop_ids.end(), options_.generation.stop_token_ids.begin(), options_.generation.stop_token_ids.end());
-  auto reply = std::make_shared<Reply>(ticket, text_, std::move(stop_ids), api.stop);
-  auto cancel = [this, number = ticket->number] { this->cancel(number); };
   const bool logprobs = api.logprobs.has_value();
   // echo: the answer begins with the prompt, as given (ids as their text), and its scores.
   const std::string echoed = !api.echo                    ? std::string()
@@ -387,65 +391,97 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
   const ToolCallParser tools =
       chat && !api.tools.empty() && !api.tool_choice_none ? options_.tool_call_parser : ToolCallParser::NONE;
   const bool parsed = reasoning != ReasoningParser::NONE || tools != ToolCallParser::NONE;
-  auto parser = std::make_shared<ChatAnswerParser>(reasoning, tools, ticket->number);
+  // Each choice is a request of the generator's with its own ticket: its reply, its parsers, and
+  // its cancel (a stop string ends that choice alone).
+  struct Answer {
+    std::shared_ptr<Reply> reply;
+    std::shared_ptr<ChatAnswerParser> parser;
+    std::function<void()> cancel;
+    bool first = true;
+    int64_t text_offset = 0;  // characters of the token texts streamed so far
+  };
+  auto answers = std::make_shared<std::vector<Answer>>();
+  for (const std::shared_ptr<Ticket>& ticket : tickets)
+    answers->push_back({std::make_shared<Reply>(ticket, text_, stop_ids, api.stop),
+                        std::make_shared<ChatAnswerParser>(reasoning, tools, ticket->number),
+                        [this, number = ticket->number] { this->cancel(number); }});
   if (!api.stream) {
     // Nothing is written before the end, so a client that hangs up is noticed on its socket.
     const std::optional<ClientSocket> client = ClientSocket::find(req.remote_addr, req.remote_port, req.local_port);
     const std::function<bool()> client_gone = [&client] { return client && client->hung_up(); };
-    std::string text = echoed;
-    std::vector<int32_t> tokens;
-    std::vector<TokenLogprob> shown;
-    std::optional<FinishReason> finish;
-    for (bool first = true; !finish; first = false) {
-      Reply::Piece p = reply->next(cancel, client_gone);
-      text += p.text;
-      tokens.insert(tokens.end(), p.ids.begin(), p.ids.end());
-      if (logprobs)
-        for (TokenLogprob& t : first ? first_shown(p) : shown_logprobs(p.ids, p.logprobs)) shown.push_back(std::move(t));
-      finish = p.finish;
+    const size_t n = answers->size();
+    std::vector<std::vector<int32_t>> tokens(n);
+    std::vector<std::vector<TokenLogprob>> shown(n);
+    std::vector<ChatAnswerParser::Piece> parts(n);
+    std::vector<Choice> choices(n);
+    Usage usage{static_cast<int64_t>(prompt.size()), 0};
+    // The choices run side by side in the generator; their ends are taken one after another.
+    for (size_t c = 0; c < n; ++c) {
+      Answer& a = (*answers)[c];
+      std::string text = echoed;
+      std::optional<FinishReason> finish;
+      for (bool first = true; !finish; first = false) {
+        Reply::Piece p = a.reply->next(a.cancel, client_gone);
+        text += p.text;
+        tokens[c].insert(tokens[c].end(), p.ids.begin(), p.ids.end());
+        if (logprobs)
+          for (TokenLogprob& t : first ? first_shown(p) : shown_logprobs(p.ids, p.logprobs)) shown[c].push_back(std::move(t));
+        finish = p.finish;
+      }
+      usage.completion_tokens += static_cast<int64_t>(a.reply->tokens_taken());
+      parts[c] = a.parser->push(text, /*last=*/true);
+      choices[c] = {parts[c].content, a.parser->finish(*finish), ids ? &tokens[c] : nullptr,
+                    logprobs ? &shown[c] : nullptr, parsed ? &parts[c].extras : nullptr};
     }
-    const Usage usage{static_cast<int64_t>(prompt.size()), static_cast<int64_t>(reply->tokens_taken())};
-    const ChatAnswerParser::Piece answer = parser->push(text, /*last=*/true);
-    res.set_content(response_body(header, answer.content, parser->finish(*finish), usage, ids ? &prompt : nullptr,
-                                  ids ? &tokens : nullptr, logprobs ? &shown : nullptr,
-                                  parsed ? &answer.extras : nullptr),
-                    "application/json");
+    res.set_content(response_body(header, choices, usage, ids ? &prompt : nullptr), "application/json");
     response_ended();
     return;
   }
-  auto first = std::make_shared<bool>(true);
-  auto text_offset = std::make_shared<int64_t>(0);  // characters of the token texts streamed so far
+  // Streamed, the choices take turns: each call writes the next piece of the next choice still
+  // running, which waits for that choice's next tokens.
+  auto turn = std::make_shared<size_t>(0);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, reply, header, ids, logprobs, echoed, first_shown, cancel, first, text_offset, parser, parsed,
+      [this, answers, turn, header, ids, logprobs, echoed, first_shown, parsed,
        prompt_tokens = static_cast<int64_t>(prompt.size()), usage = api.include_usage](size_t, httplib::DataSink& sink) {
-        Reply::Piece p = reply->next(cancel);
+        const size_t n = answers->size();
+        for (size_t looked = 0; (*answers)[*turn % n].reply->done(); ++*turn)
+          if (++looked > n) return false;  // every choice has ended: nothing is left to write
+        const auto index = static_cast<int64_t>(*turn % n);
+        Answer& a = (*answers)[static_cast<size_t>(index)];
+        ++*turn;
+        Reply::Piece p = a.reply->next(a.cancel);
         std::string out;
-        if (*first) p.text = echoed + p.text;
-        const ChatAnswerParser::Piece answer = parser->push(p.text, p.finish.has_value());
+        if (a.first) p.text = echoed + p.text;
+        const ChatAnswerParser::Piece answer = a.parser->push(p.text, p.finish.has_value());
         const bool news = !answer.content.empty() || !answer.extras.tool_calls.empty() ||
                           (answer.extras.reasoning && !answer.extras.reasoning->empty());
-        if (news || !p.ids.empty() || *first) {
+        if (news || !p.ids.empty() || a.first) {
           const std::vector<TokenLogprob> shown =
-              !logprobs ? std::vector<TokenLogprob>{} : *first ? first_shown(p) : shown_logprobs(p.ids, p.logprobs);
-          out += stream_chunk(header, answer.content, std::nullopt, *first, ids ? &p.ids : nullptr,
-                              logprobs ? &shown : nullptr, *text_offset, parsed ? &answer.extras : nullptr);
-          for (const TokenLogprob& t : shown) *text_offset += characters(t.token);
+              !logprobs ? std::vector<TokenLogprob>{} : a.first ? first_shown(p) : shown_logprobs(p.ids, p.logprobs);
+          out += stream_chunk(header, answer.content, std::nullopt, a.first, ids ? &p.ids : nullptr,
+                              logprobs ? &shown : nullptr, a.text_offset, parsed ? &answer.extras : nullptr, index);
+          for (const TokenLogprob& t : shown) a.text_offset += characters(t.token);
         }
-        *first = false;
-        if (p.finish) {
-          out += stream_chunk(header, "", parser->finish(*p.finish), false, nullptr);
-          if (usage) out += stream_usage_chunk(header, {prompt_tokens, static_cast<int64_t>(reply->tokens_taken())});
+        a.first = false;
+        if (p.finish)
+          out += stream_chunk(header, "", a.parser->finish(*p.finish), false, nullptr, nullptr, 0, nullptr, index);
+        const bool all_done = std::all_of(answers->begin(), answers->end(), [](const Answer& x) { return x.reply->done(); });
+        if (all_done) {
+          int64_t completion_tokens = 0;
+          for (const Answer& x : *answers) completion_tokens += static_cast<int64_t>(x.reply->tokens_taken());
+          if (usage) out += stream_usage_chunk(header, {prompt_tokens, completion_tokens});
           out += kStreamEnd;
         }
         if (!sink.write(out.data(), out.size())) return false;
-        if (p.finish) sink.done();
+        if (all_done) sink.done();
         return true;
       },
-      [this, reply, cancel](bool) {
-        // The client went away (or the write failed) before the answer ended: free its slot.
-        if (!reply->done()) cancel();
+      [this, answers](bool) {
+        // The client went away (or the write failed) before the answer ended: free the slots.
+        for (const Answer& a : *answers)
+          if (!a.reply->done()) a.cancel();
         response_ended();
       });
 }

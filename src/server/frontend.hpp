@@ -73,7 +73,8 @@ class Frontend {
   void shut_down();
 
  private:
-  std::shared_ptr<Ticket> submit(serving::GenerationRequest request, bool seeded);
+  // The request's `choices` tickets, handed to the mesh together (none once shutting down).
+  std::vector<std::shared_ptr<Ticket>> submit(const serving::GenerationRequest& request, bool seeded, int64_t choices);
   void cancel(uint64_t ticket);
   void install_routes();
   // A completion or chat request from its body to its response (whole, or a stream).

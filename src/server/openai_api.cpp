@@ -62,10 +62,9 @@ void refuse_unimplemented(const json& body) {
                          (std::string_view(key) == "response_format" && v->is_object() && v->value("type", "") == "text");
     if (!neutral) bad(fmt::format("'{}' is not supported by meshnn's server", key));
   }
-  for (const char* key : {"n", "best_of"}) {
-    const std::optional<int64_t> n = integer(body, key, 1, std::numeric_limits<int32_t>::max());
-    if (n && *n != 1) bad(fmt::format("'{}' must be 1: meshnn's server gives one choice per request", key));
-  }
+  const std::optional<int64_t> best_of = integer(body, "best_of", 1, std::numeric_limits<int32_t>::max());
+  if (best_of && *best_of != 1)
+    bad("'best_of' must be 1: meshnn's server returns every choice it makes (ask for several with 'n')");
 }
 
 std::vector<int32_t> token_ids(const json& v, const char* key) {
@@ -337,6 +336,7 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   r.min_tokens = integer(body, "min_tokens", 0, kMaxTokens);
   if (r.min_tokens && r.max_tokens && *r.min_tokens > *r.max_tokens)
     bad(fmt::format("'min_tokens' ({}) must not exceed 'max_tokens' ({})", *r.min_tokens, *r.max_tokens));
+  r.n = integer(body, "n", 1, kMaxChoices).value_or(1);
   r.stream = flag(body, "stream");
   if (const json* o = field(body, "stream_options"); o != nullptr) {
     if (!o->is_object()) bad("'stream_options' must be an object");
@@ -399,37 +399,46 @@ int64_t characters(std::string_view text) {
   return n;
 }
 
-std::string response_body(const ResponseHeader& h, const std::string& text, FinishReason reason, const Usage& usage,
-                          const std::vector<int32_t>* prompt_ids, const std::vector<int32_t>* token_ids,
-                          const std::vector<TokenLogprob>* logprobs, const ChatExtras* extras) {
+std::string response_body(const ResponseHeader& h, const std::vector<Choice>& choices, const Usage& usage,
+                          const std::vector<int32_t>* prompt_ids) {
   json j = header_json(h, false);
-  json choice;
-  choice["index"] = 0;
+  j["choices"] = json::array();
   auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
-  if (h.endpoint == Endpoint::CHAT_COMPLETIONS && extras != nullptr) {
-    json message = {{"role", "assistant"}, {"content", or_null(text)}};
-    if (extras->reasoning) message["reasoning_content"] = or_null(*extras->reasoning);
-    if (!extras->tool_calls.empty()) message["tool_calls"] = tool_calls_json(*extras, false);
-    choice["message"] = std::move(message);
-  } else if (h.endpoint == Endpoint::CHAT_COMPLETIONS) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else
-    choice["text"] = text;
-  choice["logprobs"] = logprobs != nullptr ? logprobs_json(h.endpoint, *logprobs, 0) : json(nullptr);
-  choice["finish_reason"] = to_string(reason);
-  if (token_ids != nullptr) choice["token_ids"] = *token_ids;
-  j["choices"] = json::array({choice});
+  for (size_t index = 0; index < choices.size(); ++index) {
+    const Choice& c = choices[index];
+    json choice;
+    choice["index"] = index;
+    if (h.endpoint == Endpoint::CHAT_COMPLETIONS && c.extras != nullptr) {
+      json message = {{"role", "assistant"}, {"content", or_null(c.text)}};
+      if (c.extras->reasoning) message["reasoning_content"] = or_null(*c.extras->reasoning);
+      if (!c.extras->tool_calls.empty()) message["tool_calls"] = tool_calls_json(*c.extras, false);
+      choice["message"] = std::move(message);
+    } else if (h.endpoint == Endpoint::CHAT_COMPLETIONS) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else
+      choice["text"] = c.text;
+    choice["logprobs"] = c.logprobs != nullptr ? logprobs_json(h.endpoint, *c.logprobs, 0) : json(nullptr);
+    choice["finish_reason"] = to_string(c.finish);
+    if (c.token_ids != nullptr) choice["token_ids"] = *c.token_ids;
+    j["choices"].push_back(std::move(choice));
+  }
   j["usage"] = usage_json(usage);
   if (prompt_ids != nullptr) j["prompt_token_ids"] = *prompt_ids;
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string response_body(const ResponseHeader& h, const std::string& text, FinishReason reason, const Usage& usage,
+                          const std::vector<int32_t>* prompt_ids, const std::vector<int32_t>* token_ids,
+                          const std::vector<TokenLogprob>* logprobs, const ChatExtras* extras) {
+  return response_body(h, {Choice{text, reason, token_ids, logprobs, extras}}, usage, prompt_ids);
+}
+
 std::string stream_chunk(const ResponseHeader& h, const std::string& text, std::optional<FinishReason> reason,
                          bool first, const std::vector<int32_t>* token_ids, const std::vector<TokenLogprob>* logprobs,
-                         int64_t text_offset, const ChatExtras* extras) {
+                         int64_t text_offset, const ChatExtras* extras, int64_t index) {
   json j = header_json(h, true);
   json choice;
-  choice["index"] = 0;
+  choice["index"] = index;
   if (h.endpoint == Endpoint::CHAT_COMPLETIONS) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

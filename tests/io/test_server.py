@@ -422,6 +422,43 @@ def check_shared_start(port, weights):
           f"taken from the cache")
 
 
+def check_choices(port, weights):
+    """n choices: a seeded request's choice i draws what the batch job's request i draws for the same
+    prompt and seed; streamed, each choice's chunks carry its index and add up to its answer, with
+    one role chunk and one finish per choice and one usage for all."""
+    sampled = ["--sampling", "top-p", "--temperature", "0.8", "--top-p", "0.9", "--top-k", "0", "--seed", "7"]
+    prompt = PROMPTS[1][0]
+    expected, _ = batch_job(weights, "choices", [{"prompt": prompt, "max_tokens": 8}] * 3, *sampled,
+                            "--no-prefix-reuse")
+    status, text = post(port, "/v1/completions", {"prompt": prompt, "max_tokens": 8, "n": 3, "temperature": 0.8,
+                                                  "top_p": 0.9, "seed": 7, "return_token_ids": True})
+    j = json.loads(text)
+    got = [c["token_ids"] for c in j["choices"]]
+    check(status == 200 and [c["index"] for c in j["choices"]] == [0, 1, 2] and got == expected and
+          len({tuple(t) for t in got}) > 1 and j["usage"]["completion_tokens"] == sum(len(t) for t in got),
+          "n = 3 seeded: choice i draws the batch job's request i; the choices differ; usage counts all three")
+    messages = CONVERSATIONS[0]
+    _, text = post(port, "/v1/chat/completions", {"messages": messages, "max_tokens": 6, "temperature": 0})
+    one = json.loads(text)
+    status, events = stream(port, "/v1/chat/completions", {"messages": messages, "max_tokens": 6, "n": 2,
+                                                           "temperature": 0, "stream_options": {"include_usage": True}})
+    by_index = {0: [], 1: []}
+    for e in events[:-1]:
+        for c in e["choices"]:
+            by_index[c["index"]].append(c)
+    ok = status == 200 and events[-1] == "[DONE]"
+    for chunks in by_index.values():
+        ok = ok and chunks and chunks[0]["delta"].get("role") == "assistant" and \
+            "".join(c["delta"].get("content", "") for c in chunks) == one["choices"][0]["message"]["content"] and \
+            [c["finish_reason"] for c in chunks if c["finish_reason"]] == ["length"] and \
+            sum(1 for c in chunks if "role" in c["delta"]) == 1
+    usage = [e["usage"] for e in events[:-1] if e.get("usage")]
+    check(ok and usage == [{"prompt_tokens": one["usage"]["prompt_tokens"], "completion_tokens": 12,
+                            "total_tokens": one["usage"]["prompt_tokens"] + 12}],
+          "n = 2 greedy, streamed: each index's chunks add up to the n = 1 answer, one role and one finish each, "
+          "one usage for both")
+
+
 def check_seeded_sampling(port, weights):
     sampled = {"temperature": 0.8, "top_p": 0.9, "seed": 7}
     expected, _ = batch_job(weights, "sampled", [{"prompt": PROMPTS[1][0], "max_tokens": 8}], "--sampling", "top-p",
@@ -593,7 +630,7 @@ def check_hang_up_whole(port, rank1):
 def check_bad_requests(port, vocab, expected_tokens):
     rejected = metric(port, "requests_rejected_total")
     cases = [("/v1/completions", "{", 400, "not valid JSON"),
-             ("/v1/completions", {"prompt": "a", "n": 2}, 400, "'n' must be 1"),
+             ("/v1/completions", {"prompt": "a", "n": 65}, 400, "'n' must be in [1, 64]"),
              ("/v1/completions", {"prompt": "a", "max_tokens": CONTEXT}, 400, f"exceeds the KV cache's {CONTEXT}"),
              ("/v1/completions", {"prompt": "a", "max_tokens": 300}, 400, "exceeds max_position_embeddings 256"),
              ("/v1/completions", {"prompt": [1, vocab]}, 400, "outside the vocabulary"),
@@ -878,6 +915,7 @@ def main():
         check_logprobs(port, weights)
         check_conversation(port, weights)
         check_shared_start(port, weights)
+        check_choices(port, weights)
         check_seeded_sampling(port, weights)
         check_penalties(port, weights)
         check_stop_strings(port, expected_text)

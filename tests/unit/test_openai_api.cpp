@@ -43,6 +43,8 @@ TEST(OpenAiApi, ReadsACompletionRequest) {
   EXPECT_EQ(r.seed, static_cast<uint64_t>(-3));
   EXPECT_EQ(r.stop, std::vector<std::string>{"\n"});
   EXPECT_TRUE(r.stream && r.include_usage && r.return_token_ids);
+  EXPECT_EQ(r.n, 1);
+  EXPECT_EQ(parse_request(R"({"prompt": "a", "n": 3, "best_of": 1})", Endpoint::COMPLETIONS).n, 3);
 
   const ApiRequest ids = parse_request(R"({"prompt": [1, 2, 3]})", Endpoint::COMPLETIONS);
   EXPECT_EQ(ids.prompt_token_ids, (std::vector<int32_t>{1, 2, 3}));
@@ -80,7 +82,9 @@ TEST(OpenAiApi, RefusesWhatItCannotDoNamingTheField) {
   EXPECT_NE(refusal(R"({"prompt": "a", "temperature": -1})").find("'temperature' must be in"), std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "top_p": 0})").find("'top_p' must be in (0, 1]"), std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "top_k": -2})").find("'top_k' must be in [-1, "), std::string::npos);
-  EXPECT_NE(refusal(R"({"prompt": "a", "n": 2})").find("'n' must be 1"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "n": 0})").find("'n' must be in [1, 64]"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "n": 65})").find("'n' must be in [1, 64]"), std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "best_of": 2})").find("'best_of' must be 1"), std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "logprobs": 21})").find("'logprobs' must be in [0, 20]"), std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "logprobs": true})").find("'logprobs' must be an integer"), std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "top_logprobs": 2})").find("completions take 'logprobs': N"),
@@ -301,6 +305,18 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShapes) {
   EXPECT_EQ(j["prompt_token_ids"], json(prompt));
   EXPECT_EQ(j["usage"]["total_tokens"], 5);
 
+  // n choices: each with its index, in order; one usage for them all.
+  const std::vector<int32_t> other{5};
+  j = json::parse(response_body(
+      completion, {Choice{"abc", FinishReason::LENGTH, &tokens}, Choice{"d", FinishReason::STOP, &other}}, {2, 4}, &prompt));
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["text"], "d");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "stop");
+  EXPECT_EQ(j["choices"][1]["token_ids"], json(other));
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_EQ(j["usage"]["total_tokens"], 6);
+
   const ResponseHeader chat{Endpoint::CHAT_COMPLETIONS, "chatcmpl-4", 1700000000, "tiny"};
   j = json::parse(response_body(chat, "hi", FinishReason::STOP, {4, 1}, nullptr, nullptr));
   EXPECT_EQ(j["object"], "chat.completion");
@@ -322,7 +338,11 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShapes) {
   j = event(stream_chunk(chat, "", FinishReason::STOP, false, nullptr));
   EXPECT_EQ(j["choices"][0]["delta"], json::object());
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  j = event(stream_chunk(chat, "z", std::nullopt, false, nullptr, nullptr, 0, nullptr, 2));
+  EXPECT_EQ(j["choices"][0]["index"], 2);
+  EXPECT_EQ(j["choices"][0]["delta"], (json{{"content", "z"}}));
   j = event(stream_chunk(completion, "y", std::nullopt, true, &tokens));
+  EXPECT_EQ(j["choices"][0]["index"], 0);
   EXPECT_EQ(j["choices"][0]["text"], "y");
   EXPECT_EQ(j["choices"][0]["token_ids"], json(tokens));
   j = event(stream_usage_chunk(completion, {2, 3}));

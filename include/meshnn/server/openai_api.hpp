@@ -51,6 +51,7 @@ struct ApiRequest {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   std::optional<int64_t> min_tokens;
+  int64_t n = 1;  // choices to make for the prompt (1 to kMaxChoices), each a request of its own
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage: a last chunk with the counts
   bool return_token_ids = false;  // vLLM's: the prompt's and the answer's ids in the response
@@ -77,10 +78,12 @@ struct TokenLogprob {
   bool unscored = false;  // an echoed prompt's first token, which nothing before it scores: null
 };
 inline constexpr int64_t kMaxLogprobs = 20;  // alternatives per token, as vLLM's default limit
+// Choices per request: each takes a slot of the cache, and those beyond the free slots wait.
+inline constexpr int64_t kMaxChoices = 64;
 
 // Reads a request body. Throws ApiError(400) naming the field for malformed JSON, a wrong type, a
-// value out of range, an empty prompt or conversation, n other than 1, or a field meshnn does not
-// implement with a non-default value (echo, best_of, functions, tool_choice "required", ...).
+// value out of range (n beyond kMaxChoices), an empty prompt or conversation, or a field meshnn does
+// not implement with a non-default value (best_of, functions, tool_choice "required", ...).
 // A chat message's fields beyond role and content (tool_calls, tool_call_id, name, ...) go to the
 // template as given, except that a tool call's "arguments" JSON string is parsed into its object,
 // as vLLM does, so that templates can write it out with tojson.
@@ -120,9 +123,21 @@ struct ChatExtras {
   size_t first_call_index = 0;
 };
 
-// A whole (non-streamed) response body. `logprobs`: the answer's tokens', if the request asked.
-// `extras` (chat): the message also carries reasoning_content (null when empty) and tool_calls (when
-// any), and `text` is then the content, null when empty.
+// One answer of a whole response. `logprobs`: its tokens', if the request asked. `extras` (chat):
+// the message also carries reasoning_content (null when empty) and tool_calls (when any), and
+// `text` is then the content, null when empty.
+struct Choice {
+  std::string text;
+  FinishReason finish = FinishReason::STOP;
+  const std::vector<int32_t>* token_ids = nullptr;
+  const std::vector<TokenLogprob>* logprobs = nullptr;
+  const ChatExtras* extras = nullptr;
+};
+// A whole (non-streamed) response body: the choices with their indexes in order, the usage, and
+// the prompt's ids if given.
+std::string response_body(const ResponseHeader& header, const std::vector<Choice>& choices, const Usage& usage,
+                          const std::vector<int32_t>* prompt_ids);
+// The same for one choice.
 std::string response_body(const ResponseHeader& header, const std::string& text, FinishReason reason,
                           const Usage& usage, const std::vector<int32_t>* prompt_ids,
                           const std::vector<int32_t>* token_ids, const std::vector<TokenLogprob>* logprobs = nullptr,
@@ -131,11 +146,11 @@ std::string response_body(const ResponseHeader& header, const std::string& text,
 // chunk also names the role), or with `reason` the last chunk of the choice. `logprobs`: those of
 // the piece's tokens, the first of which begins `text_offset` characters into the answer.
 // `extras`: the piece's reasoning (in the delta's reasoning_content when not empty) and tool calls
-// (each whole in the delta's tool_calls, with its index).
+// (each whole in the delta's tool_calls, with its index). `index`: the choice it belongs to (n).
 std::string stream_chunk(const ResponseHeader& header, const std::string& text, std::optional<FinishReason> reason,
                          bool first, const std::vector<int32_t>* token_ids,
                          const std::vector<TokenLogprob>* logprobs = nullptr, int64_t text_offset = 0,
-                         const ChatExtras* extras = nullptr);
+                         const ChatExtras* extras = nullptr, int64_t index = 0);
 // The characters of a token's text as the response shows it (invalid UTF-8 as U+FFFD, which
 // `bytes` gives exactly): how far the text offsets of completions' logprobs move past it.
 int64_t characters(std::string_view text);
