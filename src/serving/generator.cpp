@@ -93,6 +93,7 @@ struct Generator::State {
     RequestOutput output;
     Clock::time_point admitted;
     std::vector<int32_t> stop_ids;  // what ends it: its own stop tokens, and the options' unless ignore_eos
+    DraftSchedule drafts{0};        // draft_tokens: how many its next pass may feed
   };
   struct Active {
     size_t handle;
@@ -145,7 +146,7 @@ struct Generator::State {
     size_t first_logit_row;
   };
   std::vector<Drafted> drafted;
-  std::vector<int64_t> kept_drafts;
+  std::vector<int64_t> kept_drafts, fed_drafts;
   // One sampler per (mode, top_k): each keeps buffers sized for its exchange, so requests with
   // different parameters do not make each other's buffers again every pass.
   std::map<std::pair<SamplingMode, int64_t>, ShardedSampler> samplers;
@@ -340,7 +341,7 @@ struct Generator::State {
       return 0;
     const int64_t limit = std::min(cache.max_seq(), model.max_positions());
     const int64_t by_tokens = r.max_new_tokens - static_cast<int64_t>(e.output.tokens.size()) - 1;
-    return std::max<int64_t>(0, std::min({options.draft_tokens, by_tokens, limit - 1 - a.next_position}));
+    return std::max<int64_t>(0, std::min({e.drafts.length(), by_tokens, limit - 1 - a.next_position}));
   }
 
   // The greedy choices at the draft rows (one exchange), then for each request the drafts its own
@@ -541,6 +542,13 @@ struct Generator::State {
     ended.clear();
     if (!handle_of_row.empty() || !scored.empty()) record(logits);
     verify_drafts(logits);
+    if (options.draft_tokens > 0) {
+      // Every decode row's request learns how its drafts fared (none fed: a pass of its rest).
+      fed_drafts.assign(decode_rows, 0);
+      for (const Drafted& d : drafted) fed_drafts[d.decode_row] = static_cast<int64_t>(d.tokens.size());
+      for (size_t i = 0; i < decode_rows; ++i)
+        entries.at(active[i].handle).drafts.passed(fed_drafts[i], kept_drafts[i]);
+    }
     phase.finish();
     (decode_only ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);
     int64_t kept = 0;
@@ -645,7 +653,8 @@ size_t Generator::submit(GenerationRequest request) {
   std::vector<int32_t> stop_ids = request.stop_token_ids;
   if (!request.ignore_eos)
     stop_ids.insert(stop_ids.end(), state_->options.stop_token_ids.begin(), state_->options.stop_token_ids.end());
-  state_->entries.emplace(handle, State::Entry{std::move(request), {}, {}, std::move(stop_ids)});
+  state_->entries.emplace(handle, State::Entry{std::move(request), {}, {}, std::move(stop_ids),
+                                               DraftSchedule(state_->options.draft_tokens)});
   state_->waiting.push_back(handle);
   return handle;
 }

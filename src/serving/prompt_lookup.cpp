@@ -22,4 +22,19 @@ std::vector<int32_t> prompt_lookup_draft(std::span<const int32_t> prompt, std::s
   return {};
 }
 
+DraftSchedule::DraftSchedule(int64_t most, int64_t rest) : most_(most), rest_(rest), length_(most) {}
+
+void DraftSchedule::passed(int64_t fed, int64_t kept) {
+  if (fed == 0) {
+    if (resting_ > 0 && --resting_ == 0) length_ = std::min<int64_t>(1, most_);
+    return;
+  }
+  if (kept == fed) {
+    length_ = std::min(most_, length_ + 2);
+  } else if (--length_ <= 0) {
+    length_ = 0;
+    resting_ = rest_;
+  }
+}
+
 }  // namespace meshnn::serving

@@ -34,5 +34,32 @@ TEST(PromptLookup, NothingWithoutAMatchOfTheShortestLength) {
   EXPECT_TRUE(prompt_lookup_draft(Ids{}, Ids{3}, 4).empty());
 }
 
+TEST(DraftSchedule, FeedsFewerDraftsWhileTheyMissAndRestsAtNone) {
+  DraftSchedule s(4, 3);
+  EXPECT_EQ(s.length(), 4);
+  s.passed(4, 4);  // all kept: already at most
+  EXPECT_EQ(s.length(), 4);
+  s.passed(4, 1);  // some lost: one fewer
+  EXPECT_EQ(s.length(), 3);
+  s.passed(2, 2);  // all of a shorter draft kept (the lookup found only 2): two more, up to most
+  EXPECT_EQ(s.length(), 4);
+  for (int64_t expected : {3, 2, 1, 0}) {
+    s.passed(s.length(), 0);
+    EXPECT_EQ(s.length(), expected);
+  }
+  // Resting: three passes without drafts, then one draft again.
+  s.passed(0, 0);
+  s.passed(0, 0);
+  EXPECT_EQ(s.length(), 0);
+  s.passed(0, 0);
+  EXPECT_EQ(s.length(), 1);
+  s.passed(1, 1);
+  EXPECT_EQ(s.length(), 3);
+  // A pass without drafts that is not resting (the lookup found none) changes nothing.
+  s.passed(0, 0);
+  EXPECT_EQ(s.length(), 3);
+  EXPECT_EQ(DraftSchedule(1).length(), 1);
+}
+
 }  // namespace
 }  // namespace meshnn::serving
