@@ -22,7 +22,8 @@ std::vector<int32_t> prompt_lookup_draft(std::span<const int32_t> prompt, std::s
   return {};
 }
 
-DraftSchedule::DraftSchedule(int64_t most, int64_t rest) : most_(most), rest_(rest), length_(most) {}
+DraftSchedule::DraftSchedule(int64_t most, int64_t rest)
+    : most_(most), rest_(rest), length_(std::min<int64_t>(1, most)) {}
 
 void DraftSchedule::passed(int64_t fed, int64_t kept) {
   if (fed == 0) {

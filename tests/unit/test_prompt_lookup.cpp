@@ -36,8 +36,12 @@ TEST(PromptLookup, NothingWithoutAMatchOfTheShortestLength) {
 
 TEST(DraftSchedule, FeedsFewerDraftsWhileTheyMissAndRestsAtNone) {
   DraftSchedule s(4, 3);
+  EXPECT_EQ(s.length(), 1);  // one draft to begin with
+  s.passed(1, 1);            // all kept: two more
+  EXPECT_EQ(s.length(), 3);
+  s.passed(3, 3);  // up to most
   EXPECT_EQ(s.length(), 4);
-  s.passed(4, 4);  // all kept: already at most
+  s.passed(4, 4);
   EXPECT_EQ(s.length(), 4);
   s.passed(4, 1);  // some lost: one fewer
   EXPECT_EQ(s.length(), 3);

@@ -18,10 +18,10 @@ std::vector<int32_t> prompt_lookup_draft(std::span<const int32_t> prompt, std::s
                                          int64_t count, int64_t min_ngram = 2, int64_t max_ngram = 4);
 
 // How many drafts a request may feed in its next pass. Each draft row costs part of a pass whether
-// it is kept or not, so a request whose drafts keep missing feeds fewer: two more (up to `most`)
-// after a pass whose drafts were all kept, one fewer after a pass that lost any, as Hugging Face's
-// "heuristic" schedule for assisted generation does. At none it rests for `rest` of its decode
-// passes, then tries one draft again.
+// it is kept or not, so a request feeds more only while they are kept: it begins with one, then
+// feeds two more (up to `most`) after a pass whose drafts were all kept and one fewer after a pass
+// that lost any, as Hugging Face's "heuristic" schedule for assisted generation does. At none it
+// rests for `rest` of its decode passes, then tries one draft again.
 class DraftSchedule {
  public:
   explicit DraftSchedule(int64_t most, int64_t rest = 16);
