@@ -3,7 +3,8 @@
 # error tier and the determinism check.
 #   ./scripts/test.sh              Release build in build/, every test
 #   ./scripts/test.sh --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer build in
-#                                  build-asan/, the unit and MPI tiers (up to 4 ranks)
+#                                  build-asan/ (the tiers' test binaries only), the unit and
+#                                  MPI tiers (up to 4 ranks)
 # Other arguments go to ctest (e.g. -R Ccl, -L unit).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -12,7 +13,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   shift
   export MESHNN_BUILD="$MESHNN_ROOT/build-asan"
   export MESHNN_BUILD_TYPE=RelWithDebInfo
-  "$MESHNN_ROOT/scripts/build.sh" -DMESHNN_SANITIZE=ON
+  MESHNN_BUILD_TARGET=meshnn_unit_and_mpi_tests "$MESHNN_ROOT/scripts/build.sh" -DMESHNN_SANITIZE=ON
   # Any report fails the test: UBSan halts, ASan aborts. LeakSanitizer runs on the unit tier; the
   # MPI tier runs without it, because Open MPI unloads its components at MPI_Finalize and their
   # exit-time allocations can then be neither attributed nor suppressed.
