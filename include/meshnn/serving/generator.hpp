@@ -91,8 +91,8 @@ struct GenerationOptions {
   // Speculative decoding by prompt lookup (prompt_lookup.hpp), for greedy requests: a request
   // whose last tokens appeared before in its prompt or answer feeds the tokens that followed them
   // (up to draft_tokens, fewer while its drafts miss: DraftSchedule) beside its decode row, and
-  // keeps each one the model's own choice agrees with. Its tokens are those it makes without (to rounding: a pass of more rows may run other
-  // kernels); a pass may make several. Requests with penalties, log-probabilities, stop tokens
+  // keeps each one the model's own choice agrees with. Its tokens are those it makes without (to
+  // rounding: a pass of more rows may run other kernels); a pass may make several. Requests with penalties, log-probabilities, stop tokens
   // held back (min_new_tokens) or other sampling decode as usual, and so does every request with
   // keep_logits. 0: off. Passes with drafts allocate.
   int64_t draft_tokens = 0;

@@ -26,16 +26,16 @@ class KvCache {
   int64_t max_seq() const { return max_seq_; }
   DataType dtype() const { return dtype_; }
   Shape layer_shape() const;  // [slots, kv_heads, max_seq, head_dim]
+  size_t bytes() const;       // storage of every layer's keys and values
 
   // Copies positions [first, end) of slot `from` to slot `to`, in every layer's keys and values,
   // as stored (no rounding: the bytes of whole tile rows). Positions are copied in runs of 32 (a
   // tile row), so those of the same tile rows outside [first, end) are copied too: the caller
   // treats them as unwritten. Each position's values are stored apart from the other positions'
-  // (a bfloat8_b exponent is shared along a tile row's 16 columns, never across positions), so
-  // writing a position afterwards leaves the copied ones as they are. Throws meshnn::Error for
-  // slots outside the cache, from == to, or a range outside [0, max_seq).
+  // (a bfloat8_b exponent is shared by the 16 values of a face row: one position's), so writing a
+  // position afterwards leaves the copied ones as they are. Throws meshnn::Error for slots outside
+  // the cache, from == to, or a range outside [0, max_seq).
   void copy_positions(int64_t from, int64_t to, int64_t first, int64_t end);
-  size_t bytes() const;       // storage of every layer's keys and values
 
  private:
   std::vector<Tensor> keys_, values_;
