@@ -94,6 +94,7 @@ struct Generator::State {
     Clock::time_point admitted;
     std::vector<int32_t> stop_ids;  // what ends it: its own stop tokens, and the options' unless ignore_eos
     DraftSchedule drafts{0};        // draft_tokens: how many its next pass may feed
+    std::optional<JsonCursor> cursor;  // request.grammar: where its answer stands in it
   };
   struct Active {
     size_t handle;
@@ -150,6 +151,8 @@ struct Generator::State {
   // One sampler per (mode, top_k): each keeps buffers sized for its exchange, so requests with
   // different parameters do not make each other's buffers again every pass.
   std::map<std::pair<SamplingMode, int64_t>, ShardedSampler> samplers;
+  // Requests with a grammar: this device's shard of the vocabulary by bytes, made for the first one.
+  std::optional<TokenMask> token_mask;
 
   State(const CausalLm& m, KvCache& c, GenerationOptions o, FinishCallback f)
       : model(m), cache(c), options(std::move(o)), on_finish(std::move(f)) {
@@ -337,7 +340,7 @@ struct Generator::State {
     const GenerationRequest& r = e.request;
     if (options.draft_tokens <= 0 || options.keep_logits || r.logprobs >= 0 ||
         sampling_of(a.handle).mode != SamplingMode::GREEDY || penalties_of(a.handle).active() ||
-        too_soon_to_stop(a.handle))
+        too_soon_to_stop(a.handle) || e.cursor)
       return 0;
     const int64_t limit = std::min(cache.max_seq(), model.max_positions());
     const int64_t by_tokens = r.max_new_tokens - static_cast<int64_t>(e.output.tokens.size()) - 1;
@@ -390,11 +393,12 @@ struct Generator::State {
     bool uniform = true;
     for (size_t h : handle_of_row) uniform = uniform && sampling_of(h) == first;
     sampled.resize(rows);
-    const bool adjusted = std::any_of(handle_of_row.begin(), handle_of_row.end(),
-                                      [&](size_t h) { return penalties_of(h).active() || too_soon_to_stop(h); });
-    // Rows scoring prompts follow the sampled ones; the samplers see only theirs. Penalties and
-    // masked stop tokens adjust a copy: the raw logits stay for the log-probabilities. Those paths
-    // allocate.
+    const bool adjusted = std::any_of(handle_of_row.begin(), handle_of_row.end(), [&](size_t h) {
+      return penalties_of(h).active() || too_soon_to_stop(h) || entries.at(h).cursor;
+    });
+    // Rows scoring prompts follow the sampled ones; the samplers see only theirs. Penalties, masked
+    // stop tokens and grammars adjust a copy: the raw logits stay for the log-probabilities. Those
+    // paths allocate.
     std::optional<Tensor> sampled_logits;
     if ((!scored.empty() || adjusted || !drafted.empty()) && rows > 0) {
       std::vector<size_t> first_rows(rows);
@@ -405,7 +409,8 @@ struct Generator::State {
         const Entry& e = entries.at(handle_of_row[i]);
         const std::span<float> row = std::span<float>(copy).subspan(i * width, width);
         apply_penalties(row, model.vocab_shard(), penalties_of(handle_of_row[i]), e.request.prompt, e.output.tokens);
-        if (too_soon_to_stop(handle_of_row[i])) mask_stop_tokens(row, e);
+        if (too_soon_to_stop(handle_of_row[i]) || e.cursor) mask_stop_tokens(row, e);
+        if (e.cursor) token_mask->apply(row, *e.cursor);
       }
       sampled_logits = row_major_logits(copy, logits.shape()[3]);
     }
@@ -464,7 +469,15 @@ struct Generator::State {
       }
       out.tokens.push_back(sampled[i]);
       if (options.keep_logits) out.logits.insert(out.logits.end(), full_row(i).begin(), full_row(i).end());
-      ended[i] = static_cast<int64_t>(out.tokens.size()) >= e.request.max_new_tokens || ends(e, sampled[i]);
+      // A grammar ends its request with the token that closes the value. A token it refuses can
+      // only come when the mask left none (every device alike): the request ends there too.
+      bool closed = false;
+      if (e.cursor) {
+        const bool fits = e.cursor->feed(token_mask->bytes(sampled[i]));
+        out.completed = fits && e.cursor->complete();
+        closed = !fits || out.completed;
+      }
+      ended[i] = static_cast<int64_t>(out.tokens.size()) >= e.request.max_new_tokens || ends(e, sampled[i]) || closed;
       if (options.on_token)
         options.on_token(handle_of_row[i], sampled[i], ended[i] != 0,
                          e.request.logprobs >= 0 ? &out.logprobs.back() : nullptr);
@@ -646,6 +659,8 @@ void Generator::check(const GenerationRequest& r, const std::string& what) const
                r.cached_prefix);
   MESHNN_CHECK(r.logprobs >= -1 && r.logprobs <= model.vocab_size(),
                "{}: logprobs {} must be -1 (none) or a count of tokens in [0, {}]", what, r.logprobs, model.vocab_size());
+  MESHNN_CHECK(r.grammar == nullptr || state_->options.token_bytes != nullptr,
+               "{}: structured output needs the model's tokenizer (what each token writes)", what);
 }
 
 size_t Generator::submit(GenerationRequest request) {
@@ -653,8 +668,13 @@ size_t Generator::submit(GenerationRequest request) {
   std::vector<int32_t> stop_ids = request.stop_token_ids;
   if (!request.ignore_eos)
     stop_ids.insert(stop_ids.end(), state_->options.stop_token_ids.begin(), state_->options.stop_token_ids.end());
+  std::optional<JsonCursor> cursor;
+  if (request.grammar) {
+    cursor.emplace(*request.grammar);
+    if (!state_->token_mask) state_->token_mask.emplace(state_->options.token_bytes, state_->model.vocab_shard());
+  }
   state_->entries.emplace(handle, State::Entry{std::move(request), {}, {}, std::move(stop_ids),
-                                               DraftSchedule(state_->options.draft_tokens)});
+                                               DraftSchedule(state_->options.draft_tokens), std::move(cursor)});
   state_->waiting.push_back(handle);
   return handle;
 }

@@ -24,7 +24,9 @@
 #include <vector>
 
 #include "meshnn/serving/causal_lm.hpp"
+#include "meshnn/serving/json_grammar.hpp"
 #include "meshnn/serving/logit_penalties.hpp"
+#include "meshnn/serving/token_mask.hpp"
 
 namespace meshnn::serving {
 
@@ -59,6 +61,12 @@ struct GenerationRequest {
   // text needs (OpenAI's echo). The whole prompt is prefilled (no cached prefix), and each pass of
   // it gathers the logits of its rows.
   bool prompt_logprobs = false;
+  // Structured output: the answer is JSON this grammar accepts (json_grammar.hpp). Before each draw
+  // the tokens that would leave it get -inf logits on every device (token_mask.hpp), its stop
+  // tokens among them, and the request ends with the token that closes the value
+  // (RequestOutput::completed), or at max_new_tokens with the value still open. Needs the options'
+  // token_bytes; such a request feeds no drafts, and each pass holding it allocates.
+  std::shared_ptr<const JsonGrammar> grammar;
 };
 
 // A sampled token's log-probability under the model, and the most likely tokens at its position
@@ -96,6 +104,9 @@ struct GenerationOptions {
   // held back (min_new_tokens) or other sampling decode as usual, and so does every request with
   // keep_logits. 0: off. Passes with drafts allocate.
   int64_t draft_tokens = 0;
+  // What each token writes (text::TokenTexts): requests with a grammar need it. The same on every
+  // device.
+  std::shared_ptr<const TokenBytes> token_bytes;
   // Called on every device as each token is sampled (index into `requests`, the token, whether it
   // ends the request, and its log-probabilities if the request asked for them, else nullptr), in
   // the order the tokens are made: for streaming text out.
@@ -113,6 +124,7 @@ struct RequestOutput {
   std::vector<TokenLogprobs> prompt_logprobs;  // request.prompt_logprobs: entry t for prompt token t + 1
   double time_to_first_token = 0;  // seconds from the request's admission to its first token
   bool cancelled = false;          // ended by Generator::cancel, not by a stop token or max_new_tokens
+  bool completed = false;          // its grammar's value closed with its last token, which ended it
 };
 
 // A pass with decode rows counts as a decode step (its prompt rows, if any, as prefill tokens); a

@@ -1,0 +1,67 @@
+// Where an answer stands in its JsonGrammar (json_grammar.hpp), byte by byte: a pushdown
+// recognizer whose stack holds one frame per open value (the root object, a property's array, a
+// string in it, ...). It tells whether a byte may come next, which is all constrained decoding
+// asks (token_mask.hpp feeds each candidate token's bytes to a copy).
+//
+// Copies are cheap and allocate nothing: a frame is a few dozen bytes, and copy_from() copies only
+// the frames in use.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "meshnn/serving/json_grammar.hpp"
+
+namespace meshnn::serving {
+
+class JsonCursor {
+ public:
+  // Before the root value (whitespace may come first). The grammar must outlive the cursor.
+  explicit JsonCursor(const JsonGrammar& grammar);
+
+  // Takes the next byte of the answer if the grammar allows it there. Returns false if not; the
+  // cursor is then in no defined state (feed a copy when trying).
+  bool feed(uint8_t byte);
+  bool feed(std::string_view bytes);
+  // The root value is closed: nothing may follow.
+  bool complete() const { return depth_ == 0; }
+
+  // This cursor becomes `other` (same grammar), copying only the frames in use.
+  void copy_from(const JsonCursor& other);
+  JsonCursor(const JsonCursor& other) { copy_from(other); }
+  JsonCursor& operator=(const JsonCursor& other) {
+    copy_from(other);
+    return *this;
+  }
+
+ private:
+  // One open value. Which fields mean what depends on the node's kind (json_cursor.cpp).
+  struct Frame {
+    int32_t node;
+    uint8_t phase;
+    uint8_t pending;  // string: UTF-8 continuation bytes or \u hex digits still due
+    uint16_t matched;  // LITERALS and listed keys: bytes matched so far
+    uint32_t lo, hi;   // LITERALS and listed keys: candidates [lo, hi); UTF-8: the next byte's range
+    uint64_t seen;     // OBJECT: the listed keys written; string: a \u escape's value so far
+    int64_t count;     // ARRAY: items begun; OBJECT: the key being written (listed keys)
+  };
+  enum class Step : uint8_t { TAKEN, REFUSED, ENDED_TAKEN, ENDED_NOT_TAKEN, PUSHED };
+
+  Step step(Frame& f, uint8_t byte);
+  Step step_object(Frame& f, const JsonGrammar::Node& n, uint8_t byte);
+  Step step_array(Frame& f, const JsonGrammar::Node& n, uint8_t byte);
+  Step step_string(Frame& f, uint8_t byte);
+  Step step_number(Frame& f, bool integer, uint8_t byte);
+  Step step_literals(Frame& f, const JsonGrammar::Node& n, uint8_t byte);
+  Step space();  // whitespace between values, within kMaxWhitespaceRun
+  bool push(int32_t node, uint8_t phase);
+
+  const JsonGrammar* grammar_ = nullptr;
+  int32_t depth_ = 0;
+  int32_t whitespace_run_ = 0;  // whitespace bytes just taken between values
+  bool spaced_ = false;         // the byte being fed was taken as such whitespace
+  std::array<Frame, kMaxJsonDepth> frames_;
+};
+
+}  // namespace meshnn::serving

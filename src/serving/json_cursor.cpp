@@ -1,0 +1,337 @@
+#include "meshnn/serving/json_cursor.hpp"
+
+#include <algorithm>
+
+namespace meshnn::serving {
+
+using Kind = JsonGrammar::Kind;
+
+namespace {
+
+// Every kind starts in phase 0: whitespace may come, then the value's first character.
+constexpr uint8_t kStart = 0;
+// OBJECT
+constexpr uint8_t kObjectOpen = 1, kObjectKey = 2, kObjectColon = 3, kObjectAfterValue = 4, kObjectAfterComma = 5;
+// ARRAY
+constexpr uint8_t kArrayOpen = 1, kArrayAfterValue = 2, kArrayAfterComma = 3;
+// STRING (and a key of an object of any keys, whose frame has node -1)
+constexpr uint8_t kStringBody = 1, kStringEscape = 2, kStringHex = 3, kStringUtf8 = 4, kStringLowBackslash = 5,
+                  kStringLowU = 6, kStringLowHex = 7;
+// NUMBER and INTEGER
+constexpr uint8_t kNumberMinus = 1, kNumberZero = 2, kNumberInt = 3, kNumberDot = 4, kNumberFrac = 5, kNumberE = 6,
+                  kNumberExpSign = 7, kNumberExp = 8;
+// LITERALS
+constexpr uint8_t kLiteralMatch = 1;
+
+constexpr int32_t kKeyString = -1;  // the node of a frame writing a key of an object of any keys
+
+bool is_space(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
+int hex_value(uint8_t b) {
+  if (b >= '0' && b <= '9') return b - '0';
+  if (b >= 'a' && b <= 'f') return b - 'a' + 10;
+  if (b >= 'A' && b <= 'F') return b - 'A' + 10;
+  return -1;
+}
+
+// Of texts[lo, hi), which share their first `matched` bytes and are sorted, those whose next byte
+// is `b`: a contiguous range.
+std::pair<uint32_t, uint32_t> narrow(const std::vector<std::string>& texts, uint32_t lo, uint32_t hi, size_t matched,
+                                     uint8_t b) {
+  auto byte_at = [matched](const std::string& t) { return t.size() > matched ? static_cast<uint8_t>(t[matched]) : -1; };
+  const auto begin = texts.begin() + lo, end = texts.begin() + hi;
+  const auto first = std::partition_point(begin, end, [&](const std::string& t) { return byte_at(t) < b; });
+  const auto last = std::partition_point(first, end, [&](const std::string& t) { return byte_at(t) == b; });
+  return {static_cast<uint32_t>(first - texts.begin()), static_cast<uint32_t>(last - texts.begin())};
+}
+
+}  // namespace
+
+JsonCursor::JsonCursor(const JsonGrammar& grammar) : grammar_(&grammar) { push(grammar.root(), kStart); }
+
+void JsonCursor::copy_from(const JsonCursor& other) {
+  grammar_ = other.grammar_;
+  depth_ = other.depth_;
+  whitespace_run_ = other.whitespace_run_;
+  std::copy_n(other.frames_.begin(), depth_, frames_.begin());
+}
+
+bool JsonCursor::push(int32_t node, uint8_t phase) {
+  if (depth_ == kMaxJsonDepth) return false;
+  frames_[static_cast<size_t>(depth_++)] = Frame{node, phase, 0, 0, 0, 0, 0, 0};
+  return true;
+}
+
+bool JsonCursor::feed(std::string_view bytes) {
+  for (char c : bytes)
+    if (!feed(static_cast<uint8_t>(c))) return false;
+  return true;
+}
+
+bool JsonCursor::feed(uint8_t byte) {
+  spaced_ = false;
+  while (depth_ > 0) {
+    switch (step(frames_[static_cast<size_t>(depth_ - 1)], byte)) {
+      case Step::TAKEN:
+        if (!spaced_) whitespace_run_ = 0;
+        return true;
+      case Step::REFUSED: return false;
+      case Step::ENDED_TAKEN:
+        --depth_;
+        whitespace_run_ = 0;
+        return true;
+      case Step::ENDED_NOT_TAKEN: --depth_; continue;  // the enclosing value reads the byte
+      case Step::PUSHED: continue;                     // the new innermost frame reads it
+    }
+  }
+  return false;  // the root value is complete: nothing may follow
+}
+
+JsonCursor::Step JsonCursor::space() {
+  if (whitespace_run_ >= kMaxWhitespaceRun) return Step::REFUSED;
+  ++whitespace_run_;
+  spaced_ = true;
+  return Step::TAKEN;
+}
+
+JsonCursor::Step JsonCursor::step(Frame& f, uint8_t byte) {
+  if (f.node == kKeyString) return step_string(f, byte);
+  const JsonGrammar::Node& n = grammar_->node(f.node);
+  switch (n.kind) {
+    case Kind::OBJECT: return step_object(f, n, byte);
+    case Kind::ARRAY: return step_array(f, n, byte);
+    case Kind::STRING: return step_string(f, byte);
+    case Kind::NUMBER: return step_number(f, false, byte);
+    case Kind::INTEGER: return step_number(f, true, byte);
+    case Kind::LITERALS: return step_literals(f, n, byte);
+    case Kind::CHOICE:
+      if (is_space(byte)) return space();
+      for (int32_t a : n.alternatives)
+        if (grammar_->node(a).first.test(byte)) {
+          f = Frame{a, kStart, 0, 0, 0, 0, 0, 0};
+          return Step::PUSHED;
+        }
+      return Step::REFUSED;
+  }
+  return Step::REFUSED;
+}
+
+JsonCursor::Step JsonCursor::step_object(Frame& f, const JsonGrammar::Node& n, uint8_t byte) {
+  if (f.phase != kObjectKey && is_space(byte)) return space();
+  const bool listed = !n.keys.empty();
+  const uint64_t all = n.keys.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n.keys.size()) - 1;
+  const bool may_close = (n.required & ~f.seen) == 0;
+  auto begin_key = [&] {
+    if (listed) {
+      f.phase = kObjectKey;
+      f.lo = 0;
+      f.hi = static_cast<uint32_t>(n.keys.size());
+      f.matched = 0;
+      return Step::TAKEN;
+    }
+    if (n.any_key_value < 0) return Step::REFUSED;
+    f.phase = kObjectColon;
+    return push(kKeyString, kStringBody) ? Step::TAKEN : Step::REFUSED;
+  };
+  switch (f.phase) {
+    case kStart:
+      if (byte != '{') return Step::REFUSED;
+      f.phase = kObjectOpen;
+      return Step::TAKEN;
+    case kObjectOpen:
+      if (byte == '}' && may_close) return Step::ENDED_TAKEN;
+      return byte == '"' ? begin_key() : Step::REFUSED;
+    case kObjectAfterValue:
+      if (byte == '}' && may_close) return Step::ENDED_TAKEN;
+      if (byte == ',' && (!listed || f.seen != all)) {
+        f.phase = kObjectAfterComma;
+        return Step::TAKEN;
+      }
+      return Step::REFUSED;
+    case kObjectAfterComma: return byte == '"' ? begin_key() : Step::REFUSED;
+    case kObjectKey: {
+      const auto [lo, hi] = narrow(n.keys, f.lo, f.hi, f.matched, byte);
+      bool unseen = false;
+      for (uint32_t k = lo; k < hi && !unseen; ++k) unseen = (f.seen >> k & 1) == 0;
+      if (!unseen) return Step::REFUSED;
+      f.lo = lo;
+      f.hi = hi;
+      ++f.matched;
+      // A key's text ends with its closing quote, which no other key has at that place.
+      if (n.keys[lo].size() == f.matched) {
+        f.seen |= uint64_t{1} << lo;
+        f.count = lo;
+        f.phase = kObjectColon;
+      }
+      return Step::TAKEN;
+    }
+    case kObjectColon:
+      if (byte != ':') return Step::REFUSED;
+      f.phase = kObjectAfterValue;
+      return push(listed ? n.key_values[static_cast<size_t>(f.count)] : n.any_key_value, kStart) ? Step::TAKEN
+                                                                                                   : Step::REFUSED;
+  }
+  return Step::REFUSED;
+}
+
+JsonCursor::Step JsonCursor::step_array(Frame& f, const JsonGrammar::Node& n, uint8_t byte) {
+  if (is_space(byte)) return space();
+  auto begin_item = [&] {
+    f.phase = kArrayAfterValue;
+    ++f.count;
+    return push(n.items, kStart) ? Step::PUSHED : Step::REFUSED;
+  };
+  switch (f.phase) {
+    case kStart:
+      if (byte != '[') return Step::REFUSED;
+      f.phase = kArrayOpen;
+      return Step::TAKEN;
+    case kArrayOpen:
+      if (byte == ']' && n.min_items == 0) return Step::ENDED_TAKEN;
+      return n.max_items > 0 && n.items >= 0 ? begin_item() : Step::REFUSED;
+    case kArrayAfterValue:
+      if (byte == ']' && f.count >= n.min_items) return Step::ENDED_TAKEN;
+      if (byte == ',' && f.count < n.max_items) {
+        f.phase = kArrayAfterComma;
+        return Step::TAKEN;
+      }
+      return Step::REFUSED;
+    case kArrayAfterComma: return begin_item();
+  }
+  return Step::REFUSED;
+}
+
+JsonCursor::Step JsonCursor::step_string(Frame& f, uint8_t byte) {
+  switch (f.phase) {
+    case kStart:
+      if (is_space(byte)) return space();
+      if (byte != '"') return Step::REFUSED;
+      f.phase = kStringBody;
+      return Step::TAKEN;
+    case kStringBody:
+      if (byte == '"') return Step::ENDED_TAKEN;
+      if (byte == '\\') {
+        f.phase = kStringEscape;
+        return Step::TAKEN;
+      }
+      if (byte < 0x20) return Step::REFUSED;  // control characters are escaped in JSON
+      if (byte < 0x80) return Step::TAKEN;
+      // A UTF-8 lead byte, and the range its next byte must be in (no overlong forms, no
+      // surrogates, nothing past U+10FFFF).
+      f.lo = 0x80;
+      f.hi = 0xBF;
+      if (byte >= 0xC2 && byte <= 0xDF) {
+        f.pending = 1;
+      } else if (byte >= 0xE0 && byte <= 0xEF) {
+        f.pending = 2;
+        if (byte == 0xE0) f.lo = 0xA0;
+        if (byte == 0xED) f.hi = 0x9F;
+      } else if (byte >= 0xF0 && byte <= 0xF4) {
+        f.pending = 3;
+        if (byte == 0xF0) f.lo = 0x90;
+        if (byte == 0xF4) f.hi = 0x8F;
+      } else {
+        return Step::REFUSED;
+      }
+      f.phase = kStringUtf8;
+      return Step::TAKEN;
+    case kStringUtf8:
+      if (byte < f.lo || byte > f.hi) return Step::REFUSED;
+      f.lo = 0x80;
+      f.hi = 0xBF;
+      if (--f.pending == 0) f.phase = kStringBody;
+      return Step::TAKEN;
+    case kStringEscape:
+      if (byte == 'u') {
+        f.phase = kStringHex;
+        f.pending = 4;
+        f.seen = 0;
+        return Step::TAKEN;
+      }
+      if (std::string_view("\"\\/bfnrt").find(static_cast<char>(byte)) == std::string_view::npos) return Step::REFUSED;
+      f.phase = kStringBody;
+      return Step::TAKEN;
+    case kStringHex:
+    case kStringLowHex: {
+      const int v = hex_value(byte);
+      if (v < 0) return Step::REFUSED;
+      f.seen = f.seen * 16 + static_cast<uint64_t>(v);
+      --f.pending;
+      // A low surrogate (DC00-DFFF) only right after a high one (D800-DBFF), which must have one:
+      // decided by the first two digits, so that no escape begins that cannot end.
+      const bool low = f.phase == kStringLowHex;
+      if (f.pending == 3 && low && f.seen != 0xD) return Step::REFUSED;
+      if (f.pending == 2 && low != (f.seen >= 0xDC && f.seen <= 0xDF)) return Step::REFUSED;
+      if (f.pending == 0) f.phase = !low && f.seen >= 0xD800 && f.seen <= 0xDBFF ? kStringLowBackslash : kStringBody;
+      return Step::TAKEN;
+    }
+    case kStringLowBackslash:
+      if (byte != '\\') return Step::REFUSED;
+      f.phase = kStringLowU;
+      return Step::TAKEN;
+    case kStringLowU:
+      if (byte != 'u') return Step::REFUSED;
+      f.phase = kStringLowHex;
+      f.pending = 4;
+      f.seen = 0;
+      return Step::TAKEN;
+  }
+  return Step::REFUSED;
+}
+
+JsonCursor::Step JsonCursor::step_number(Frame& f, bool integer, uint8_t byte) {
+  auto to = [&](uint8_t phase) {
+    f.phase = phase;
+    return Step::TAKEN;
+  };
+  const bool fraction = !integer && byte == '.';
+  const bool exponent = !integer && (byte == 'e' || byte == 'E');
+  switch (f.phase) {
+    case kStart:
+      if (is_space(byte)) return space();
+      if (byte == '-') return to(kNumberMinus);
+      [[fallthrough]];
+    case kNumberMinus:
+      if (byte == '0') return to(kNumberZero);
+      if (is_digit(byte)) return to(kNumberInt);
+      return Step::REFUSED;
+    case kNumberZero:
+    case kNumberInt:
+      if (is_digit(byte) && f.phase == kNumberInt) return Step::TAKEN;
+      if (fraction) return to(kNumberDot);
+      if (exponent) return to(kNumberE);
+      return Step::ENDED_NOT_TAKEN;
+    case kNumberDot: return is_digit(byte) ? to(kNumberFrac) : Step::REFUSED;
+    case kNumberFrac:
+      if (is_digit(byte)) return Step::TAKEN;
+      if (exponent) return to(kNumberE);
+      return Step::ENDED_NOT_TAKEN;
+    case kNumberE:
+      if (byte == '+' || byte == '-') return to(kNumberExpSign);
+      [[fallthrough]];
+    case kNumberExpSign: return is_digit(byte) ? to(kNumberExp) : Step::REFUSED;
+    case kNumberExp: return is_digit(byte) ? Step::TAKEN : Step::ENDED_NOT_TAKEN;
+  }
+  return Step::REFUSED;
+}
+
+JsonCursor::Step JsonCursor::step_literals(Frame& f, const JsonGrammar::Node& n, uint8_t byte) {
+  if (f.phase == kStart) {
+    if (is_space(byte)) return space();
+    f.phase = kLiteralMatch;
+    f.lo = 0;
+    f.hi = static_cast<uint32_t>(n.literals.size());
+  }
+  const auto [lo, hi] = narrow(n.literals, f.lo, f.hi, f.matched, byte);
+  if (lo == hi) {
+    // No literal goes on with this byte: one may have ended before it (1 beside 10), the shortest
+    // of those left, so the first.
+    return n.literals[f.lo].size() == f.matched ? Step::ENDED_NOT_TAKEN : Step::REFUSED;
+  }
+  f.lo = lo;
+  f.hi = hi;
+  ++f.matched;
+  return hi - lo == 1 && n.literals[lo].size() == f.matched ? Step::ENDED_TAKEN : Step::TAKEN;
+}
+
+}  // namespace meshnn::serving

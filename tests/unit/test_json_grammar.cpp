@@ -1,0 +1,395 @@
+// Structured output (serving/json_grammar.hpp, json_cursor.hpp, token_mask.hpp), checked against
+// references written apart from it: nlohmann-json's parser says what is JSON, a small validator
+// below says what a schema accepts, and the token mask is compared with feeding each token's bytes
+// to a cursor of its own.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "meshnn/core/error.hpp"
+#include "meshnn/serving/json_cursor.hpp"
+#include "meshnn/serving/json_grammar.hpp"
+#include "meshnn/serving/token_mask.hpp"
+
+namespace meshnn::serving {
+namespace {
+
+using nlohmann::json;
+
+// Whether the cursor takes the whole text and is complete exactly at its end, not before.
+bool takes_exactly(const JsonGrammar& g, std::string_view text) {
+  JsonCursor c(g);
+  for (char ch : text)
+    if (c.complete() || !c.feed(static_cast<uint8_t>(ch))) return false;
+  return c.complete();
+}
+
+// A random JSON value, nested `depth` levels at most.
+json random_value(std::mt19937& rng, int depth) {
+  static const std::vector<std::string> pieces = {"a", "Z", " ", "\"", "\\", "\n", "\t", "\x01", "/", "\xC3\xA9",
+                                                  "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "key", "9"};
+  auto random_string = [&] {
+    std::string s;
+    for (int i = static_cast<int>(rng() % 6); i > 0; --i) s += pieces[rng() % pieces.size()];
+    return s;
+  };
+  switch (rng() % (depth > 0 ? 8 : 6)) {
+    case 0: return nullptr;
+    case 1: return rng() % 2 == 0;
+    case 2: return static_cast<int64_t>(rng() % 2000) - 1000;
+    case 3: return std::ldexp(static_cast<double>(rng() % 100000) - 50000, -static_cast<int>(rng() % 30));
+    case 4:
+    case 5: return random_string();
+    case 6: {
+      json a = json::array();
+      for (int i = static_cast<int>(rng() % 4); i > 0; --i) a.push_back(random_value(rng, depth - 1));
+      return a;
+    }
+    default: {
+      json o = json::object();
+      for (int i = static_cast<int>(rng() % 4); i > 0; --i) o[random_string()] = random_value(rng, depth - 1);
+      return o;
+    }
+  }
+}
+
+// `text` with runs of whitespace put between some of its tokens (outside strings).
+std::string spaced(const std::string& text, std::mt19937& rng, int longest_run) {
+  static const char kSpaces[] = {' ', '\t', '\n', '\r'};
+  std::string out;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    const bool between = !in_string && (c == '{' || c == '}' || c == '[' || c == ']' || c == ',' || c == ':');
+    if (between && rng() % 2 == 0)
+      for (int i = static_cast<int>(rng() % static_cast<unsigned>(longest_run + 1)); i > 0; --i) out += kSpaces[rng() % 4];
+    out += c;
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    }
+  }
+  return out;
+}
+
+TEST(JsonCursor, TakesEveryJsonObjectAndEndsWithIt) {
+  const auto g = JsonGrammar::any_object();
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 400; ++trial) {
+    json o = json::object();
+    for (int i = static_cast<int>(rng() % 5); i > 0; --i) o["k" + std::to_string(i)] = random_value(rng, 4);
+    for (const std::string& text : {o.dump(), o.dump(2), spaced(o.dump(), rng, kMaxWhitespaceRun)})
+      EXPECT_TRUE(takes_exactly(*g, text)) << text;
+    // Not an object at the root: an array, a string.
+    EXPECT_FALSE(takes_exactly(*g, json::array({o}).dump()));
+  }
+  EXPECT_TRUE(takes_exactly(*g, "{}"));
+  EXPECT_TRUE(takes_exactly(*g, " \n{\"a\":[1,-0.5e+3,1E2,0,-0,\"\\u00e9\\ud83d\\ude00\"],\"\":{}}"));
+}
+
+// Whether nlohmann-json reads `text` as JSON; nothing when it stops at a number beyond double's
+// range (1e999), which JSON's grammar allows, before it has read the rest.
+std::optional<bool> is_json(const std::string& text) {
+  try {
+    (void)json::parse(text);
+    return true;
+  } catch (const json::out_of_range& e) {
+    if (e.id == 406) return std::nullopt;  // "number overflow"
+    return false;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+// Random edits of JSON text: whatever the cursor takes whole is JSON (nlohmann parses it) and an
+// object, and what nlohmann takes as an object the cursor takes too, up to the whitespace after
+// it (the cursor ends with the value).
+TEST(JsonCursor, AgreesWithNlohmannOnEditedText) {
+  const auto g = JsonGrammar::any_object();
+  std::mt19937 rng(11);
+  const std::string alphabet = "{}[]\",:0123456789-+.eE \\/utrfnlsa\xC3\xA9\x80\xFF\x01\n";
+  int taken = 0, refused = 0;
+  for (int trial = 0; trial < 6000; ++trial) {
+    json o = json::object();
+    for (int i = static_cast<int>(rng() % 4); i > 0; --i) o["k" + std::to_string(i)] = random_value(rng, 3);
+    std::string text = rng() % 2 ? o.dump() : o.dump(1);
+    for (int edits = 1 + static_cast<int>(rng() % 2); edits > 0; --edits) {
+      const size_t at = rng() % (text.size() + 1);
+      const char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 3) {
+        case 0: text.insert(at, 1, c); break;
+        case 1:
+          if (at < text.size()) text.erase(at, 1);
+          break;
+        default:
+          if (at < text.size()) text[at] = c;
+      }
+    }
+    const std::optional<bool> read = is_json(text);
+    if (!read) continue;
+    const bool ours = takes_exactly(*g, text.substr(0, text.find_last_not_of(" \t\n\r") + 1));
+    const bool theirs = *read && text[text.find_first_not_of(" \t\n\r")] == '{';
+    EXPECT_EQ(ours, theirs) << text;
+    (ours ? taken : refused) += 1;
+  }
+  EXPECT_GT(taken, 500);  // the edits left both kinds of text
+  EXPECT_GT(refused, 500);
+}
+
+TEST(JsonCursor, RefusesWhatJsonForbids) {
+  const auto g = JsonGrammar::any_object();
+  for (const char* text : {"{\"a\":01}", "{\"a\":1.}", "{\"a\":.5}", "{\"a\":+1}", "{\"a\":1e}", "{\"a\":tru}",
+                           "{\"a\":\"\x01\"}", "{\"a\":\"\\x\"}", "{\"a\":\"\\ud800\"}", "{\"a\":\"\\udc00\"}",
+                           "{\"a\":\"\xC0\xAF\"}", "{\"a\":\"\xED\xA0\x80\"}", "{\"a\":\"\xF4\x90\x80\x80\"}",
+                           "{\"a\":1,}", "{,}", "{\"a\" 1}", "{} {}", "{}x", "[]", "\"a\"", "{\"a\":[1,]}"})
+    EXPECT_FALSE(takes_exactly(*g, text)) << text;
+  // A lone low surrogate is refused at its second digit, before an escape begins that cannot end.
+  JsonCursor c(*g);
+  ASSERT_TRUE(c.feed("{\"a\":\"\\uD"));
+  JsonCursor low = c;
+  EXPECT_FALSE(low.feed(static_cast<uint8_t>('C')));
+  EXPECT_TRUE(c.feed(static_cast<uint8_t>('8')));
+}
+
+TEST(JsonCursor, LimitsWhitespaceRunsAndDepth) {
+  const auto g = JsonGrammar::any_object();
+  const std::string run(kMaxWhitespaceRun, ' ');
+  EXPECT_TRUE(takes_exactly(*g, "{" + run + "\"a\"" + run + ":" + run + "1" + run + "}"));
+  EXPECT_FALSE(takes_exactly(*g, "{" + run + " \"a\":1}"));
+  // Spaces inside a string are its text, not whitespace between values.
+  EXPECT_TRUE(takes_exactly(*g, "{\"a\":\"" + run + run + "\"}"));
+  // The root object and kMaxJsonDepth - 1 arrays in it: 64 open values, and no 65th.
+  std::string deep = "{\"a\":";
+  for (int i = 1; i < kMaxJsonDepth; ++i) deep += "[";
+  JsonCursor c(*g);
+  ASSERT_TRUE(c.feed(deep));
+  for (char refused : {'[', '1', '"', '{'}) {
+    JsonCursor deeper = c;
+    EXPECT_FALSE(deeper.feed(static_cast<uint8_t>(refused))) << refused;
+  }
+  EXPECT_TRUE(c.feed(static_cast<uint8_t>(']')));
+}
+
+// A small validator for the schema subset, written apart from the compiler: what must be true of
+// a value for the schema to accept it.
+bool valid(const json& v, const json& schema, const json& root) {
+  if (schema.is_boolean()) return schema.get<bool>();
+  if (schema.contains("$ref")) {
+    const std::string ref = schema["$ref"];
+    return valid(v, ref == "#" ? root : root.at(json::json_pointer(ref.substr(1))), root);
+  }
+  if (schema.contains("const")) return v == schema["const"];
+  if (schema.contains("enum")) {
+    for (const json& e : schema["enum"])
+      if (v == e) return true;
+    return false;
+  }
+  for (const char* key : {"anyOf", "oneOf"})
+    if (schema.contains(key)) {
+      int matches = 0;
+      for (const json& s : schema[key]) matches += valid(v, s, root) ? 1 : 0;
+      return std::string(key) == "anyOf" ? matches > 0 : matches == 1;
+    }
+  if (schema.contains("type")) {
+    const json types = schema["type"].is_array() ? schema["type"] : json::array({schema["type"]});
+    bool typed = false;
+    for (const json& t : types) {
+      typed = typed || (t == "object" && v.is_object()) || (t == "array" && v.is_array()) ||
+              (t == "string" && v.is_string()) || (t == "number" && v.is_number()) ||
+              (t == "integer" && v.is_number_integer()) || (t == "boolean" && v.is_boolean()) ||
+              (t == "null" && v.is_null());
+    }
+    if (!typed) return false;
+  }
+  if (v.is_object()) {
+    for (const json& r : schema.value("required", json::array()))
+      if (!v.contains(r.get<std::string>())) return false;
+    const json properties = schema.value("properties", json::object());
+    for (const auto& [key, value] : v.items()) {
+      if (properties.contains(key)) {
+        if (!valid(value, properties[key], root)) return false;
+      } else if (!valid(value, schema.value("additionalProperties", json(true)), root)) {
+        return false;
+      }
+    }
+  }
+  if (v.is_array()) {
+    if (static_cast<int64_t>(v.size()) < schema.value("minItems", int64_t{0})) return false;
+    if (static_cast<int64_t>(v.size()) > schema.value("maxItems", std::numeric_limits<int64_t>::max())) return false;
+    for (const json& item : v)
+      if (!valid(item, schema.value("items", json(true)), root)) return false;
+  }
+  return true;
+}
+
+// Writes an answer byte by byte, each byte drawn among those the cursor takes, leaning towards
+// closing values as it grows; checks that some byte is always allowed (no dead end).
+std::string random_answer(const JsonGrammar& g, std::mt19937& rng) {
+  JsonCursor c(g);
+  std::string out;
+  while (!c.complete()) {
+    std::vector<uint8_t> allowed, closing;
+    for (int b = 0; b < 256; ++b) {
+      JsonCursor t = c;
+      if (!t.feed(static_cast<uint8_t>(b))) continue;
+      allowed.push_back(static_cast<uint8_t>(b));
+      if (b == '}' || b == ']' || b == '"' || b == ',') closing.push_back(static_cast<uint8_t>(b));
+    }
+    if (allowed.empty()) {
+      ADD_FAILURE() << "dead end after " << out;
+      return out;
+    }
+    if (out.size() > 20000) {
+      ADD_FAILURE() << "the walk does not end";
+      return out;
+    }
+    const bool close = !closing.empty() && rng() % 100 < std::min<size_t>(90, out.size() / 4);
+    const uint8_t b = close ? closing[rng() % closing.size()] : allowed[rng() % allowed.size()];
+    EXPECT_TRUE(c.feed(b));
+    out.push_back(static_cast<char>(b));
+  }
+  return out;
+}
+
+const char* const kSchemas[] = {
+    R"({"type": "object"})",
+    R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3}},
+        "required": ["name", "age"], "additionalProperties": false})",
+    R"({"title": "Answer", "type": "object", "properties": {
+          "verdict": {"enum": ["yes", "no", 1, 10, null, {"a": [1]}]},
+          "score": {"anyOf": [{"type": "number"}, {"type": "null"}], "default": null},
+          "flag": {"type": ["boolean", "string"]}, "exact": {"const": "x\"y"}},
+        "required": ["verdict", "exact"]})",
+    R"({"$defs": {"Node": {"type": "object", "properties": {"label": {"type": "string"},
+          "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}, "maxItems": 2}}, "required": ["label"]}},
+        "type": "object", "properties": {"tree": {"$ref": "#/$defs/Node"}}, "required": ["tree"]})",
+    R"({"type": "array", "items": {"type": "object", "additionalProperties": {"type": "integer"}}, "maxItems": 4})",
+    R"({"type": "object", "properties": {"none": {"type": "array", "items": false}, "kinds": {"oneOf": [
+          {"const": "a"}, {"const": "b"}, {"type": "object", "properties": {}, "additionalProperties": false}]}},
+        "required": ["none", "kinds"]})",
+};
+
+TEST(JsonGrammar, RandomAnswersAreJsonTheSchemaAccepts) {
+  std::mt19937 rng(5);
+  int validated = 0;
+  for (const char* text : kSchemas) {
+    const json schema = json::parse(text);
+    const auto g = JsonGrammar::from_schema(text);
+    for (int trial = 0; trial < 150; ++trial) {
+      const std::string answer = random_answer(*g, rng);
+      const std::optional<bool> read = is_json(answer);
+      ASSERT_NE(read, std::optional<bool>(false)) << answer;
+      if (read) {  // else a number beyond double's range stopped nlohmann-json
+        EXPECT_TRUE(valid(json::parse(answer), schema, schema)) << text << "\n" << answer;
+        ++validated;
+      }
+    }
+  }
+  EXPECT_GT(validated, 800);
+}
+
+TEST(JsonGrammar, TakesValidAnswersAndRefusesInvalidOnes) {
+  const auto person = JsonGrammar::from_schema(kSchemas[1]);
+  EXPECT_TRUE(takes_exactly(*person, R"({"name": "Ann", "age": 41})"));
+  EXPECT_TRUE(takes_exactly(*person, R"({"age":41,"tags":["a"],"name":""})"));
+  EXPECT_FALSE(takes_exactly(*person, R"({"name": "Ann"})"));                       // age is required
+  EXPECT_FALSE(takes_exactly(*person, R"({"name": "Ann", "age": 4.5})"));           // not an integer
+  EXPECT_FALSE(takes_exactly(*person, R"({"name": "Ann", "age": 4, "name": "B"})"));  // a key twice
+  EXPECT_FALSE(takes_exactly(*person, R"({"name": "Ann", "age": 4, "x": 1})"));     // not a property
+  EXPECT_FALSE(takes_exactly(*person, R"({"name": "Ann", "age": 4, "tags": []})"));  // minItems
+  EXPECT_FALSE(takes_exactly(*person, R"({"name": "A", "age": 4, "tags": ["a","b","c","d"]})"));  // maxItems
+  const auto answer = JsonGrammar::from_schema(kSchemas[2]);
+  for (const char* verdict : {R"("yes")", "1", "10", "null", R"({"a":[1]})"})
+    EXPECT_TRUE(takes_exactly(*answer, std::string(R"({"exact":"x\"y","verdict":)") + verdict + "}")) << verdict;
+  for (const char* verdict : {R"("ye")", "100", "0", R"({"a": [1]})"})
+    EXPECT_FALSE(takes_exactly(*answer, std::string(R"({"exact":"x\"y","verdict":)") + verdict + "}")) << verdict;
+}
+
+TEST(JsonGrammar, RefusesWhatItCannotFollow) {
+  auto message = [](const char* schema) {
+    try {
+      JsonGrammar::from_schema(schema);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(message(R"({"type": "object", "properties": {"code": {"type": "string", "pattern": "^a"}}})")
+                .find("'pattern' at #/properties/code is not supported"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"type": "integer"})").find("the root may be a number"), std::string::npos);
+  EXPECT_NE(message(R"({"anyOf": [{"type": "object"}, {"type": "object", "properties": {}}]})").find("can both begin with '{'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})").find("names 'b'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"$ref": "https://example.com/s.json"})").find("is not supported"), std::string::npos);
+  EXPECT_NE(message(R"({"$ref": "#/$defs/missing"})").find("names nothing"), std::string::npos);
+  EXPECT_NE(message(R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})").find("refers to itself"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"type": "object", "properties": {"a": {"type": "array", "minItems": 3, "maxItems": 2}}})")
+                .find("minItems 3 is above maxItems 2"),
+            std::string::npos);
+  EXPECT_NE(message("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(message(R"({"type": "objet"})").find("'objet'"), std::string::npos);
+}
+
+TEST(JsonGrammar, SchemaTextRebuildsTheSameGrammar) {
+  for (const char* text : kSchemas) {
+    const auto g = JsonGrammar::from_schema(text);
+    const auto again = JsonGrammar::from_schema(g->schema());
+    EXPECT_EQ(again->schema(), g->schema());
+    std::mt19937 rng(3);
+    for (int trial = 0; trial < 20; ++trial) EXPECT_TRUE(takes_exactly(*again, random_answer(*g, rng)));
+  }
+}
+
+// The mask allows exactly the tokens whose bytes a cursor takes one by one, over a vocabulary of
+// shared starts, multi-byte pieces and tokens that write nothing, whole and in shards.
+TEST(TokenMask, AllowsExactlyTheTokensACursorTakes) {
+  std::mt19937 rng(9);
+  auto bytes = std::make_shared<TokenBytes>();
+  const std::vector<std::string> pieces = {"{", "}", "\"", ":", ",", " ", "\n", "a", "1", "-", ".", "e", "[", "]",
+                                           "\\", "u", "t", "rue", "null", "\xC3", "\xA9", "\xE2\x82\xAC", "name", "age"};
+  for (int i = 0; i < 3000; ++i) {
+    std::string t;
+    for (int k = 1 + static_cast<int>(rng() % 4); k > 0; --k) t += pieces[rng() % pieces.size()];
+    bytes->push_back(i % 97 == 0 ? std::string() : t);
+  }
+  const int64_t vocab = static_cast<int64_t>(bytes->size()) + 5;  // padded past the tokenizer's ids
+  for (const char* schema : {kSchemas[0], kSchemas[1]}) {
+    const auto g = JsonGrammar::from_schema(schema);
+    for (int64_t shard_size : {vocab, int64_t{1001}}) {
+      for (int64_t offset = 0; offset < vocab; offset += shard_size) {
+        const VocabShard shard{offset, std::min(shard_size, vocab - offset)};
+        TokenMask mask(bytes, shard);
+        // Cursors at points of random answers: in keys, strings, numbers, between values.
+        for (int trial = 0; trial < 8; ++trial) {
+          const std::string answer = random_answer(*g, rng);
+          JsonCursor c(*g);
+          ASSERT_TRUE(c.feed(std::string_view(answer).substr(0, rng() % answer.size())));
+          std::vector<float> row(static_cast<size_t>(shard.valid) + 3, 1.0f);
+          mask.apply(row, c);
+          for (int64_t col = 0; col < shard.valid; ++col) {
+            const std::string_view token = mask.bytes(static_cast<int32_t>(offset + col));
+            JsonCursor t = c;
+            const bool takes = !token.empty() && t.feed(token);
+            EXPECT_EQ(row[static_cast<size_t>(col)] == 1.0f, takes) << "token '" << token << "'";
+          }
+          EXPECT_EQ(row.back(), 1.0f);  // padding columns untouched
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace meshnn::serving
