@@ -145,13 +145,12 @@ std::shared_ptr<Ticket> Frontend::running_ticket(uint64_t ticket) {
   return running_.at(ticket);
 }
 
-void Frontend::on_token(uint64_t ticket, int32_t token, bool last, const serving::TokenLogprobs* logprobs) {
+void Frontend::on_token(uint64_t ticket, int32_t token, const serving::TokenLogprobs* logprobs) {
   const std::shared_ptr<Ticket> t = running_ticket(ticket);
   {
     std::lock_guard lock(t->mutex);
     t->tokens.push_back(token);
     if (logprobs != nullptr) t->logprobs.push_back(*logprobs);
-    t->finished = last;
   }
   t->changed.notify_all();
   ++generated_tokens_;
@@ -163,7 +162,7 @@ void Frontend::on_prompt_logprobs(uint64_t ticket, const std::vector<serving::To
   t->prompt_logprobs = logprobs;
 }
 
-void Frontend::on_finish(uint64_t ticket, bool aborted, bool cancelled) {
+void Frontend::on_finish(uint64_t ticket, bool aborted, bool cancelled, bool completed) {
   std::shared_ptr<Ticket> t;
   {
     std::lock_guard lock(running_mutex_);
@@ -177,6 +176,7 @@ void Frontend::on_finish(uint64_t ticket, bool aborted, bool cancelled) {
     std::lock_guard lock(t->mutex);
     t->finished = true;
     t->aborted = aborted;
+    t->completed = completed;
   }
   t->changed.notify_all();
   ++(aborted || cancelled ? cancelled_ : finished_);
@@ -217,6 +217,11 @@ serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {
   g.min_new_tokens = api.min_tokens.value_or(0);
   if (api.presence_penalty || api.frequency_penalty || api.repetition_penalty || !api.logit_bias.empty())
     g.penalties = penalties_of(api, options_.generation.penalties);
+  if (api.json_schema) {
+    if (text_.tokenizer == nullptr)
+      throw ApiError(400, "'response_format' needs the model's tokenizer, to know what each token writes");
+    g.grammar = serving::JsonGrammar::from_schema(*api.json_schema);
+  }
   check_(g);
   return g;
 }

@@ -39,6 +39,7 @@ struct Ticket {
   std::vector<serving::TokenLogprobs> prompt_logprobs;  // echo with logprobs: prompt tokens 1.., before any token
   bool finished = false;        // no more tokens will come
   bool aborted = false;         // finished by the server's shutdown
+  bool completed = false;       // finished by closing its response_format's JSON value
 };
 
 // What the mesh loop takes from the inbox at a pass: new requests in ticket order and tickets
@@ -63,10 +64,12 @@ class Frontend {
   // One thread collects; tokens and endings may come from two (replica 0's and the relay's).
   InboxBatch collect(int wait_ms);
   // A request's token, and its end (`aborted`: by the server's stop; `cancelled`: before its stop
-  // token or max_tokens), by ticket.
-  void on_token(uint64_t ticket, int32_t token, bool last, const serving::TokenLogprobs* logprobs);
+  // token or max_tokens; `completed`: by closing its JSON value), by ticket. The end always follows
+  // the last token (the same pass, or the same report), and only it finishes the ticket: its reply
+  // must know how it ended.
+  void on_token(uint64_t ticket, int32_t token, const serving::TokenLogprobs* logprobs);
   void on_prompt_logprobs(uint64_t ticket, const std::vector<serving::TokenLogprobs>& logprobs);
-  void on_finish(uint64_t ticket, bool aborted, bool cancelled);
+  void on_finish(uint64_t ticket, bool aborted, bool cancelled, bool completed);
   void note_reused_prompt_tokens(int64_t total) { reused_prompt_tokens_ = total; }
   // Ends the HTTP server: requests not yet ended end as aborted, listening stops, and the HTTP
   // threads finish their responses. The loop's thread; again (the destructor) does nothing more.

@@ -36,6 +36,8 @@ std::string encode(const InboxBatch& b) {
                         {"frequency", r.penalties->frequency},
                         {"repetition", r.penalties->repetition},
                         {"bias", r.penalties->bias}};
+    // A grammar travels as its schema; each device compiles it again (the same nodes).
+    if (r.grammar) a["grammar"] = r.grammar->schema();
     j["arrivals"].push_back(std::move(a));
   }
   return j.dump();
@@ -69,6 +71,7 @@ InboxBatch decode_batch(const std::string& text) {
                                             p.at("repetition").get<double>(),
                                             p.at("bias").get<std::vector<std::pair<int32_t, float>>>()};
     }
+    if (a.contains("grammar")) r.grammar = serving::JsonGrammar::from_schema(a.at("grammar").get<std::string>());
     b.arrivals.emplace_back(a.at("ticket").get<uint64_t>(), std::move(r));
   }
   return b;
@@ -86,12 +89,12 @@ std::string encode(const TokenReport& r) {
     j["prompts"].push_back({p.ticket, std::move(scores)});
   }
   for (const TokenReport::Token& t : r.tokens) {
-    json token{t.ticket, t.token, t.last};
+    json token{t.ticket, t.token};
     if (t.logprobs) token.push_back(logprobs_json(*t.logprobs));
     j["tokens"].push_back(std::move(token));
   }
   j["endings"] = json::array();
-  for (const TokenReport::Ending& e : r.endings) j["endings"].push_back({e.ticket, e.aborted, e.cancelled});
+  for (const TokenReport::Ending& e : r.endings) j["endings"].push_back({e.ticket, e.aborted, e.cancelled, e.completed});
   j["reused"] = r.reused_prompt_tokens;
   j["done"] = r.done;
   return j.dump();
@@ -110,11 +113,11 @@ TokenReport decode_report(const std::string& text) {
   }
   for (const json& t : j.at("tokens")) {
     TokenReport::Token& token = r.tokens.emplace_back();
-    token = {t.at(0).get<uint64_t>(), t.at(1).get<int32_t>(), t.at(2).get<bool>(), std::nullopt};
-    if (t.size() > 3) token.logprobs = logprobs_of(t.at(3));
+    token = {t.at(0).get<uint64_t>(), t.at(1).get<int32_t>(), std::nullopt};
+    if (t.size() > 2) token.logprobs = logprobs_of(t.at(2));
   }
   for (const json& e : j.at("endings"))
-    r.endings.push_back({e.at(0).get<uint64_t>(), e.at(1).get<bool>(), e.at(2).get<bool>()});
+    r.endings.push_back({e.at(0).get<uint64_t>(), e.at(1).get<bool>(), e.at(2).get<bool>(), e.at(3).get<bool>()});
   r.reused_prompt_tokens = j.at("reused").get<int64_t>();
   r.done = j.at("done").get<bool>();
   return r;

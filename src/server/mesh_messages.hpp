@@ -24,13 +24,13 @@ struct TokenReport {
   struct Token {
     uint64_t ticket;
     int32_t token;
-    bool last;
     std::optional<serving::TokenLogprobs> logprobs;  // if the request asked
   };
   struct Ending {
     uint64_t ticket;
     bool aborted;    // by the server's stop
     bool cancelled;  // before its stop token or max_new_tokens (the stop, a hang-up, a stop string)
+    bool completed;  // by closing its JSON value (GenerationRequest::grammar)
   };
   struct PromptScores {
     uint64_t ticket;

@@ -55,11 +55,10 @@ bool flag(const json& body, const char* key) {
 
 // Fields whose default meshnn implements and whose other values it refuses instead of ignoring.
 void refuse_unimplemented(const json& body) {
-  for (const char* key : {"functions", "suffix", "response_format"}) {
+  for (const char* key : {"functions", "suffix"}) {
     const json* v = field(body, key);
     const bool neutral = v == nullptr || *v == false || *v == 0 || (v->is_array() && v->empty()) ||
-                         (v->is_object() && v->empty()) ||
-                         (std::string_view(key) == "response_format" && v->is_object() && v->value("type", "") == "text");
+                         (v->is_object() && v->empty());
     if (!neutral) bad(fmt::format("'{}' is not supported by meshnn's server", key));
   }
   const std::optional<int64_t> best_of = integer(body, "best_of", 1, std::numeric_limits<int32_t>::max());
@@ -158,6 +157,29 @@ void read_tools(const json& body, ApiRequest& r) {
       bad(fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ..., ...}}}}", i));
   }
   r.tools = tools->dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// response_format: {"type": "text"} (the default), {"type": "json_object"}, or {"type":
+// "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": ...}}.
+void read_response_format(const json& body, ApiRequest& r) {
+  const json* f = field(body, "response_format");
+  if (f == nullptr) return;
+  const json* type = f->is_object() ? field(*f, "type") : nullptr;
+  if (type == nullptr || !type->is_string() ||
+      (*type != "text" && *type != "json_object" && *type != "json_schema"))
+    bad("'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", "
+        "\"json_schema\": {\"name\": ..., \"schema\": {...}}}");
+  if (*type == "text") return;
+  const std::string any_object = R"({"type":"object"})";
+  if (*type == "json_object") {
+    r.json_schema = any_object;
+    return;
+  }
+  const json* spec = field(*f, "json_schema");
+  if (spec == nullptr || !spec->is_object())
+    bad("'response_format' of type json_schema needs \"json_schema\": {\"name\": ..., \"schema\": {...}}");
+  const json* schema = field(*spec, "schema");
+  r.json_schema = schema == nullptr ? any_object : schema->dump();
 }
 
 void read_stop(const json& body, ApiRequest& r) {
@@ -328,6 +350,7 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   if (r.repetition_penalty && *r.repetition_penalty == 0.0) bad("'repetition_penalty' must be in (0, 100], got 0");
   read_logit_bias(body, r);
   read_stop(body, r);
+  read_response_format(body, r);
   if (const json* ids = field(body, "stop_token_ids"); ids != nullptr) {
     if (!ids->is_array()) bad("'stop_token_ids' must be a list of token ids");
     r.stop_token_ids = token_ids(*ids, "stop_token_ids");

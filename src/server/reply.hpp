@@ -52,7 +52,7 @@ class Reply {
   template <typename Cancel>
   Piece next(const Cancel& cancel, const std::function<bool()>& client_gone = {}) {
     Piece piece;
-    bool finished = false, aborted = false;
+    bool finished = false, aborted = false, completed = false;
     {
       std::unique_lock lock(ticket_->mutex);
       auto ready = [&] { return ticket_->finished || ticket_->tokens.size() > taken_; };
@@ -71,6 +71,7 @@ class Reply {
       if (taken_ == 0) piece.prompt_logprobs = ticket_->prompt_logprobs;  // set before the first token
       finished = ticket_->finished;
       aborted = ticket_->aborted;
+      completed = ticket_->completed;
     }
     taken_ += piece.ids.size();
     std::string text;
@@ -85,7 +86,9 @@ class Reply {
     } else if (finished) {
       piece.text += matcher_.flush();
       const bool stop_token = taken_ > 0 && std::find(stop_ids_.begin(), stop_ids_.end(), last_id(piece)) != stop_ids_.end();
-      piece.finish = aborted ? FinishReason::ABORT : stop_token ? FinishReason::STOP : FinishReason::LENGTH;
+      piece.finish = aborted                  ? FinishReason::ABORT
+                     : stop_token || completed ? FinishReason::STOP
+                                               : FinishReason::LENGTH;
     }
     if (piece.finish) done_ = true;
     return piece;

@@ -96,8 +96,8 @@ void RootRelay::relay_loop() {
   }
 }
 
-void RootRelay::ended_on_replica_0(uint64_t ticket, bool aborted, bool cancelled) {
-  frontend_.on_finish(ticket, aborted, cancelled);
+void RootRelay::ended_on_replica_0(uint64_t ticket, bool aborted, bool cancelled, bool completed) {
+  frontend_.on_finish(ticket, aborted, cancelled, completed);
   std::lock_guard lock(mutex_);
   router_.ended(0);
   replica_of_.erase(ticket);
@@ -128,8 +128,8 @@ void RootRelay::deliver(const std::string& message, int source) {
   const TokenReport r = decode_report(message);
   for (const TokenReport::PromptScores& p : r.prompts) frontend_.on_prompt_logprobs(p.ticket, p.logprobs);
   for (const TokenReport::Token& t : r.tokens)
-    frontend_.on_token(t.ticket, t.token, t.last, t.logprobs ? &*t.logprobs : nullptr);
-  for (const TokenReport::Ending& e : r.endings) frontend_.on_finish(e.ticket, e.aborted, e.cancelled);
+    frontend_.on_token(t.ticket, t.token, t.logprobs ? &*t.logprobs : nullptr);
+  for (const TokenReport::Ending& e : r.endings) frontend_.on_finish(e.ticket, e.aborted, e.cancelled, e.completed);
   std::lock_guard lock(mutex_);
   for (const TokenReport::Ending& e : r.endings)
     if (auto it = replica_of_.find(e.ticket); it != replica_of_.end()) {

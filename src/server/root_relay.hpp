@@ -42,7 +42,7 @@ class RootRelay {
   // reports).
   InboxBatch next_batch(bool idle);
   // Replica 0's side of a request's end, and its count of prompt tokens taken from its cache.
-  void ended_on_replica_0(uint64_t ticket, bool aborted, bool cancelled);
+  void ended_on_replica_0(uint64_t ticket, bool aborted, bool cancelled, bool completed);
   void note_reused_on_replica_0(int64_t total);
   // After the stop: waits for every other replica's last report, then shuts the HTTP server down.
   void finish();

@@ -85,15 +85,15 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
         options, text, [&](const serving::GenerationRequest& r) { generator_ptr->check(r, "the request"); },
         reinterpret_cast<const volatile int*>(&g_stop_requested));
     relay = std::make_unique<RootRelay>(*frontend, control.comm, leader_rank, cache.slots(), relay_thread);
-    go.on_token = [&](size_t handle, int32_t token, bool last, const serving::TokenLogprobs* logprobs) {
-      frontend->on_token(ticket_of[handle], token, last, logprobs);
+    go.on_token = [&](size_t handle, int32_t token, bool /*last: the ending follows*/, const serving::TokenLogprobs* logprobs) {
+      frontend->on_token(ticket_of[handle], token, logprobs);
     };
     go.on_prompt_logprobs = [&](size_t handle, const std::vector<serving::TokenLogprobs>& logprobs) {
       frontend->on_prompt_logprobs(ticket_of[handle], logprobs);
     };
   } else if (leader) {
-    go.on_token = [&](size_t handle, int32_t token, bool last, const serving::TokenLogprobs* logprobs) {
-      report.tokens.push_back({ticket_of[handle], token, last, logprobs ? std::optional(*logprobs) : std::nullopt});
+    go.on_token = [&](size_t handle, int32_t token, bool /*last: the ending follows*/, const serving::TokenLogprobs* logprobs) {
+      report.tokens.push_back({ticket_of[handle], token, logprobs ? std::optional(*logprobs) : std::nullopt});
     };
     go.on_prompt_logprobs = [&](size_t handle, const std::vector<serving::TokenLogprobs>& logprobs) {
       report.prompts.push_back({ticket_of[handle], logprobs});
@@ -103,9 +103,9 @@ void serve(const serving::CausalLm& model, serving::KvCache& cache, const MeshDe
     const uint64_t ticket = ticket_of[handle];
     handle_of.erase(ticket);
     if (root)
-      relay->ended_on_replica_0(ticket, stopping, output.cancelled);
+      relay->ended_on_replica_0(ticket, stopping, output.cancelled, output.completed);
     else if (leader)
-      report.endings.push_back({ticket, stopping, output.cancelled});
+      report.endings.push_back({ticket, stopping, output.cancelled, output.completed});
   });
   generator_ptr = &generator;
 

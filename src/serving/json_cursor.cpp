@@ -52,7 +52,9 @@ JsonCursor::JsonCursor(const JsonGrammar& grammar) : grammar_(&grammar) { push(g
 void JsonCursor::copy_from(const JsonCursor& other) {
   grammar_ = other.grammar_;
   depth_ = other.depth_;
-  whitespace_run_ = other.whitespace_run_;
+  containers_ = other.containers_;
+  indent_ = other.indent_;
+  line_broken_ = other.line_broken_;
   std::copy_n(other.frames_.begin(), depth_, frames_.begin());
 }
 
@@ -73,12 +75,18 @@ bool JsonCursor::feed(uint8_t byte) {
   while (depth_ > 0) {
     switch (step(frames_[static_cast<size_t>(depth_ - 1)], byte)) {
       case Step::TAKEN:
-        if (!spaced_) whitespace_run_ = 0;
+        if (!spaced_) {
+          indent_ = 0;
+          line_broken_ = false;
+          if (byte == '{' || byte == '[') containers_ += opens(frames_[static_cast<size_t>(depth_ - 1)]) ? 1 : 0;
+        }
         return true;
       case Step::REFUSED: return false;
       case Step::ENDED_TAKEN:
+        if (closes(frames_[static_cast<size_t>(depth_ - 1)], byte)) --containers_;
         --depth_;
-        whitespace_run_ = 0;
+        indent_ = 0;
+        line_broken_ = false;
         return true;
       case Step::ENDED_NOT_TAKEN: --depth_; continue;  // the enclosing value reads the byte
       case Step::PUSHED: continue;                     // the new innermost frame reads it
@@ -87,11 +95,33 @@ bool JsonCursor::feed(uint8_t byte) {
   return false;  // the root value is complete: nothing may follow
 }
 
-JsonCursor::Step JsonCursor::space() {
-  if (whitespace_run_ >= kMaxWhitespaceRun) return Step::REFUSED;
-  ++whitespace_run_;
+JsonCursor::Step JsonCursor::space(uint8_t byte) {
+  if (byte == '\n') {
+    if (line_broken_ || indent_ > 0) return Step::REFUSED;
+    line_broken_ = true;
+  } else if (byte == ' ' || byte == '\t') {
+    if (indent_ >= kIndentPerLevel * std::max(containers_, 1)) return Step::REFUSED;
+    ++indent_;
+  } else {
+    return Step::REFUSED;  // '\r'
+  }
   spaced_ = true;
   return Step::TAKEN;
+}
+
+// Whether the frame just took the '{' or '[' that opens it, or a key or a string ('{' inside a
+// string or a literal is text).
+bool JsonCursor::opens(const Frame& f) const {
+  if (f.node < 0) return false;
+  const Kind kind = grammar_->node(f.node).kind;
+  return (kind == Kind::OBJECT && f.phase == kObjectOpen) || (kind == Kind::ARRAY && f.phase == kArrayOpen);
+}
+
+// Whether the frame ends with `byte` closing an object or an array (not a string or a literal).
+bool JsonCursor::closes(const Frame& f, uint8_t byte) const {
+  if (f.node < 0 || (byte != '}' && byte != ']')) return false;
+  const Kind kind = grammar_->node(f.node).kind;
+  return kind == Kind::OBJECT || kind == Kind::ARRAY;
 }
 
 JsonCursor::Step JsonCursor::step(Frame& f, uint8_t byte) {
@@ -105,7 +135,7 @@ JsonCursor::Step JsonCursor::step(Frame& f, uint8_t byte) {
     case Kind::INTEGER: return step_number(f, true, byte);
     case Kind::LITERALS: return step_literals(f, n, byte);
     case Kind::CHOICE:
-      if (is_space(byte)) return space();
+      if (is_space(byte)) return space(byte);
       for (int32_t a : n.alternatives)
         if (grammar_->node(a).first.test(byte)) {
           f = Frame{a, kStart, 0, 0, 0, 0, 0, 0};
@@ -117,7 +147,7 @@ JsonCursor::Step JsonCursor::step(Frame& f, uint8_t byte) {
 }
 
 JsonCursor::Step JsonCursor::step_object(Frame& f, const JsonGrammar::Node& n, uint8_t byte) {
-  if (f.phase != kObjectKey && is_space(byte)) return space();
+  if (f.phase != kObjectKey && is_space(byte)) return space(byte);
   const bool listed = !n.keys.empty();
   const uint64_t all = n.keys.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n.keys.size()) - 1;
   const bool may_close = (n.required & ~f.seen) == 0;
@@ -175,7 +205,7 @@ JsonCursor::Step JsonCursor::step_object(Frame& f, const JsonGrammar::Node& n, u
 }
 
 JsonCursor::Step JsonCursor::step_array(Frame& f, const JsonGrammar::Node& n, uint8_t byte) {
-  if (is_space(byte)) return space();
+  if (is_space(byte)) return space(byte);
   auto begin_item = [&] {
     f.phase = kArrayAfterValue;
     ++f.count;
@@ -204,7 +234,7 @@ JsonCursor::Step JsonCursor::step_array(Frame& f, const JsonGrammar::Node& n, ui
 JsonCursor::Step JsonCursor::step_string(Frame& f, uint8_t byte) {
   switch (f.phase) {
     case kStart:
-      if (is_space(byte)) return space();
+      if (is_space(byte)) return space(byte);
       if (byte != '"') return Step::REFUSED;
       f.phase = kStringBody;
       return Step::TAKEN;
@@ -288,7 +318,7 @@ JsonCursor::Step JsonCursor::step_number(Frame& f, bool integer, uint8_t byte) {
   const bool exponent = !integer && (byte == 'e' || byte == 'E');
   switch (f.phase) {
     case kStart:
-      if (is_space(byte)) return space();
+      if (is_space(byte)) return space(byte);
       if (byte == '-') return to(kNumberMinus);
       [[fallthrough]];
     case kNumberMinus:
@@ -317,7 +347,7 @@ JsonCursor::Step JsonCursor::step_number(Frame& f, bool integer, uint8_t byte) {
 
 JsonCursor::Step JsonCursor::step_literals(Frame& f, const JsonGrammar::Node& n, uint8_t byte) {
   if (f.phase == kStart) {
-    if (is_space(byte)) return space();
+    if (is_space(byte)) return space(byte);
     f.phase = kLiteralMatch;
     f.lo = 0;
     f.hi = static_cast<uint32_t>(n.literals.size());

@@ -459,6 +459,64 @@ def check_choices(port, weights):
           "one usage for both")
 
 
+# A response_format schema whose answers are short: {"verdict": "no", "ok": true}, spaced.
+VERDICT_SCHEMA = {"type": "object", "properties": {"verdict": {"enum": ["yes", "no", "maybe"]}, "ok": {"type": "boolean"}},
+                  "required": ["verdict", "ok"], "additionalProperties": False}
+VERDICT_REQUEST = {"prompt": "verdict:", "max_tokens": 200, "return_token_ids": True,
+                   "response_format": {"type": "json_schema", "json_schema": {"name": "v", "schema": VERDICT_SCHEMA}}}
+
+
+def follows_verdict_schema(text):
+    """VERDICT_SCHEMA checked by hand, apart from the server's grammar."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and set(value) == {"verdict", "ok"} and value["verdict"] in ("yes", "no", "maybe") \
+        and isinstance(value["ok"], bool)
+
+
+def check_structured_output(port):
+    """response_format: json_schema answers are JSON that follows the schema and end with the value
+    ("stop"), greedy and sampled, whole and streamed; json_object answers are objects; a schema the
+    server cannot follow is refused naming the keyword. Returns the greedy json_schema answer's ids."""
+    status, text = post(port, "/v1/completions", VERDICT_REQUEST)
+    greedy = json.loads(text)["choices"][0]
+    _, plain = post(port, "/v1/completions", {k: v for k, v in VERDICT_REQUEST.items() if k != "response_format"})
+    check(status == 200 and follows_verdict_schema(greedy["text"]) and greedy["finish_reason"] == "stop" and
+          greedy["text"] != json.loads(plain)["choices"][0]["text"],
+          f"json_schema, greedy: the answer follows the schema and ends with it ({greedy['text']!r}, "
+          f"{greedy['finish_reason']}); without response_format the model writes otherwise")
+    sampled = dict(VERDICT_REQUEST, n=4, temperature=1.0, seed=3)
+    status, text = post(port, "/v1/completions", sampled)
+    choices = json.loads(text)["choices"]
+    _, events = stream(port, "/v1/completions", sampled)
+    streamed = ["".join(c["text"] for e in events[:-1] for c in e["choices"] if c["index"] == i) for i in range(4)]
+    check(status == 200 and all(follows_verdict_schema(c["text"]) and c["finish_reason"] == "stop" for c in choices)
+          and streamed == [c["text"] for c in choices] and len({c["text"] for c in choices}) > 1,
+          f"json_schema, n = 4 sampled: every choice follows the schema and ends with it, streamed alike "
+          f"({[c['text'] for c in choices]})")
+    status, text = post(port, "/v1/chat/completions", {"messages": CONVERSATIONS[0], "max_tokens": 48,
+                                                       "response_format": {"type": "json_object"}})
+    choice = json.loads(text)["choices"][0]
+    content = choice["message"]["content"]
+    if choice["finish_reason"] == "stop":
+        whole = isinstance(json.loads(content), dict)
+    else:  # the value was still open at max_tokens
+        whole = choice["finish_reason"] == "length" and content.lstrip().startswith("{")
+    check(status == 200 and whole, f"json_object, chat: a JSON object, or the start of one at max_tokens "
+          f"({content!r}, {choice['finish_reason']})")
+    for body, needle in [({"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {
+                              "code": {"type": "string", "pattern": "^[a-z]+$"}}}}},
+                          "'pattern' at #/properties/code is not supported"),
+                         ({"type": "json_schema", "json_schema": {"schema": {"type": "integer"}}}, "the root may be a number"),
+                         ({"type": "xml"}, "'response_format' must be")]:
+        status, text = post(port, "/v1/completions", {"prompt": "a", "response_format": body})
+        message = json.loads(text).get("error", {}).get("message", "")
+        check(status == 400 and needle in message, f"response_format {str(body)[:50]}: 400 with '{needle}' ({message})")
+    return greedy["token_ids"]
+
+
 def check_seeded_sampling(port, weights):
     sampled = {"temperature": 0.8, "top_p": 0.9, "seed": 7}
     expected, _ = batch_job(weights, "sampled", [{"prompt": PROMPTS[1][0], "max_tokens": 8}], "--sampling", "top-p",
@@ -837,10 +895,11 @@ def check_tool_calls(port, block, encode, template):
           "tools with tool_choice none: the blocks stay content")
 
 
-def check_replicas(weights, expected_tokens):
+def check_replicas(weights, expected_tokens, structured):
     """dp: two replicas of one device and one slot each. While a long request holds replica 0's
     slot, the requests sent go to replica 1 (a replica with a free slot is preferred) and answer as
-    the batch job does; a stream on replica 1 reaches its client through rank 0; SIGTERM stops both."""
+    the batch job does, a response_format one as on the tp server (ending with its value, "stop");
+    a stream on replica 1 reaches its client through rank 0; SIGTERM stops both."""
     process, port, log = start_server(weights, os.path.join(WORK, "dp_port"), "--port", "0", "--mode", "dp",
                                       "--max-batch", "1", "--max-context", str(CONTEXT))
     try:
@@ -865,7 +924,13 @@ def check_replicas(weights, expected_tokens):
                 choice = json.loads(post(port, "/v1/completions", body)[1])["choices"][0]
                 results[i], logprobs[i] = choice["token_ids"], completion_logprobs(choice["logprobs"])
 
+        json_answer = []
+
+        def json_client():
+            json_answer.append(json.loads(post(port, "/v1/completions", VERDICT_REQUEST)[1])["choices"][0])
+
         threads = [threading.Thread(target=client, args=(i,)) for i in range(len(PROMPTS))]
+        threads.append(threading.Thread(target=json_client))
         for t in threads:
             t.start()
         for t in threads:
@@ -873,6 +938,8 @@ def check_replicas(weights, expected_tokens):
         long_response.read()
         conn.close()
         check(results == expected_tokens, "dp serving, 2 replicas: every request answers as the batch job does")
+        check(json_answer[0]["token_ids"] == structured and json_answer[0]["finish_reason"] == "stop",
+              "dp serving: a response_format request answers as on the tp server and ends with its value (\"stop\")")
         check(all(len(lp) == len(ids) and all(len(top) == 1 and logprob <= 0 for _, logprob, top, _ in lp)
                   for lp, ids in zip(logprobs, results)),
               "dp serving: every answer carries its log-probabilities, those from replica 1 too")
@@ -916,6 +983,7 @@ def main():
         check_conversation(port, weights)
         check_shared_start(port, weights)
         check_choices(port, weights)
+        structured = check_structured_output(port)
         check_seeded_sampling(port, weights)
         check_penalties(port, weights)
         check_stop_strings(port, expected_text)
@@ -924,7 +992,7 @@ def main():
         check_bad_requests(port, CONFIG["vocab_size"], expected_tokens)
         check_refusals(weights, port)
         check_shutdown(process, port, log)
-        check_replicas(weights, expected_tokens)
+        check_replicas(weights, expected_tokens, structured)
         check_parsers()
         check_unusable_template(model_dir, expected_tokens)
     except Exception as e:  # report, and never leave the server running

@@ -1,7 +1,8 @@
 # The Llama model and its generation loop at 1, 2, 4 and 8 ranks (every mesh shape of that size,
 # tp / 2d / dp / hybrid), against a float64 reference and against its own single-request runs.
 meshnn_add_mpi_test_binary(meshnn_mpi_llama_tests ${CMAKE_CURRENT_LIST_DIR}/test_llama.cpp
-                           ${CMAKE_CURRENT_LIST_DIR}/test_llama_generation.cpp ${CMAKE_CURRENT_LIST_DIR}/llama_test_models.cpp)
+                           ${CMAKE_CURRENT_LIST_DIR}/test_llama_generation.cpp
+                           ${CMAKE_CURRENT_LIST_DIR}/test_llama_structured.cpp ${CMAKE_CURRENT_LIST_DIR}/llama_test_models.cpp)
 foreach(ranks 1 2 4 8)
   meshnn_add_mpi_test(meshnn_mpi_llama_tests RANKS ${ranks} TIMEOUT 600)
 endforeach()

@@ -59,25 +59,60 @@ json random_value(std::mt19937& rng, int depth) {
   }
 }
 
-// `text` with runs of whitespace put between some of its tokens (outside strings).
-std::string spaced(const std::string& text, std::mt19937& rng, int longest_run) {
-  static const char kSpaces[] = {' ', '\t', '\n', '\r'};
+// `text` (compact JSON) with whitespace put before some of its structural characters, as the
+// grammar allows it: a line break or not, then up to kIndentPerLevel spaces or tabs per open
+// object or array.
+std::string spaced(const std::string& text, std::mt19937& rng) {
   std::string out;
   bool in_string = false, escaped = false;
+  int containers = 0;
   for (char c : text) {
-    const bool between = !in_string && (c == '{' || c == '}' || c == '[' || c == ']' || c == ',' || c == ':');
-    if (between && rng() % 2 == 0)
-      for (int i = static_cast<int>(rng() % static_cast<unsigned>(longest_run + 1)); i > 0; --i) out += kSpaces[rng() % 4];
+    if (!in_string && (c == '{' || c == '}' || c == '[' || c == ']' || c == ',' || c == ':') && rng() % 2 == 0) {
+      if (rng() % 2 == 0) out += '\n';
+      const int most = kIndentPerLevel * std::max(containers, 1);
+      for (int i = static_cast<int>(rng() % static_cast<unsigned>(most + 1)); i > 0; --i) out += rng() % 3 ? ' ' : '\t';
+    }
     out += c;
     if (in_string) {
       if (escaped) escaped = false;
       else if (c == '\\') escaped = true;
       else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
+    } else {
+      if (c == '{' || c == '[') ++containers;
+      if (c == '}' || c == ']') --containers;
+      if (c == '"') in_string = true;
     }
   }
   return out;
+}
+
+// Whether JSON text's whitespace between values is what the grammar allows: no carriage return, a
+// line break only first in its run, then at most kIndentPerLevel spaces or tabs per open object or
+// array (at least kIndentPerLevel). Written apart from the cursor.
+bool whitespace_allowed(const std::string& text) {
+  bool ok = true, in_string = false, escaped = false;
+  int containers = 0, indent = 0;
+  bool run_started = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      if (c == '\r' || (c == '\n' && run_started)) ok = false;
+      if (c == ' ' || c == '\t') ok = ok && ++indent <= kIndentPerLevel * std::max(containers, 1);
+      run_started = true;
+      continue;
+    }
+    run_started = false;
+    indent = 0;
+    if (c == '{' || c == '[') ++containers;
+    if (c == '}' || c == ']') --containers;
+    if (c == '"') in_string = true;
+  }
+  return ok;
 }
 
 TEST(JsonCursor, TakesEveryJsonObjectAndEndsWithIt) {
@@ -86,13 +121,13 @@ TEST(JsonCursor, TakesEveryJsonObjectAndEndsWithIt) {
   for (int trial = 0; trial < 400; ++trial) {
     json o = json::object();
     for (int i = static_cast<int>(rng() % 5); i > 0; --i) o["k" + std::to_string(i)] = random_value(rng, 4);
-    for (const std::string& text : {o.dump(), o.dump(2), spaced(o.dump(), rng, kMaxWhitespaceRun)})
+    for (const std::string& text : {o.dump(), o.dump(2), o.dump(4), spaced(o.dump(), rng)})
       EXPECT_TRUE(takes_exactly(*g, text)) << text;
     // Not an object at the root: an array, a string.
     EXPECT_FALSE(takes_exactly(*g, json::array({o}).dump()));
   }
   EXPECT_TRUE(takes_exactly(*g, "{}"));
-  EXPECT_TRUE(takes_exactly(*g, " \n{\"a\":[1,-0.5e+3,1E2,0,-0,\"\\u00e9\\ud83d\\ude00\"],\"\":{}}"));
+  EXPECT_TRUE(takes_exactly(*g, "\n {\"a\":[1,-0.5e+3,1E2,0,-0,\"\\u00e9\\ud83d\\ude00\"],\"\":{}}"));
 }
 
 // Whether nlohmann-json reads `text` as JSON; nothing when it stops at a number beyond double's
@@ -111,7 +146,7 @@ std::optional<bool> is_json(const std::string& text) {
 
 // Random edits of JSON text: whatever the cursor takes whole is JSON (nlohmann parses it) and an
 // object, and what nlohmann takes as an object the cursor takes too, up to the whitespace after
-// it (the cursor ends with the value).
+// it (the cursor ends with the value), when its whitespace is what the grammar allows.
 TEST(JsonCursor, AgreesWithNlohmannOnEditedText) {
   const auto g = JsonGrammar::any_object();
   std::mt19937 rng(11);
@@ -136,7 +171,8 @@ TEST(JsonCursor, AgreesWithNlohmannOnEditedText) {
     const std::optional<bool> read = is_json(text);
     if (!read) continue;
     const bool ours = takes_exactly(*g, text.substr(0, text.find_last_not_of(" \t\n\r") + 1));
-    const bool theirs = *read && text[text.find_first_not_of(" \t\n\r")] == '{';
+    const bool theirs =
+        *read && text[text.find_first_not_of(" \t\n\r")] == '{' && whitespace_allowed(text.substr(0, text.find_last_not_of(" \t\n\r") + 1));
     EXPECT_EQ(ours, theirs) << text;
     (ours ? taken : refused) += 1;
   }
@@ -159,13 +195,15 @@ TEST(JsonCursor, RefusesWhatJsonForbids) {
   EXPECT_TRUE(c.feed(static_cast<uint8_t>('8')));
 }
 
-TEST(JsonCursor, LimitsWhitespaceRunsAndDepth) {
+TEST(JsonCursor, LimitsWhitespaceAndDepth) {
   const auto g = JsonGrammar::any_object();
-  const std::string run(kMaxWhitespaceRun, ' ');
-  EXPECT_TRUE(takes_exactly(*g, "{" + run + "\"a\"" + run + ":" + run + "1" + run + "}"));
-  EXPECT_FALSE(takes_exactly(*g, "{" + run + " \"a\":1}"));
+  // One line break, then up to kIndentPerLevel spaces or tabs per open object or array.
+  EXPECT_TRUE(takes_exactly(*g, "\n    {\n    \"a\": [\n\t\t\t\t    \"b\"\n    ],\"c\" :1\n}"));
+  for (const char* text : {"     {}", "{     \"a\":1}", "{\"a\":[1,         2]}", "{\n\n\"a\":1}", "{ \n\"a\":1}",
+                           "{\r\n\"a\":1}"})
+    EXPECT_FALSE(takes_exactly(*g, text)) << text;
   // Spaces inside a string are its text, not whitespace between values.
-  EXPECT_TRUE(takes_exactly(*g, "{\"a\":\"" + run + run + "\"}"));
+  EXPECT_TRUE(takes_exactly(*g, "{\"a\":\"" + std::string(100, ' ') + "\"}"));
   // The root object and kMaxJsonDepth - 1 arrays in it: 64 open values, and no 65th.
   std::string deep = "{\"a\":";
   for (int i = 1; i < kMaxJsonDepth; ++i) deep += "[";

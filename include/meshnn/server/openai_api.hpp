@@ -66,6 +66,9 @@ struct ApiRequest {
   // (empty: none), and whether tool_choice is "none" (the answer is not parsed for calls).
   std::string tools;
   bool tool_choice_none = false;
+  // response_format json_schema's schema, as JSON text ({"type":"object"} for json_object): the
+  // answer is JSON that follows it (serving/json_grammar.hpp). None: text.
+  std::optional<std::string> json_schema;
 };
 
 // One generated token's log-probabilities as a response shows them: its text (the bytes it adds
@@ -83,7 +86,9 @@ inline constexpr int64_t kMaxChoices = 64;
 
 // Reads a request body. Throws ApiError(400) naming the field for malformed JSON, a wrong type, a
 // value out of range (n beyond kMaxChoices), an empty prompt or conversation, or a field meshnn does
-// not implement with a non-default value (best_of, functions, tool_choice "required", ...).
+// not implement with a non-default value (best_of, functions, tool_choice "required", ...). A
+// response_format's schema is read as JSON, not compiled (serving::JsonGrammar refuses what it
+// cannot follow).
 // A chat message's fields beyond role and content (tool_calls, tool_call_id, name, ...) go to the
 // template as given, except that a tool call's "arguments" JSON string is parsed into its object,
 // as vLLM does, so that templates can write it out with tojson.

@@ -54,13 +54,17 @@ class JsonCursor {
   Step step_string(Frame& f, uint8_t byte);
   Step step_number(Frame& f, bool integer, uint8_t byte);
   Step step_literals(Frame& f, const JsonGrammar::Node& n, uint8_t byte);
-  Step space();  // whitespace between values, within kMaxWhitespaceRun
+  Step space(uint8_t byte);  // whitespace between values: "\n" first, then indentation
   bool push(int32_t node, uint8_t phase);
+  bool opens(const Frame& f) const;
+  bool closes(const Frame& f, uint8_t byte) const;
 
   const JsonGrammar* grammar_ = nullptr;
   int32_t depth_ = 0;
-  int32_t whitespace_run_ = 0;  // whitespace bytes just taken between values
-  bool spaced_ = false;         // the byte being fed was taken as such whitespace
+  int32_t containers_ = 0;  // objects and arrays open
+  int32_t indent_ = 0;      // spaces and tabs just taken between values
+  bool line_broken_ = false;  // the whitespace just taken between values holds a line break
+  bool spaced_ = false;       // the byte being fed was taken as such whitespace
   std::array<Frame, kMaxJsonDepth> frames_;
 };
 

@@ -17,8 +17,10 @@
 //    all), whatever additionalProperties says; without properties it takes any keys, their values
 //    as additionalProperties says (any JSON when absent or true, none when false);
 //  - JSON text is written without leading zeros or lone surrogates, as JSON itself requires;
-//    whitespace between tokens comes in runs of at most kMaxWhitespaceRun bytes, so that a model
-//    cannot spend its answer on blank lines;
+//  - whitespace between tokens is at most one line break ("\n", first) and then spaces or tabs, at
+//    most kIndentPerLevel per open object or array (at least kIndentPerLevel): compact and
+//    pretty-printed JSON fit, and a model cannot spend its answer on blank lines and indentation
+//    (small models do);
 //  - values nest at most kMaxJsonDepth deep.
 // The root may not be a number: nothing after its last digit would say that it is complete.
 #pragma once
@@ -34,7 +36,7 @@
 namespace meshnn::serving {
 
 inline constexpr int kMaxJsonDepth = 64;
-inline constexpr int kMaxWhitespaceRun = 32;
+inline constexpr int kIndentPerLevel = 4;
 
 class JsonGrammar {
  public:

@@ -224,6 +224,16 @@ Generation run_generation(const LlmJobConfig& c, const JobRequests& job, const L
   return generation;
 }
 
+// What each token of the model's vocabulary writes (nothing past the tokenizer's): what a
+// response_format's grammar sees. Every rank needs it, to mask its shard of the vocabulary.
+std::shared_ptr<const serving::TokenBytes> token_bytes(const text::Tokenizer& tokenizer, int64_t vocab) {
+  auto bytes = std::make_shared<serving::TokenBytes>();
+  bytes->reserve(static_cast<size_t>(vocab));
+  const text::TokenTexts texts(tokenizer);
+  for (int64_t id = 0; id < vocab; ++id) bytes->push_back(texts(static_cast<int32_t>(id)));
+  return bytes;
+}
+
 // --serve: the OpenAI-compatible server until Ctrl-C. The text side is world rank 0's alone.
 void run_server(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig& config, const std::string& file,
                 const LlamaModel& model, serving::KvCache& cache, const MeshDevice& mesh, const Replicas& replicas,
@@ -236,6 +246,7 @@ void run_server(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig
   options.default_max_tokens = c.max_new_tokens;
   options.generation = generation_options(c, job);
   options.generation.reuse_prefixes = c.prefix_reuse;
+  if (job.text_tokenizer() != nullptr) options.generation.token_bytes = token_bytes(*job.text_tokenizer(), config.vocab_size);
   if (!c.reasoning_parser.empty()) options.reasoning_parser = server::reasoning_parser_named(c.reasoning_parser);
   if (!c.tool_call_parser.empty()) options.tool_call_parser = server::tool_call_parser_named(c.tool_call_parser);
   server::ServeText text;

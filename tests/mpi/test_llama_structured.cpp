@@ -1,0 +1,131 @@
+// Structured output on the Llama model at 1, 2, 4 and 8 ranks (the vocabulary, and so the token
+// mask, sharded over the mesh): every token a request with a grammar draws is the one the sampler
+// picks from its raw logits once every token the grammar refuses is set to -inf, worked out here
+// from the whole vocabulary by feeding each token's bytes to a cursor of its own.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <random>
+
+#include "llama_test_models.hpp"
+#include "meshnn/serving/generator.hpp"
+#include "meshnn/serving/json_cursor.hpp"
+#include "meshnn/serving/json_grammar.hpp"
+
+namespace meshnn::models::llama {
+namespace {
+
+using namespace test_models;
+
+// A made-up vocabulary of JSON pieces for the tiny model's 250 ids: single characters (every one
+// the schemas' keys and literals need, so no answer is ever stuck), longer pieces sharing starts, and ids 0-2 and a few more writing nothing,
+// like special tokens.
+std::shared_ptr<const serving::TokenBytes> json_pieces(int64_t vocab) {
+  const std::vector<std::string> singles = {"{", "}", "[", "]", "\"", ":", ",", " ", "\n", "-", ".", "e",
+                                            "0", "1", "5", "9", "a", "b", "t", "r", "u", "f", "l", "s",
+                                            "n", "o", "k", "y", "i", "d", "m", "\\", "\xC3\xA9"};
+  const std::vector<std::string> parts = {"{\"", "\":", "\",", "\"}", "true", "null", "false", "ok", "yes", "no",
+                                          "name", "\": \"", "12", "],", "[{", "}]", " \"", "e5", "\"\n"};
+  auto bytes = std::make_shared<serving::TokenBytes>(static_cast<size_t>(vocab));
+  std::mt19937 rng(4);
+  for (int64_t id = 3; id < vocab; ++id) {
+    if (id % 41 == 0) continue;
+    const size_t k = static_cast<size_t>(id - 3);
+    if (k < singles.size()) {
+      (*bytes)[static_cast<size_t>(id)] = singles[k];
+    } else {
+      std::string t;
+      for (int n = 1 + static_cast<int>(rng() % 2); n > 0; --n)
+        t += rng() % 3 == 0 ? singles[rng() % singles.size()] : parts[rng() % parts.size()];
+      (*bytes)[static_cast<size_t>(id)] = t;
+    }
+  }
+  return bytes;
+}
+
+// The sampler's choice from `logits` (the whole vocabulary) after the grammar's mask, given the
+// answer so far; -1 when nothing is allowed.
+int32_t expected_token(std::span<const float> logits, const serving::TokenBytes& bytes, const serving::JsonCursor& at,
+                       const GenerationRequest& r, int64_t step) {
+  std::vector<float> masked(logits.begin(), logits.end());
+  bool any = false;
+  for (size_t id = 0; id < masked.size(); ++id) {
+    serving::JsonCursor c = at;
+    const bool takes = id < bytes.size() && !bytes[id].empty() && c.feed(bytes[id]);
+    if (!takes) masked[id] = -std::numeric_limits<float>::infinity();
+    any = any || takes;
+  }
+  if (!any) return -1;
+  const serving::SampleRow row{r.id, step};
+  return serving::sample_full(masked, static_cast<int64_t>(masked.size()), std::span(&row, 1),
+                              r.sampling.value_or(serving::SamplingParams{}))[0];
+}
+
+TEST(Llama, StructuredOutputDrawsFromTheGrammarsTokens) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto bytes = json_pieces(config.vocab_size);
+  std::vector<GenerationRequest> requests = ragged_requests(config.vocab_size, 40);
+  const auto any_object = serving::JsonGrammar::any_object();
+  const auto person = serving::JsonGrammar::from_schema(
+      R"({"type": "object", "properties": {"name": {"type": "string"}, "ok": {"type": "boolean"},
+          "kind": {"enum": ["yes", "no", 15]}}, "required": ["ok", "kind"], "additionalProperties": false})");
+  requests[0].grammar = any_object;
+  requests[1].grammar = person;
+  requests[2].grammar = person;
+  requests[2].sampling = serving::SamplingParams{serving::SamplingMode::TOP_P, 0.8, 0, 0.95, 3};
+  // requests[3] runs beside them without a grammar: its tokens are those it makes alone.
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
+  serving::KvCache cache = model.make_cache(3, 96, DataType::FLOAT32);
+  GenerationOptions go;
+  go.keep_logits = true;
+  go.token_bytes = bytes;
+  const GenerationResult result = serving::generate(model, cache, requests, go);
+  const GenerationResult free_run = serving::generate(model, cache, std::span(&requests[3], 1), go);
+
+  bool drawn_as_masked = true, ended_right = true;
+  int completed = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const serving::RequestOutput& out = result.outputs[i];
+    serving::JsonCursor at(*requests[i].grammar);
+    const auto vocab = static_cast<size_t>(config.vocab_size);
+    for (size_t t = 0; t < out.tokens.size(); ++t) {
+      const std::span<const float> logits(out.logits.data() + t * vocab, vocab);
+      const int32_t want = expected_token(logits, *bytes, at, requests[i], static_cast<int64_t>(t));
+      drawn_as_masked = drawn_as_masked && out.tokens[t] == want;
+      drawn_as_masked = drawn_as_masked && at.feed((*bytes)[static_cast<size_t>(out.tokens[t])]);
+      if (!drawn_as_masked) break;
+    }
+    ended_right = ended_right && out.completed == at.complete() &&
+                  (out.completed || static_cast<int64_t>(out.tokens.size()) == requests[i].max_new_tokens);
+    completed += out.completed ? 1 : 0;
+  }
+  const bool beside = result.outputs[3].tokens == free_run.outputs[0].tokens && !result.outputs[3].completed;
+  // The schema's answers are short ({"ok":true,"kind":"no"}): at least one closes within 40 tokens.
+  EXPECT_TRUE(all_ranks_ok(drawn_as_masked && ended_right && beside && completed >= 1))
+      << "drawn as masked: " << drawn_as_masked << ", ended right: " << ended_right << ", completed: " << completed
+      << ", the request without a grammar unchanged: " << beside;
+}
+
+// A request with a grammar needs the token bytes; without them it is refused before any pass.
+TEST(Llama, StructuredOutputNeedsTheTokenBytes) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  std::vector<GenerationRequest> requests = ragged_requests(config.vocab_size, 4);
+  requests[1].grammar = serving::JsonGrammar::any_object();
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
+  serving::KvCache cache = model.make_cache(2, 64, DataType::FLOAT32);
+  std::string message;
+  try {
+    serving::generate(model, cache, requests, GenerationOptions{});
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_TRUE(all_ranks_ok(message.find("request 1: structured output needs the model's tokenizer") != std::string::npos))
+      << message;
+}
+
+}  // namespace
+}  // namespace meshnn::models::llama
