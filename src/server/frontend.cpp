@@ -196,8 +196,9 @@ serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {
     inputs.json_variables = text::with_variables(text_.chat_variables, api.chat_template_kwargs);
     if (!api.tools.empty()) {
       if (!api.tool_choice_none && options_.tool_call_parser == ToolCallParser::NONE)
-        throw ApiError(400, "'tools' with tool_choice \"auto\" needs a server started with --tool-call-parser "
-                            "(hermes); with tool_choice \"none\" the model sees the tools but its calls are not parsed");
+        throw ApiError(400, "'tools' with tool_choice \"auto\", \"required\" or a function needs a server started "
+                            "with --tool-call-parser (hermes); with tool_choice \"none\" the model sees the tools but "
+                            "its calls are not parsed");
       inputs.json_variables = text::with_variables(std::move(inputs.json_variables), {{"tools", api.tools}});
     }
     // As apply_chat_template: the template writes BOS where the model wants it.
@@ -221,6 +222,15 @@ serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {
     if (text_.tokenizer == nullptr)
       throw ApiError(400, "'response_format' needs the model's tokenizer, to know what each token writes");
     g.grammar = serving::JsonGrammar::from_schema(*api.json_schema);
+  }
+  if (api.tool_choice_required) {
+    // The answer is one call block, its JSON following the tool's parameters.
+    const ToolCallGrammar call = tool_call_grammar(options_.tool_call_parser, api.tools, api.tool_choice_name);
+    try {
+      g.grammar = serving::JsonGrammar::from_schema(call.schema, call.open, call.close);
+    } catch (const Error& e) {
+      throw ApiError(400, fmt::format("tool_choice: the tools' parameters cannot be followed: {}", e.what()));
+    }
   }
   check_(g);
   return g;

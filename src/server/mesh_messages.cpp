@@ -37,7 +37,7 @@ std::string encode(const InboxBatch& b) {
                         {"repetition", r.penalties->repetition},
                         {"bias", r.penalties->bias}};
     // A grammar travels as its schema; each device compiles it again (the same nodes).
-    if (r.grammar) a["grammar"] = r.grammar->schema();
+    if (r.grammar) a["grammar"] = {r.grammar->schema(), r.grammar->prefix(), r.grammar->suffix()};
     j["arrivals"].push_back(std::move(a));
   }
   return j.dump();
@@ -71,7 +71,9 @@ InboxBatch decode_batch(const std::string& text) {
                                             p.at("repetition").get<double>(),
                                             p.at("bias").get<std::vector<std::pair<int32_t, float>>>()};
     }
-    if (a.contains("grammar")) r.grammar = serving::JsonGrammar::from_schema(a.at("grammar").get<std::string>());
+    if (const auto g = a.find("grammar"); g != a.end())
+      r.grammar = serving::JsonGrammar::from_schema(g->at(0).get<std::string>(), g->at(1).get<std::string>(),
+                                                    g->at(2).get<std::string>());
     b.arrivals.emplace_back(a.at("ticket").get<uint64_t>(), std::move(r));
   }
   return b;

@@ -138,15 +138,30 @@ void read_messages(const json& body, ApiRequest& r) {
   }
 }
 
-// tools: a list of {"type": "function", "function": {"name": ..., ...}}; tool_choice "auto" or "none".
+// tools: a list of {"type": "function", "function": {"name": ..., ...}}; tool_choice "auto", "none",
+// "required" or {"type": "function", "function": {"name": ...}}.
 void read_tools(const json& body, ApiRequest& r) {
   const json* tools = field(body, "tools");
   if (const json* choice = field(body, "tool_choice"); choice != nullptr) {
-    if (!choice->is_string() || (*choice != "auto" && *choice != "none"))
-      bad(fmt::format("'tool_choice' {} is not supported: meshnn's server takes \"auto\" and \"none\"", choice->dump()));
-    r.tool_choice_none = *choice == "none";
+    const json* function = choice->is_object() && choice->value("type", "") == "function" ? field(*choice, "function")
+                                                                                           : nullptr;
+    const json* name = function != nullptr && function->is_object() ? field(*function, "name") : nullptr;
+    if (name != nullptr && name->is_string()) {
+      r.tool_choice_required = true;
+      r.tool_choice_name = name->get<std::string>();
+    } else if (choice->is_string() && (*choice == "auto" || *choice == "none" || *choice == "required")) {
+      r.tool_choice_none = *choice == "none";
+      r.tool_choice_required = *choice == "required";
+    } else {
+      bad(fmt::format("'tool_choice' must be \"auto\", \"none\", \"required\" or {{\"type\": \"function\", "
+                      "\"function\": {{\"name\": ...}}}}, got {}",
+                      choice->dump()));
+    }
   }
-  if (tools == nullptr || (tools->is_array() && tools->empty())) return;
+  if (tools == nullptr || (tools->is_array() && tools->empty())) {
+    if (r.tool_choice_required) bad("'tool_choice' asks for a call, and there are no 'tools'");
+    return;
+  }
   if (r.endpoint != Endpoint::CHAT_COMPLETIONS) bad("'tools' applies to /v1/chat/completions only");
   if (!tools->is_array()) bad("'tools' must be a list of function definitions");
   for (size_t i = 0; i < tools->size(); ++i) {
@@ -156,6 +171,10 @@ void read_tools(const json& body, ApiRequest& r) {
         !function->contains("name") || !(*function)["name"].is_string())
       bad(fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ..., ...}}}}", i));
   }
+  const bool named = r.tool_choice_name.empty() ||
+                     std::any_of(tools->begin(), tools->end(),
+                                 [&](const json& t) { return t["function"]["name"] == r.tool_choice_name; });
+  if (!named) bad(fmt::format("'tool_choice' names the function '{}', which is not among 'tools'", r.tool_choice_name));
   r.tools = tools->dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -351,7 +370,9 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   read_logit_bias(body, r);
   read_stop(body, r);
   read_response_format(body, r);
-  if (const json* ids = field(body, "stop_token_ids"); ids != nullptr) {
+  if (r.json_schema && r.tool_choice_required)
+    bad("'response_format' and a 'tool_choice' that asks for a call cannot be combined: the call's JSON follows the "
+        "tool's parameters");  if (const json* ids = field(body, "stop_token_ids"); ids != nullptr) {
     if (!ids->is_array()) bad("'stop_token_ids' must be a list of token ids");
     r.stop_token_ids = token_ids(*ids, "stop_token_ids");
   }
@@ -367,6 +388,9 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   }
   r.return_token_ids = flag(body, "return_token_ids");
   read_tools(body, r);
+  if (r.json_schema && r.tool_choice_required)
+    bad("'response_format' and a 'tool_choice' that asks for a call cannot be combined: the call's JSON follows the "
+        "tool's parameters");
   if (const json* kwargs = field(body, "chat_template_kwargs"); kwargs != nullptr) {
     if (endpoint != Endpoint::CHAT_COMPLETIONS) bad("'chat_template_kwargs' applies to /v1/chat/completions only");
     try {

@@ -30,6 +30,23 @@ ToolCallParser tool_call_parser_named(std::string_view name) {
   throw Error(fmt::format("unknown tool call parser '{}' (expected hermes)", name));
 }
 
+ToolCallGrammar tool_call_grammar(ToolCallParser parser, std::string_view tools_json, const std::string& name) {
+  MESHNN_CHECK(parser == ToolCallParser::HERMES, "tool_call_grammar: no tool call parser");
+  using json = nlohmann::ordered_json;
+  json calls = json::array();
+  for (const json& tool : json::parse(tools_json)) {
+    const json& function = tool.at("function");
+    if (!name.empty() && function.at("name") != name) continue;
+    const json parameters = function.contains("parameters") ? function["parameters"] : json{{"type", "object"}};
+    calls.push_back({{"type", "object"},
+                     {"properties", {{"name", {{"const", function.at("name")}}}, {"arguments", parameters}}},
+                     {"required", {"name", "arguments"}},
+                     {"additionalProperties", false}});
+  }
+  const json schema = calls.size() == 1 ? calls[0] : json{{"anyOf", calls}};
+  return {schema.dump(), std::string(kOpen), std::string(kClose)};
+}
+
 ToolCallSplitter::ToolCallSplitter(ToolCallParser parser) : parser_(parser) {}
 
 ToolCallSplitter::Split ToolCallSplitter::push(std::string_view text, bool last) {

@@ -22,6 +22,8 @@ constexpr uint8_t kNumberMinus = 1, kNumberZero = 2, kNumberInt = 3, kNumberDot 
                   kNumberExpSign = 7, kNumberExp = 8;
 // LITERALS
 constexpr uint8_t kLiteralMatch = 1;
+// TAGGED (then the chosen OBJECT's phases)
+constexpr uint8_t kTagOpen = 1, kTagKey = 2, kTagColon = 3, kTagValue = 4;
 
 constexpr int32_t kKeyString = -1;  // the node of a frame writing a key of an object of any keys
 
@@ -47,11 +49,19 @@ std::pair<uint32_t, uint32_t> narrow(const std::vector<std::string>& texts, uint
 
 }  // namespace
 
-JsonCursor::JsonCursor(const JsonGrammar& grammar) : grammar_(&grammar) { push(grammar.root(), kStart); }
+JsonCursor::JsonCursor(const JsonGrammar& grammar) : grammar_(&grammar) {
+  if (grammar.prefix().empty()) push(grammar.root(), kStart);
+}
+
+bool JsonCursor::complete() const {
+  return depth_ == 0 && prefix_at_ == grammar_->prefix().size() && suffix_at_ == grammar_->suffix().size();
+}
 
 void JsonCursor::copy_from(const JsonCursor& other) {
   grammar_ = other.grammar_;
   depth_ = other.depth_;
+  prefix_at_ = other.prefix_at_;
+  suffix_at_ = other.suffix_at_;
   containers_ = other.containers_;
   indent_ = other.indent_;
   line_broken_ = other.line_broken_;
@@ -72,6 +82,12 @@ bool JsonCursor::feed(std::string_view bytes) {
 
 bool JsonCursor::feed(uint8_t byte) {
   spaced_ = false;
+  const std::string& prefix = grammar_->prefix();
+  if (prefix_at_ < prefix.size()) {
+    if (byte != static_cast<uint8_t>(prefix[prefix_at_])) return false;
+    if (++prefix_at_ == prefix.size()) push(grammar_->root(), kStart);
+    return true;
+  }
   while (depth_ > 0) {
     switch (step(frames_[static_cast<size_t>(depth_ - 1)], byte)) {
       case Step::TAKEN:
@@ -92,7 +108,13 @@ bool JsonCursor::feed(uint8_t byte) {
       case Step::PUSHED: continue;                     // the new innermost frame reads it
     }
   }
-  return false;  // the root value is complete: nothing may follow
+  // The value is complete: then the suffix, after whitespace as between values.
+  const std::string& suffix = grammar_->suffix();
+  if (suffix_at_ == suffix.size()) return false;
+  if (suffix_at_ == 0 && is_space(byte)) return space(byte) == Step::TAKEN;
+  if (byte != static_cast<uint8_t>(suffix[suffix_at_])) return false;
+  ++suffix_at_;
+  return true;
 }
 
 JsonCursor::Step JsonCursor::space(uint8_t byte) {
@@ -114,7 +136,8 @@ JsonCursor::Step JsonCursor::space(uint8_t byte) {
 bool JsonCursor::opens(const Frame& f) const {
   if (f.node < 0) return false;
   const Kind kind = grammar_->node(f.node).kind;
-  return (kind == Kind::OBJECT && f.phase == kObjectOpen) || (kind == Kind::ARRAY && f.phase == kArrayOpen);
+  return (kind == Kind::OBJECT && f.phase == kObjectOpen) || (kind == Kind::ARRAY && f.phase == kArrayOpen) ||
+         (kind == Kind::TAGGED && f.phase == kTagOpen);
 }
 
 // Whether the frame ends with `byte` closing an object or an array (not a string or a literal).
@@ -134,6 +157,7 @@ JsonCursor::Step JsonCursor::step(Frame& f, uint8_t byte) {
     case Kind::NUMBER: return step_number(f, false, byte);
     case Kind::INTEGER: return step_number(f, true, byte);
     case Kind::LITERALS: return step_literals(f, n, byte);
+    case Kind::TAGGED: return step_tagged(f, n, byte);
     case Kind::CHOICE:
       if (is_space(byte)) return space(byte);
       for (int32_t a : n.alternatives)
@@ -200,6 +224,51 @@ JsonCursor::Step JsonCursor::step_object(Frame& f, const JsonGrammar::Node& n, u
       f.phase = kObjectAfterValue;
       return push(listed ? n.key_values[static_cast<size_t>(f.count)] : n.any_key_value, kStart) ? Step::TAKEN
                                                                                                    : Step::REFUSED;
+  }
+  return Step::REFUSED;
+}
+
+// The discriminator's key first, then its value; that value's object takes over the frame, as
+// if it had written them itself.
+JsonCursor::Step JsonCursor::step_tagged(Frame& f, const JsonGrammar::Node& n, uint8_t byte) {
+  const std::string& key = n.keys.front();
+  const bool spaced = f.phase != kTagKey && !(f.phase == kTagValue && f.matched > 0);
+  if (spaced && is_space(byte)) return space(byte);
+  switch (f.phase) {
+    case kStart:
+      if (byte != '{') return Step::REFUSED;
+      f.phase = kTagOpen;
+      return Step::TAKEN;
+    case kTagOpen:
+      if (byte != '"') return Step::REFUSED;
+      f.phase = kTagKey;
+      return Step::TAKEN;
+    case kTagKey:
+      if (f.matched >= key.size() || static_cast<uint8_t>(key[f.matched]) != byte) return Step::REFUSED;
+      if (++f.matched == key.size()) {
+        f.phase = kTagColon;
+        f.matched = 0;
+      }
+      return Step::TAKEN;
+    case kTagColon:
+      if (byte != ':') return Step::REFUSED;
+      f.phase = kTagValue;
+      f.lo = 0;
+      f.hi = static_cast<uint32_t>(n.literals.size());
+      return Step::TAKEN;
+    case kTagValue: {
+      const auto [lo, hi] = narrow(n.literals, f.lo, f.hi, f.matched, byte);
+      if (lo == hi) return Step::REFUSED;
+      f.lo = lo;
+      f.hi = hi;
+      // The values are strings: each ends with its closing quote, which no other has there.
+      if (n.literals[lo].size() != ++f.matched) return Step::TAKEN;
+      const int32_t chosen = n.alternatives[lo];
+      const std::vector<std::string>& keys = grammar_->node(chosen).keys;
+      const auto at = std::lower_bound(keys.begin(), keys.end(), key) - keys.begin();
+      f = Frame{chosen, kObjectAfterValue, 0, 0, 0, 0, uint64_t{1} << at, at};
+      return Step::TAKEN;
+    }
   }
   return Step::REFUSED;
 }

@@ -257,6 +257,7 @@ class JsonSchemaCompiler {
       if (std::find(kept.begin(), kept.end(), n) == kept.end()) kept.push_back(n);
     }
     if (literal_seen) kept.push_back(literals(std::move(texts)));
+    kept = tag_objects(std::move(kept), path);
     if (kept.size() == 1) return kept.front();
     std::bitset<256> first;
     for (size_t a = 0; a < kept.size(); ++a) {
@@ -275,6 +276,63 @@ class JsonSchemaCompiler {
     node(i).alternatives = std::move(kept);
     node(i).first = first;
     return i;
+  }
+
+  // Alternatives of which several are objects: those objects become one TAGGED node, told apart by
+  // a discriminator, a key all of them require whose value is a const or enum of strings, each
+  // object's strings its own. The answer writes that key first, and its value decides the rest.
+  std::vector<int32_t> tag_objects(std::vector<int32_t> kept, const std::string& path) {
+    std::vector<int32_t> objects, others;
+    for (int32_t n : kept) {
+      const Kind kind = node(n).kind;
+      if (kind == Kind::TAGGED) {
+        objects.insert(objects.end(), node(n).alternatives.begin(), node(n).alternatives.end());
+      } else {
+        (kind == Kind::OBJECT ? objects : others).push_back(n);
+      }
+    }
+    if (objects.size() < 2) return kept;
+    // The key's node in object `o`, if `o` requires it and its value is a list of strings.
+    auto tag_values = [&](int32_t o, const std::string& key) -> const std::vector<std::string>* {
+      const JsonGrammar::Node& object = node(o);
+      const auto at = std::lower_bound(object.keys.begin(), object.keys.end(), key);
+      if (at == object.keys.end() || *at != key || (object.required >> (at - object.keys.begin()) & 1) == 0)
+        return nullptr;
+      const JsonGrammar::Node& value = node(object.key_values[static_cast<size_t>(at - object.keys.begin())]);
+      if (value.kind != Kind::LITERALS) return nullptr;
+      for (const std::string& t : value.literals)
+        if (t.front() != '"') return nullptr;
+      return &value.literals;
+    };
+    for (const std::string& key : node(objects.front()).keys) {
+      std::vector<std::pair<std::string, int32_t>> tags;
+      bool usable = true;
+      for (int32_t o : objects) {
+        const std::vector<std::string>* values = tag_values(o, key);
+        usable = usable && values != nullptr;
+        if (!usable) break;
+        for (const std::string& v : *values) tags.emplace_back(v, o);
+      }
+      if (!usable) continue;
+      std::sort(tags.begin(), tags.end());
+      const bool distinct =
+          std::adjacent_find(tags.begin(), tags.end(), [](const auto& a, const auto& b) { return a.first == b.first; }) ==
+          tags.end();
+      if (!distinct) continue;
+      const int32_t i = add(Kind::TAGGED);
+      node(i).first = characters("{");
+      node(i).keys = {key};
+      for (const auto& [value, object] : tags) {
+        node(i).literals.push_back(value);
+        node(i).alternatives.push_back(object);
+      }
+      others.push_back(i);
+      return others;
+    }
+    throw Error(fmt::format("json_schema: the alternatives at {} are objects with no discriminator: meshnn tells "
+                            "objects apart by a property every one of them requires, whose const or enum strings "
+                            "are each one's own",
+                            path));
   }
 
   int32_t reference(const json& ref, const std::string& path) {
@@ -313,7 +371,8 @@ class JsonSchemaCompiler {
 
 std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() { return from_schema(R"({"type":"object"})"); }
 
-std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(std::string_view schema_json) {
+std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(std::string_view schema_json, std::string prefix,
+                                                            std::string suffix) {
   json document;
   try {
     document = json::parse(schema_json);
@@ -327,6 +386,8 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(std::string_view sch
                "json_schema: the root may be a number, and nothing after a number's last digit would say that the "
                "answer is complete: make the root an object (as OpenAI requires) or an array");
   g->schema_ = document.dump();
+  g->prefix_ = std::move(prefix);
+  g->suffix_ = std::move(suffix);
   return g;
 }
 

@@ -801,6 +801,10 @@ CALL_BLOCK = "<tool_call>" + json.dumps(WEATHER_CALL, separators=(",", ":")) + "
 WEATHER_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
                                                    "parameters": {"type": "object",
                                                                   "properties": {"city": {"type": "string"}}}}}]
+# A tool whose calls are short: tool_choice naming it makes a whole call within a few dozen tokens.
+TIME_TOOL = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"enum": ["utc", "local"]}}, "required": ["zone"],
+    "additionalProperties": False}}}
 
 
 def check_parsers():
@@ -893,6 +897,44 @@ def check_tool_calls(port, block, encode, template):
     message = json.loads(text)["choices"][0]["message"]
     check(message == {"role": "assistant", "content": CALL_BLOCK * 2, "reasoning_content": None},
           "tools with tool_choice none: the blocks stay content")
+    check_forced_tool_calls(port, body, block)
+
+
+def check_forced_tool_calls(port, body, block):
+    """tool_choice "required": the answer is one call block, so the bias's block ends it (without,
+    the model drew two). A named function: greedy from the start, the answer is a call of that
+    function whose arguments follow its parameters, whole and streamed alike."""
+    status, text = post(port, "/v1/chat/completions", dict(body, tool_choice="required", max_tokens=8))
+    choice = json.loads(text)["choices"][0] if status == 200 else {}
+    made = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in choice.get("message", {}).get("tool_calls", [])]
+    check(made == [(WEATHER_CALL["name"], WEATHER_CALL["arguments"])] and choice["token_ids"] == [block] and
+          choice["finish_reason"] == "tool_calls",
+          f"tool_choice required: one call, ended by the block that makes it ({choice.get('message')})")
+    named = {"messages": body["messages"][:1], "tools": WEATHER_TOOLS + [TIME_TOOL], "max_tokens": 200,
+             "tool_choice": {"type": "function", "function": {"name": "get_time"}}}
+    status, text = post(port, "/v1/chat/completions", named)
+    choice = json.loads(text)["choices"][0] if status == 200 else {}
+    message = choice.get("message", {})
+    calls = message.get("tool_calls", [])
+    arguments = json.loads(calls[0]["function"]["arguments"]) if len(calls) == 1 else None
+    check(choice.get("finish_reason") == "tool_calls" and message.get("content") is None and len(calls) == 1 and
+          calls[0]["function"]["name"] == "get_time" and isinstance(arguments, dict) and set(arguments) == {"zone"} and
+          arguments["zone"] in ("utc", "local"),
+          f"tool_choice naming get_time: the answer is a call of it, its arguments as its parameters say ({calls})")
+    _, events = stream(port, "/v1/chat/completions", named)
+    deltas = [d for e in events[:-1] for c in e["choices"] for d in c["delta"].get("tool_calls", [])]
+    check([(d["function"]["name"], d["function"]["arguments"]) for d in deltas] ==
+          [(c["function"]["name"], c["function"]["arguments"]) for c in calls],
+          "tool_choice naming get_time, streamed: the same call")
+    for choice_field, needle in [("required", "there are no 'tools'"),
+                                 ({"type": "function", "function": {"name": "nope"}}, "not among 'tools'")]:
+        request = {"messages": body["messages"][:1], "tool_choice": choice_field}
+        if needle != "there are no 'tools'":
+            request["tools"] = WEATHER_TOOLS
+        status, text = post(port, "/v1/chat/completions", request)
+        message = json.loads(text).get("error", {}).get("message", "")
+        check(status == 400 and needle in message, f"tool_choice {choice_field}: 400 with '{needle}' ({message})")
 
 
 def check_replicas(weights, expected_tokens, structured):

@@ -12,6 +12,8 @@
 #include "meshnn/server/openai_api.hpp"
 #include "meshnn/server/reasoning.hpp"
 #include "meshnn/server/tool_calls.hpp"
+#include "meshnn/serving/json_cursor.hpp"
+#include "meshnn/serving/json_grammar.hpp"
 
 namespace meshnn::server {
 namespace {
@@ -142,6 +144,32 @@ TEST(ToolCalls, EveryCutOfAStreamGivesTheSplitOfTheWholeAnswer) {
   EXPECT_TRUE(none.calls.empty() && none.content == cases[0].answer);  // no parser: all content
   EXPECT_EQ(tool_call_parser_named("hermes"), ToolCallParser::HERMES);
   EXPECT_THROW(tool_call_parser_named("mistral"), Error);
+}
+
+// tool_choice "required" or named: the grammar takes a block of one of the tools, its arguments as
+// its parameters say, and the splitter reads that block back as the call.
+TEST(ToolCalls, ForcedCallGrammarTakesTheBlocksTheSplitterReads) {
+  const std::string tools = R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+      {"type": "function", "function": {"name": "now"}}])";
+  auto takes = [](const ToolCallGrammar& g, const std::string& answer) {
+    const auto grammar = serving::JsonGrammar::from_schema(g.schema, g.open, g.close);
+    serving::JsonCursor cursor(*grammar);
+    return cursor.feed(answer) && cursor.complete();
+  };
+  const ToolCallGrammar any = tool_call_grammar(ToolCallParser::HERMES, tools, "");
+  const std::string weather = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  EXPECT_TRUE(takes(any, weather));
+  EXPECT_TRUE(takes(any, R"(<tool_call>{"name":"now","arguments":{"x":[1]}}</tool_call>)"));
+  EXPECT_FALSE(takes(any, R"(<tool_call>{"name":"get_weather","arguments":{}}</tool_call>)"));  // city is required
+  EXPECT_FALSE(takes(any, R"(<tool_call>{"name":"later","arguments":{}}</tool_call>)"));
+  EXPECT_FALSE(takes(any, R"(Let me look. <tool_call>{"name":"now","arguments":{}}</tool_call>)"));
+  const ToolCallGrammar only_now = tool_call_grammar(ToolCallParser::HERMES, tools, "now");
+  EXPECT_FALSE(takes(only_now, weather));
+  EXPECT_TRUE(takes(only_now, R"(<tool_call>{"name":"now","arguments":{}}</tool_call>)"));
+  ToolCallSplitter splitter(ToolCallParser::HERMES);
+  EXPECT_EQ(splitter.push(weather, true),
+            (ToolCallSplitter::Split{"", {ToolCall{"get_weather", R"({"city":"Paris"})", ""}}}));
 }
 
 TEST(ChatExtras, ResponsesCarryReasoningAndToolCallsApart) {

@@ -314,6 +314,15 @@ const char* const kSchemas[] = {
     R"({"type": "object", "properties": {"none": {"type": "array", "items": false}, "kinds": {"oneOf": [
           {"const": "a"}, {"const": "b"}, {"type": "object", "properties": {}, "additionalProperties": false}]}},
         "required": ["none", "kinds"]})",
+    // Objects told apart by a discriminator ("name"), as tool calls are, beside null.
+    R"({"type": "object", "properties": {"calls": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"anyOf": [
+          {"type": "object", "properties": {"name": {"const": "get_weather"}, "arguments": {"type": "object",
+             "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}},
+           "required": ["name", "arguments"], "additionalProperties": false},
+          {"type": "object", "properties": {"name": {"enum": ["get_time", "now"]}, "arguments": {"type": "object",
+             "properties": {"zone": {"enum": ["utc", "local"]}}, "required": ["zone"]}},
+           "required": ["name", "arguments"]},
+          {"type": "null"}]}}}, "required": ["calls"]})",
 };
 
 TEST(JsonGrammar, RandomAnswersAreJsonTheSchemaAccepts) {
@@ -352,6 +361,36 @@ TEST(JsonGrammar, TakesValidAnswersAndRefusesInvalidOnes) {
     EXPECT_FALSE(takes_exactly(*answer, std::string(R"({"exact":"x\"y","verdict":)") + verdict + "}")) << verdict;
 }
 
+TEST(JsonGrammar, DiscriminatorComesFirstAndChoosesTheObject) {
+  const auto g = JsonGrammar::from_schema(kSchemas[6]);
+  EXPECT_TRUE(takes_exactly(*g, R"({"calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}, null]})"));
+  EXPECT_TRUE(takes_exactly(*g, R"({"calls": [{"name":"now","arguments":{"zone":"utc"}}]})"));
+  EXPECT_FALSE(takes_exactly(*g, R"({"calls": [{"name": "now", "arguments": {"city": "Paris"}}]})"));
+  EXPECT_FALSE(takes_exactly(*g, R"({"calls": [{"name": "nowhere", "arguments": {"zone": "utc"}}]})"));
+  // The discriminator first: the same object with its keys the other way round is refused.
+  EXPECT_FALSE(takes_exactly(*g, R"({"calls": [{"arguments": {"zone": "utc"}, "name": "now"}]})"));
+}
+
+TEST(JsonGrammar, WritesTheValueBetweenItsPrefixAndSuffix) {
+  const auto g = JsonGrammar::from_schema(kSchemas[1], "<tool_call>", "</tool_call>");
+  EXPECT_TRUE(takes_exactly(*g, R"(<tool_call>{"name":"A","age":1}</tool_call>)"));
+  EXPECT_TRUE(takes_exactly(*g, "<tool_call>\n{\"name\": \"A\", \"age\": 1}\n</tool_call>"));
+  EXPECT_FALSE(takes_exactly(*g, R"({"name":"A","age":1})"));
+  EXPECT_FALSE(takes_exactly(*g, R"(<tool_call>{"name":"A","age":1})"));  // not complete without the suffix
+  EXPECT_FALSE(takes_exactly(*g, R"(<tool_call>{"name":"A","age":1}</tool_call>x)"));
+  EXPECT_FALSE(takes_exactly(*g, R"( <tool_call>{"name":"A","age":1}</tool_call>)"));
+  const auto again = JsonGrammar::from_schema(g->schema(), g->prefix(), g->suffix());
+  std::mt19937 rng(2);
+  for (int trial = 0; trial < 50; ++trial) {
+    const std::string answer = random_answer(*g, rng);
+    ASSERT_TRUE(answer.starts_with("<tool_call>") && answer.ends_with("</tool_call>")) << answer;
+    const std::string value = answer.substr(11, answer.size() - 23);
+    ASSERT_TRUE(json::accept(value)) << answer;
+    EXPECT_TRUE(valid(json::parse(value), json::parse(kSchemas[1]), json::parse(kSchemas[1]))) << answer;
+    EXPECT_TRUE(takes_exactly(*again, answer));
+  }
+}
+
 TEST(JsonGrammar, RefusesWhatItCannotFollow) {
   auto message = [](const char* schema) {
     try {
@@ -365,7 +404,7 @@ TEST(JsonGrammar, RefusesWhatItCannotFollow) {
                 .find("'pattern' at #/properties/code is not supported"),
             std::string::npos);
   EXPECT_NE(message(R"({"type": "integer"})").find("the root may be a number"), std::string::npos);
-  EXPECT_NE(message(R"({"anyOf": [{"type": "object"}, {"type": "object", "properties": {}}]})").find("can both begin with '{'"),
+  EXPECT_NE(message(R"({"anyOf": [{"type": "object"}, {"type": "string"}, {"const": "x"}]})").find("can both begin with '\"'"),
             std::string::npos);
   EXPECT_NE(message(R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})").find("names 'b'"),
             std::string::npos);
@@ -377,6 +416,10 @@ TEST(JsonGrammar, RefusesWhatItCannotFollow) {
                 .find("minItems 3 is above maxItems 2"),
             std::string::npos);
   EXPECT_NE(message("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(message(R"({"anyOf": [{"type": "object", "properties": {"a": {"const": "x"}}},
+                                  {"type": "object", "properties": {"a": {"const": "y"}}}]})")
+                .find("objects with no discriminator"),
+            std::string::npos);  // "a" is not required, so an object might not say which it is
   EXPECT_NE(message(R"({"type": "objet"})").find("'objet'"), std::string::npos);
 }
 

@@ -148,11 +148,24 @@ TEST(OpenAiApi, ReadsToolsAndToolMessages) {
             std::string::npos);
   EXPECT_NE(refusal(chat + R"("tools": {"type": "function"}})", Endpoint::CHAT_COMPLETIONS).find("must be a list"),
             std::string::npos);
-  EXPECT_NE(refusal(chat + R"("tool_choice": "required"})", Endpoint::CHAT_COMPLETIONS).find("takes \"auto\" and"),
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}},
+                                          {"type": "function", "function": {"name": "g"}}], )";
+  const ApiRequest required = parse_request(chat + tools + R"("tool_choice": "required"})", Endpoint::CHAT_COMPLETIONS);
+  EXPECT_TRUE(required.tool_choice_required && required.tool_choice_name.empty() && !required.tool_choice_none);
+  const ApiRequest named = parse_request(chat + tools + R"("tool_choice": {"type": "function", "function": {"name": "g"}}})",
+                                         Endpoint::CHAT_COMPLETIONS);
+  EXPECT_TRUE(named.tool_choice_required && named.tool_choice_name == "g");
+  EXPECT_NE(refusal(chat + R"("tool_choice": "required"})", Endpoint::CHAT_COMPLETIONS).find("there are no 'tools'"),
             std::string::npos);
-  EXPECT_NE(refusal(chat + R"("tool_choice": {"type": "function", "function": {"name": "f"}}})",
+  EXPECT_NE(refusal(chat + tools + R"("tool_choice": {"type": "function", "function": {"name": "h"}}})",
                     Endpoint::CHAT_COMPLETIONS)
-                .find("'tool_choice'"),
+                .find("names the function 'h', which is not among 'tools'"),
+            std::string::npos);
+  EXPECT_NE(refusal(chat + tools + R"("tool_choice": "any"})", Endpoint::CHAT_COMPLETIONS).find("'tool_choice' must be"),
+            std::string::npos);
+  EXPECT_NE(refusal(chat + tools + R"("tool_choice": "required", "response_format": {"type": "json_object"}})",
+                    Endpoint::CHAT_COMPLETIONS)
+                .find("cannot be combined"),
             std::string::npos);
   EXPECT_NE(refusal(R"({"messages": [{"role": "assistant", "tool_calls": {}}]})", Endpoint::CHAT_COMPLETIONS)
                 .find("messages[0].tool_calls must be a list"),
@@ -160,6 +173,24 @@ TEST(OpenAiApi, ReadsToolsAndToolMessages) {
   EXPECT_NE(refusal(R"({"prompt": "x", "tools": [{"type": "function", "function": {"name": "f"}}]})")
                 .find("applies to /v1/chat/completions only"),
             std::string::npos);
+}
+
+TEST(OpenAiApi, ReadsResponseFormat) {
+  EXPECT_EQ(parse_request(R"({"prompt": "a"})", Endpoint::COMPLETIONS).json_schema, std::nullopt);
+  EXPECT_EQ(parse_request(R"({"prompt": "a", "response_format": {"type": "text"}})", Endpoint::COMPLETIONS).json_schema,
+            std::nullopt);
+  EXPECT_EQ(parse_request(R"({"prompt": "a", "response_format": {"type": "json_object"}})", Endpoint::COMPLETIONS)
+                .json_schema,
+            R"({"type":"object"})");
+  const ApiRequest r = parse_request(R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema":
+      {"name": "n", "strict": true, "schema": {"type": "object", "properties": {"b": {"type": "integer"}}}}}})",
+                                     Endpoint::COMPLETIONS);
+  ASSERT_TRUE(r.json_schema.has_value());
+  EXPECT_EQ(json::parse(*r.json_schema), json::parse(R"({"type": "object", "properties": {"b": {"type": "integer"}}})"));
+  for (const char* format : {R"("json")", R"({"type": "xml"})", R"({"type": "json_schema"})"})
+    EXPECT_NE(refusal(std::string(R"({"prompt": "a", "response_format": )") + format + "}").find("'response_format'"),
+              std::string::npos)
+        << format;
 }
 
 TEST(OpenAiApi, ReadsLogprobsAsEachEndpointSpellsThem) {

@@ -63,9 +63,12 @@ struct ApiRequest {
   // value as JSON text.
   std::vector<std::pair<std::string, std::string>> chat_template_kwargs;
   // chat: OpenAI's tools (function definitions) as the list's JSON text, for the template's `tools`
-  // (empty: none), and whether tool_choice is "none" (the answer is not parsed for calls).
+  // (empty: none), and tool_choice: "none" (the answer is not parsed for calls), "required" (the
+  // answer is a call, of any of the tools) or a function named (a call of that one).
   std::string tools;
   bool tool_choice_none = false;
+  bool tool_choice_required = false;
+  std::string tool_choice_name;  // "": any of the tools
   // response_format json_schema's schema, as JSON text ({"type":"object"} for json_object): the
   // answer is JSON that follows it (serving/json_grammar.hpp). None: text.
   std::optional<std::string> json_schema;
@@ -86,7 +89,7 @@ inline constexpr int64_t kMaxChoices = 64;
 
 // Reads a request body. Throws ApiError(400) naming the field for malformed JSON, a wrong type, a
 // value out of range (n beyond kMaxChoices), an empty prompt or conversation, or a field meshnn does
-// not implement with a non-default value (best_of, functions, tool_choice "required", ...). A
+// not implement with a non-default value (best_of, functions, suffix, ...). A
 // response_format's schema is read as JSON, not compiled (serving::JsonGrammar refuses what it
 // cannot follow).
 // A chat message's fields beyond role and content (tool_calls, tool_call_id, name, ...) go to the

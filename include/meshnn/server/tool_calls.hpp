@@ -26,6 +26,16 @@ struct ToolCall {
   bool operator==(const ToolCall&) const = default;
 };
 
+// A call forced by tool_choice "required" or a named function: the answer is one block, its JSON
+// constrained (serving/json_grammar.hpp) to {"name": ..., "arguments": ...} of one of the tools (of
+// `name` only, when given), the arguments following that tool's parameters (any object when it has
+// none). `tools_json` is the request's tools list. The schema, and the block's opening and closing
+// tags as the grammar's prefix and suffix, for `parser` (not NONE).
+struct ToolCallGrammar {
+  std::string schema, open, close;
+};
+ToolCallGrammar tool_call_grammar(ToolCallParser parser, std::string_view tools_json, const std::string& name);
+
 // Splits an answer, given piece by piece as it streams, into content and tool calls. Text that may
 // begin a block is held back until it cannot; a block is held until it closes, then given as its
 // call (or, when it does not parse, as content). The pieces add up to the split of the whole

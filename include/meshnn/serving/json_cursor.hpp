@@ -24,8 +24,8 @@ class JsonCursor {
   // cursor is then in no defined state (feed a copy when trying).
   bool feed(uint8_t byte);
   bool feed(std::string_view bytes);
-  // The root value is closed: nothing may follow.
-  bool complete() const { return depth_ == 0; }
+  // The root value is closed, and the grammar's suffix written: nothing may follow.
+  bool complete() const;
 
   // This cursor becomes `other` (same grammar), copying only the frames in use.
   void copy_from(const JsonCursor& other);
@@ -54,6 +54,7 @@ class JsonCursor {
   Step step_string(Frame& f, uint8_t byte);
   Step step_number(Frame& f, bool integer, uint8_t byte);
   Step step_literals(Frame& f, const JsonGrammar::Node& n, uint8_t byte);
+  Step step_tagged(Frame& f, const JsonGrammar::Node& n, uint8_t byte);
   Step space(uint8_t byte);  // whitespace between values: "\n" first, then indentation
   bool push(int32_t node, uint8_t phase);
   bool opens(const Frame& f) const;
@@ -61,6 +62,7 @@ class JsonCursor {
 
   const JsonGrammar* grammar_ = nullptr;
   int32_t depth_ = 0;
+  size_t prefix_at_ = 0, suffix_at_ = 0;  // bytes of the grammar's prefix and suffix written
   int32_t containers_ = 0;  // objects and arrays open
   int32_t indent_ = 0;      // spaces and tabs just taken between values
   bool line_broken_ = false;  // the whitespace just taken between values holds a line break

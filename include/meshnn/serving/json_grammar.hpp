@@ -7,7 +7,9 @@
 //  - objects: properties, required, additionalProperties; arrays: items, minItems, maxItems;
 //  - enum and const (any JSON values: the answer writes one as JSON writes it compactly);
 //  - anyOf and oneOf, when their branches begin with different characters (an object or null,
-//    a string or a number), and so can be told apart by the first one;
+//    a string or a number), and so can be told apart by the first one; or when their object
+//    branches all require one property whose const or enum strings tell them apart (a
+//    discriminator, as tool calls' "name"), which the answer then writes first;
 //  - $ref to "#", "#/$defs/NAME" or "#/definitions/NAME" (recursion included), with $defs and
 //    definitions beside;
 //  - annotations, which change nothing: title, description, default, examples, $schema, $id,
@@ -48,6 +50,7 @@ class JsonGrammar {
     INTEGER,   // -15
     LITERALS,  // one of a few JSON texts, compactly written: true, false, null, enum and const values
     CHOICE,    // one of several nodes, told apart by their first character
+    TAGGED,    // one of several objects, told apart by the value of their first key
   };
   struct Node {
     Kind kind = Kind::STRING;
@@ -65,6 +68,8 @@ class JsonGrammar {
     // LITERALS: the texts, sorted and distinct.
     std::vector<std::string> literals;
     // CHOICE: the alternatives, none of them a CHOICE, their first characters disjoint.
+    // TAGGED: keys[0] is the discriminator's key, `literals` its values (JSON strings), and
+    // alternatives[i] the OBJECT node that follows literals[i].
     std::vector<int32_t> alternatives;
     // The characters the node's text can begin with (whitespace aside).
     std::bitset<256> first;
@@ -72,14 +77,19 @@ class JsonGrammar {
 
   // Any JSON object: response_format {"type": "json_object"}.
   static std::shared_ptr<const JsonGrammar> any_object();
-  // The grammar of a JSON Schema given as JSON text. Throws meshnn::Error naming the first
-  // keyword it does not take and where ("json_schema: 'pattern' at #/properties/code is not
-  // supported ..."), or the JSON's syntax error.
-  static std::shared_ptr<const JsonGrammar> from_schema(std::string_view schema_json);
+  // The grammar of a JSON Schema given as JSON text, the value written between `prefix` and
+  // `suffix` (fixed text, as a tool call's tags; whitespace may come before the suffix as between
+  // values). Throws meshnn::Error naming the first keyword it does not take and where
+  // ("json_schema: 'pattern' at #/properties/code is not supported ..."), or the JSON's syntax
+  // error.
+  static std::shared_ptr<const JsonGrammar> from_schema(std::string_view schema_json, std::string prefix = {},
+                                                        std::string suffix = {});
 
-  // The schema it was made from, as JSON text ({"type":"object"} for any_object): what another
-  // process compiles to the same grammar.
+  // What it was made from ({"type":"object"} for any_object): what another process compiles to
+  // the same grammar.
   const std::string& schema() const { return schema_; }
+  const std::string& prefix() const { return prefix_; }
+  const std::string& suffix() const { return suffix_; }
   const Node& node(int32_t index) const { return nodes_[static_cast<size_t>(index)]; }
   int32_t root() const { return root_; }
 
@@ -88,7 +98,7 @@ class JsonGrammar {
   JsonGrammar() = default;
   std::vector<Node> nodes_;
   int32_t root_ = -1;
-  std::string schema_;
+  std::string schema_, prefix_, suffix_;
 };
 
 }  // namespace meshnn::serving
