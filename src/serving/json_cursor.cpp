@@ -53,6 +53,13 @@ JsonCursor::JsonCursor(const JsonGrammar& grammar) : grammar_(&grammar) {
   if (grammar.prefix().empty()) push(grammar.root(), kStart);
 }
 
+bool JsonCursor::in_string_text() const {
+  if (depth_ == 0) return false;
+  const Frame& f = frames_[static_cast<size_t>(depth_ - 1)];
+  const bool string = f.node == kKeyString || grammar_->node(f.node).kind == Kind::STRING;
+  return string && f.phase == kStringBody;
+}
+
 bool JsonCursor::complete() const {
   return depth_ == 0 && prefix_at_ == grammar_->prefix().size() && suffix_at_ == grammar_->suffix().size();
 }

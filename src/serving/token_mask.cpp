@@ -7,18 +7,66 @@
 
 namespace meshnn::serving {
 
+namespace {
+
+// Whether a token's bytes are whole UTF-8 characters (as JSON takes them: no overlong forms, no
+// surrogates, nothing past U+10FFFF), none a control character, '"' or '\\'.
+bool plain_string_text(std::string_view bytes) {
+  for (size_t i = 0; i < bytes.size();) {
+    const auto b = static_cast<uint8_t>(bytes[i]);
+    if (b < 0x20 || b == '"' || b == '\\') return false;
+    size_t length = 1;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) {
+      length = 2;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      length = 3;
+      lo = b == 0xE0 ? 0xA0 : 0x80;
+      hi = b == 0xED ? 0x9F : 0xBF;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      length = 4;
+      lo = b == 0xF0 ? 0x90 : 0x80;
+      hi = b == 0xF4 ? 0x8F : 0xBF;
+    } else if (b >= 0x80) {
+      return false;
+    }
+    if (i + length > bytes.size()) return false;
+    for (size_t k = 1; k < length; ++k) {
+      const auto c = static_cast<uint8_t>(bytes[i + k]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+}  // namespace
+
 TokenMask::TokenMask(std::shared_ptr<const TokenBytes> token_bytes, const VocabShard& shard)
     : bytes_(std::move(token_bytes)), shard_(shard) {
   MESHNN_CHECK(bytes_ != nullptr, "TokenMask: no token bytes");
-  for (int64_t c = 0; c < shard.valid; ++c)
-    if (!bytes(static_cast<int32_t>(shard.offset + c)).empty()) order_.push_back(static_cast<int32_t>(shard.offset + c));
-  std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) { return bytes(a) < bytes(b); });
-  common_.assign(order_.size(), 0);
-  for (size_t i = 1; i < order_.size(); ++i) {
-    const std::string_view a = bytes(order_[i - 1]), b = bytes(order_[i]);
-    common_[i] = static_cast<uint32_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+  std::vector<int32_t> writing, not_text;
+  for (int64_t c = 0; c < shard.valid; ++c) {
+    const auto id = static_cast<int32_t>(shard.offset + c);
+    if (bytes(id).empty()) continue;
+    writing.push_back(id);
+    (plain_string_text(bytes(id)) ? plain_text_ : not_text).push_back(id);
   }
+  all_ = sorted(std::move(writing));
+  not_text_ = sorted(std::move(not_text));
   allowed_.assign(static_cast<size_t>(shard.valid), 0);
+}
+
+TokenMask::Walk TokenMask::sorted(std::vector<int32_t> ids) const {
+  Walk w;
+  w.order = std::move(ids);
+  std::sort(w.order.begin(), w.order.end(), [&](int32_t a, int32_t b) { return bytes(a) < bytes(b); });
+  w.common.assign(w.order.size(), 0);
+  for (size_t i = 1; i < w.order.size(); ++i) {
+    const std::string_view a = bytes(w.order[i - 1]), b = bytes(w.order[i]);
+    w.common[i] = static_cast<uint32_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+  }
+  return w;
 }
 
 std::string_view TokenMask::bytes(int32_t id) const {
@@ -31,15 +79,26 @@ void TokenMask::apply(std::span<float> row, const JsonCursor& cursor) {
                row.size(), shard_.valid);
   if (after_.empty()) {
     size_t longest = 0;
-    for (int32_t id : order_) longest = std::max(longest, bytes(id).size());
+    for (int32_t id : all_.order) longest = std::max(longest, bytes(id).size());
     after_.assign(longest + 1, cursor);
   }
   std::fill(allowed_.begin(), allowed_.end(), 0);
+  if (cursor.in_string_text()) {
+    for (int32_t id : plain_text_) allowed_[static_cast<size_t>(id - shard_.offset)] = 1;
+    walk(not_text_, cursor);
+  } else {
+    walk(all_, cursor);
+  }
+  for (size_t c = 0; c < allowed_.size(); ++c)
+    if (!allowed_[c]) row[c] = -std::numeric_limits<float>::infinity();
+}
+
+void TokenMask::walk(const Walk& tokens, const JsonCursor& cursor) {
   after_[0].copy_from(cursor);
   size_t ready = 0;  // after_[0..ready] hold the starts of the token at hand
-  for (size_t i = 0; i < order_.size(); ++i) {
-    const std::string_view token = bytes(order_[i]);
-    size_t at = std::min<size_t>(common_[i], ready);
+  for (size_t i = 0; i < tokens.order.size(); ++i) {
+    const std::string_view token = bytes(tokens.order[i]);
+    size_t at = std::min<size_t>(tokens.common[i], ready);
     bool taken = true;
     for (; at < token.size(); ++at) {
       after_[at + 1].copy_from(after_[at]);
@@ -49,16 +108,14 @@ void TokenMask::apply(std::span<float> row, const JsonCursor& cursor) {
       }
     }
     if (taken) {
-      allowed_[static_cast<size_t>(order_[i] - shard_.offset)] = 1;
+      allowed_[static_cast<size_t>(tokens.order[i] - shard_.offset)] = 1;
       ready = token.size();
       continue;
     }
     // Byte `at` was refused: so is every following token that shares the token's first at + 1 bytes.
     ready = at;
-    while (i + 1 < order_.size() && common_[i + 1] > at) ++i;
+    while (i + 1 < tokens.order.size() && tokens.common[i + 1] > at) ++i;
   }
-  for (size_t c = 0; c < allowed_.size(); ++c)
-    if (!allowed_[c]) row[c] = -std::numeric_limits<float>::infinity();
 }
 
 }  // namespace meshnn::serving

@@ -29,7 +29,10 @@ class TokenMask {
 
   // Sets to -inf every column of `row` (this device's shard) whose token `cursor` cannot take
   // whole. The shard's tokens are walked in byte order, so tokens sharing a start feed it once, and
-  // every token beginning with a refused start is skipped. Allocates nothing after the first call.
+  // every token beginning with a refused start is skipped. Within a string's text, the tokens that
+  // are plain text (whole characters, no quote, backslash or control character) are allowed without
+  // a walk: most of a vocabulary, and most of a JSON answer's tokens. Allocates nothing after the
+  // first call.
   void apply(std::span<float> row, const JsonCursor& cursor);
   // The bytes of any token of the vocabulary (empty past its end).
   std::string_view bytes(int32_t id) const;
@@ -37,8 +40,17 @@ class TokenMask {
  private:
   std::shared_ptr<const TokenBytes> bytes_;
   VocabShard shard_;
-  std::vector<int32_t> order_;  // the shard's tokens that write something, by their bytes
-  std::vector<uint32_t> common_;  // common_[i]: bytes order_[i] shares with order_[i - 1] at its start
+  // A list of tokens sorted by their bytes, and how many bytes each shares with the one before.
+  struct Walk {
+    std::vector<int32_t> order;
+    std::vector<uint32_t> common;
+  };
+  Walk sorted(std::vector<int32_t> ids) const;
+  void walk(const Walk& tokens, const JsonCursor& cursor);
+
+  Walk all_;          // the shard's tokens that write something
+  Walk not_text_;     // of those, the ones that are not plain string text
+  std::vector<int32_t> plain_text_;  // the others
   std::vector<JsonCursor> after_;  // after_[k]: the cursor after the first k bytes of the token at hand
   std::vector<uint8_t> allowed_;   // per column of the shard
 };
