@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # What structured output's token mask costs a decode step (build/apps/meshnn-mask-bench) over a
-# vocabulary the size of Llama 2's and TinyLlama's: a 32000-token SentencePiece BPE model with byte
-# fallback, trained once on text found on this machine (Python's standard library: code, docstrings
-# and comments), kept in $MESHNN_BUILD/mask_bench/. The answers are JSON objects such as models are
+# vocabulary the size of Llama 2's and TinyLlama's (scripts/bench_tokenizer.py: a SentencePiece model
+# trained on this machine, kept in $MESHNN_BUILD/mask_bench/). The answers are JSON objects such as models are
 # asked for (records with names, numbers, lists, nested objects and sentences), compact and
 # pretty-printed, made here from a fixed seed.
 #
@@ -12,31 +11,7 @@ source "$(dirname "$0")/common.sh"
 "$MESHNN_ROOT/scripts/build.sh" >/dev/null
 work="$MESHNN_BUILD/mask_bench"
 mkdir -p "$work"
-if [ ! -f "$work/tokenizer.model" ]; then
-  /usr/bin/python3 - "$work" <<'PY'
-import os, random, sys, sysconfig
-import sentencepiece as spm
-work = sys.argv[1]
-stdlib = sysconfig.get_paths()["stdlib"]
-lines = []
-for root, _, files in os.walk(stdlib):
-    if "site-packages" in root or "dist-packages" in root:
-        continue
-    for name in files:
-        if name.endswith(".py"):
-            with open(os.path.join(root, name), encoding="utf-8", errors="ignore") as f:
-                lines += [line.rstrip("\n") for line in f if line.strip()]
-random.Random(0).shuffle(lines)
-corpus = os.path.join(work, "corpus.txt")
-with open(corpus, "w", encoding="utf-8") as f:
-    f.write("\n".join(lines[:1500000]))
-spm.SentencePieceTrainer.train(input=corpus, model_prefix=os.path.join(work, "tokenizer"), vocab_size=32000,
-                               model_type="bpe", byte_fallback=True, split_digits=True, character_coverage=0.9999,
-                               allow_whitespace_only_pieces=True, remove_extra_whitespaces=False,
-                               normalization_rule_name="identity", num_threads=2, minloglevel=2)
-os.remove(corpus)
-PY
-fi
+tokenizer="$(/usr/bin/python3 "$MESHNN_ROOT/scripts/bench_tokenizer.py" "$work")"
 /usr/bin/python3 - "$work/answers.txt" <<'PY'
 import json, random, sys
 rng = random.Random(5)
@@ -61,4 +36,4 @@ with open(sys.argv[1], "w", encoding="utf-8") as f:
     for i in range(200):
         f.write(json.dumps(record(), ensure_ascii=False, indent=2 if i % 2 else None) + "\x1e")
 PY
-exec "$MESHNN_BUILD/apps/meshnn-mask-bench" --tokenizer "$work/tokenizer.model" --answers "$work/answers.txt" "$@"
+exec "$MESHNN_BUILD/apps/meshnn-mask-bench" --tokenizer "$tokenizer" --answers "$work/answers.txt" "$@"
