@@ -50,6 +50,13 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
                  "text prompts, one JSON object per line: {\"prompt\": \"...\", \"max_tokens\": N}, or "
                  "{\"messages\": [{\"role\": \"user\", \"content\": \"...\"}, ...]} for the chat template")
       ->type_name("FILE");
+  CLI::Option* json_schema = cli.add_option("--json-schema", c.json_schema_file,
+                                            "each text prompt's answer is JSON following this JSON Schema (the "
+                                            "server's response_format json_schema; docs/serving.md)")
+                                 ->type_name("FILE");
+  CLI::Option* json_object = cli.add_flag("--json-object", c.json_object,
+                                          "each text prompt's answer is a JSON object (response_format json_object)");
+  json_schema->excludes(json_object);
   cli.add_flag("--chat", c.chat,
                "apply the model's chat template: each --prompt (and each \"prompt\" of --prompts) is a user message");
   CLI::Option* system = cli.add_option("--system", c.system_prompt,
@@ -173,7 +180,8 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
                  "cost model for --prefill-matmul planned (meshnn-calibrate's FILE.cost.json; default: the built-in "
                  "one)")
       ->type_name("FILE");
-  for (const char* other : {"--prompt", "--prompts", "--tokens", "--output", "--save-logits", "--json", "--batch"}) {
+  for (const char* other : {"--prompt", "--prompts", "--tokens", "--output", "--save-logits", "--json", "--batch",
+                            "--json-schema", "--json-object"}) {
     interactive->excludes(other);  // CLI11 names them the other way round: "--prompt excludes --interactive"
     serve->excludes(other);
   }

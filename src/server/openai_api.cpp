@@ -180,25 +180,21 @@ void read_tools(const json& body, ApiRequest& r) {
 
 // response_format: {"type": "text"} (the default), {"type": "json_object"}, or {"type":
 // "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": ...}}.
-void read_response_format(const json& body, ApiRequest& r) {
-  const json* f = field(body, "response_format");
-  if (f == nullptr) return;
+std::optional<std::string> schema_of(const json* f) {
+  if (f == nullptr) return std::nullopt;
   const json* type = f->is_object() ? field(*f, "type") : nullptr;
   if (type == nullptr || !type->is_string() ||
       (*type != "text" && *type != "json_object" && *type != "json_schema"))
     bad("'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", "
         "\"json_schema\": {\"name\": ..., \"schema\": {...}}}");
-  if (*type == "text") return;
+  if (*type == "text") return std::nullopt;
   const std::string any_object = R"({"type":"object"})";
-  if (*type == "json_object") {
-    r.json_schema = any_object;
-    return;
-  }
+  if (*type == "json_object") return any_object;
   const json* spec = field(*f, "json_schema");
   if (spec == nullptr || !spec->is_object())
     bad("'response_format' of type json_schema needs \"json_schema\": {\"name\": ..., \"schema\": {...}}");
   const json* schema = field(*spec, "schema");
-  r.json_schema = schema == nullptr ? any_object : schema->dump();
+  return schema == nullptr ? any_object : schema->dump();
 }
 
 void read_stop(const json& body, ApiRequest& r) {
@@ -337,6 +333,16 @@ std::string event(const json& j) {
 
 }  // namespace
 
+std::optional<std::string> response_format_schema(std::string_view response_format) {
+  json f;
+  try {
+    f = json::parse(response_format);
+  } catch (const json::exception& e) {
+    bad(fmt::format("'response_format' is not valid JSON: {}", e.what()));
+  }
+  return schema_of(f.is_null() ? nullptr : &f);
+}
+
 ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   json body;
   try {
@@ -369,7 +375,7 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   if (r.repetition_penalty && *r.repetition_penalty == 0.0) bad("'repetition_penalty' must be in (0, 100], got 0");
   read_logit_bias(body, r);
   read_stop(body, r);
-  read_response_format(body, r);
+  r.json_schema = schema_of(field(body, "response_format"));
   if (r.json_schema && r.tool_choice_required)
     bad("'response_format' and a 'tool_choice' that asks for a call cannot be combined: the call's JSON follows the "
         "tool's parameters");  if (const json* ids = field(body, "stop_token_ids"); ids != nullptr) {

@@ -259,6 +259,63 @@ def check_shared_system_prompt(kind, weights):
           f"generate the tokens of whole prefills (logits within {worst:.1e})")
 
 
+# A schema whose answers are short, checked by hand in follows_verdict_schema.
+VERDICT_SCHEMA = {"type": "object", "properties": {"verdict": {"enum": ["yes", "no"]}, "ok": {"type": "boolean"}},
+                  "required": ["verdict", "ok"], "additionalProperties": False}
+
+
+def follows_verdict_schema(text):
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and set(value) == {"verdict", "ok"} and value["verdict"] in ("yes", "no") and \
+        isinstance(value["ok"], bool)
+
+
+def check_structured_job(kind, weights):
+    """Structured output in the batch job: a --prompts line's response_format, --json-schema for
+    every prompt, and --json-object; the answers are JSON their schema accepts, or the start of a
+    JSON object at max tokens; a line without a format beside them is answered as alone."""
+    schema_file = os.path.join(WORK, "verdict_schema.json")
+    with open(schema_file, "w") as f:
+        json.dump(VERDICT_SCHEMA, f)
+    lines = [{"prompt": "the ring", "max_tokens": 150,
+              "response_format": {"type": "json_schema", "json_schema": {"name": "v", "schema": VERDICT_SCHEMA}}},
+             {"prompt": "the mesh", "max_tokens": 6}]
+    prompts = os.path.join(WORK, f"{kind}_structured.jsonl")
+    with open(prompts, "w") as f:
+        f.write("\n".join(json.dumps(line) for line in lines) + "\n")
+    texts = {}
+    for name, args in (("line", ["--prompts", prompts]), ("alone", ["--prompt", "the mesh", "--max-new-tokens", "6"]),
+                       ("schema", ["--prompt", "the tile", "--prompt", "a rank", "--json-schema", schema_file,
+                                   "--max-new-tokens", "150"]),
+                       ("object", ["--prompt", "the tile", "--json-object", "--max-new-tokens", "24"])):
+        out = os.path.join(WORK, f"{kind}_structured_{name}.h5")
+        r = llm(2, weights, *args, "--output", out)
+        if r.returncode != 0:
+            print((r.stdout + r.stderr).decode(errors="replace")[-3000:])
+            check(False, f"{kind}: the batch job with structured output runs ({name})")
+            return
+        texts[name] = outputs(out)[1]
+    check(follows_verdict_schema(texts["line"][0]) and texts["line"][1] == texts["alone"][0],
+          f"{kind}: a --prompts line's response_format makes JSON its schema accepts ({texts['line'][0]!r}); the "
+          "line beside it answers as alone")
+    check(all(follows_verdict_schema(t) for t in texts["schema"]),
+          f"{kind}: --json-schema makes every prompt's answer JSON the schema accepts ({texts['schema']})")
+    answer = texts["object"][0]
+    try:
+        whole = isinstance(json.loads(answer), dict)
+    except ValueError:
+        whole = answer.lstrip().startswith("{")
+    check(whole, f"{kind}: --json-object makes a JSON object, or its start at max tokens ({answer!r})")
+    for args, needle in ((["--prompt", "a", "--json-schema", os.path.join(WORK, "missing.json")], "cannot open"),
+                         (["--json-object"], "apply to text prompts")):
+        r = llm(1, weights, *args)
+        out = (r.stdout + r.stderr).decode(errors="replace")
+        check(r.returncode != 0 and needle in out, f"{kind}: {' '.join(args[-2:])} is refused with '{needle}'")
+
+
 def check_chat_session(kind, weights):
     """--interactive: turns typed on stdin (a blank line between them) are answered as the same
     conversations given whole to --chat and as "messages" are, each earlier answer its assistant
@@ -366,6 +423,7 @@ def main():
     check_text_job("byte_level_bpe", bpe_weights, encode, decode, bos)
     check_chat_job("byte_level_bpe", bpe_weights, encode, LLAMA3,
                    {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"})
+    check_structured_job("byte_level_bpe", bpe_weights)
 
     special = {t["content"]: t["id"] for t in bpe_reference.qwen2_form()["added_tokens"]}
     qwen2_config = dict(CONFIG, architectures=["Qwen2ForCausalLM"], model_type="qwen2", vocab_size=640,
@@ -385,6 +443,7 @@ def main():
     check_chat_job("sentencepiece", weights, encode, ZEPHYR, {"bos_token": "<s>", "eos_token": "</s>"})
     check_chat_session("sentencepiece", weights)
     check_shared_system_prompt("sentencepiece", weights)
+    check_structured_job("sentencepiece", weights)
     check_chat_session("qwen2", qwen2_weights)
 
     no_template = os.path.join(WORK, "no_template.h5")

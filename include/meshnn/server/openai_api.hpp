@@ -97,6 +97,11 @@ inline constexpr int64_t kMaxChoices = 64;
 // as vLLM does, so that templates can write it out with tojson.
 ApiRequest parse_request(std::string_view body, Endpoint endpoint);
 
+// The schema a response_format value (JSON text) asks the answer to follow, as JSON text
+// ({"type":"object"} for json_object); nothing for {"type": "text"}. Throws ApiError(400) for any
+// other shape. The batch job's --prompts lines take the same values.
+std::optional<std::string> response_format_schema(std::string_view response_format);
+
 // The request's sampling on top of the server's defaults, as OpenAI's parameters mean it:
 // temperature 0 is greedy; a temperature, top_p or top_k on a greedy default turns on sampling
 // (top-p; top_p 1 and no top-k cut unless given); a seed replaces the default seed.

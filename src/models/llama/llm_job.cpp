@@ -198,12 +198,25 @@ void stream_first_request(const JobRequests& job, const serving::GenerationReque
 }
 
 // The replica's requests to their end; world rank 0 streams the first one's text.
+// What each token of the model's vocabulary writes (nothing past the tokenizer's): what a
+// response_format's grammar sees. Every rank needs it, to mask its shard of the vocabulary.
+std::shared_ptr<const serving::TokenBytes> token_bytes(const text::Tokenizer& tokenizer, int64_t vocab) {
+  auto bytes = std::make_shared<serving::TokenBytes>();
+  bytes->reserve(static_cast<size_t>(vocab));
+  const text::TokenTexts texts(tokenizer);
+  for (int64_t id = 0; id < vocab; ++id) bytes->push_back(texts(static_cast<int32_t>(id)));
+  return bytes;
+}
+
 Generation run_generation(const LlmJobConfig& c, const JobRequests& job, const LlamaModel& model,
                           serving::KvCache& cache, const std::vector<serving::GenerationRequest>& mine,
                           MeshDevice& mesh) {
   serving::GenerationOptions go = generation_options(c, job);
   // Requests beginning alike (a system prompt, few-shot examples) prefill their common start once.
   go.reuse_prefixes = c.prefix_reuse;
+  const bool structured = std::any_of(job.requests.begin(), job.requests.end(),
+                                      [](const serving::GenerationRequest& r) { return r.grammar != nullptr; });
+  if (structured) go.token_bytes = token_bytes(*job.text_tokenizer(), model.config().vocab_size);
   std::optional<text::TextStream> stream;
   const text::Tokenizer* tokenizer = job.text_tokenizer();
   if (mesh.device_id() == 0 && tokenizer != nullptr && c.stream && !mine.empty())
@@ -222,16 +235,6 @@ Generation run_generation(const LlmJobConfig& c, const JobRequests& job, const L
   generation.seconds = seconds_since(start);
   generation.warm_up_seconds = warm_up_seconds;
   return generation;
-}
-
-// What each token of the model's vocabulary writes (nothing past the tokenizer's): what a
-// response_format's grammar sees. Every rank needs it, to mask its shard of the vocabulary.
-std::shared_ptr<const serving::TokenBytes> token_bytes(const text::Tokenizer& tokenizer, int64_t vocab) {
-  auto bytes = std::make_shared<serving::TokenBytes>();
-  bytes->reserve(static_cast<size_t>(vocab));
-  const text::TokenTexts texts(tokenizer);
-  for (int64_t id = 0; id < vocab; ++id) bytes->push_back(texts(static_cast<int32_t>(id)));
-  return bytes;
 }
 
 // --serve: the OpenAI-compatible server until Ctrl-C. The text side is world rank 0's alone.

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/hash.hpp"
 #include "meshnn/io/hdf5_io.hpp"
 #include "meshnn/models/llama/synthetic.hpp"
+#include "meshnn/server/openai_api.hpp"
 #include "meshnn/text/chat_template.hpp"
 
 namespace meshnn::models::llama {
@@ -18,6 +20,7 @@ struct TextPrompt {
   std::string text;                               // the prompt as given, or the user message under --chat
   std::optional<std::vector<text::ChatMessage>> messages;  // a conversation for the chat template
   int64_t max_new_tokens;
+  std::optional<std::string> schema;  // structured output: the JSON Schema the answer follows
 };
 
 std::vector<text::ChatMessage> read_messages(const nlohmann::json& j, const std::string& where) {
@@ -36,9 +39,10 @@ std::vector<text::ChatMessage> read_messages(const nlohmann::json& j, const std:
 }
 
 // --prompts FILE.jsonl: one JSON object per line, {"prompt": "...", "max_tokens": N} or
-// {"messages": [...], "max_tokens": N}; blank lines are skipped. A misspelt key is an error rather
-// than a silently ignored setting.
-std::vector<TextPrompt> read_prompts_jsonl(const std::string& path, int64_t default_max_new_tokens) {
+// {"messages": [...], "max_tokens": N}, and optionally a "response_format" as the server takes it;
+// blank lines are skipped. A misspelt key is an error rather than a silently ignored setting.
+std::vector<TextPrompt> read_prompts_jsonl(const std::string& path, int64_t default_max_new_tokens,
+                                           const std::optional<std::string>& default_schema) {
   std::ifstream in(path);
   MESHNN_CHECK(in.good(), "cannot open prompts file '{}'", path);
   std::vector<TextPrompt> prompts;
@@ -50,11 +54,19 @@ std::vector<TextPrompt> read_prompts_jsonl(const std::string& path, int64_t defa
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     MESHNN_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", where);
     for (const auto& [key, value] : j.items())
-      MESHNN_CHECK(key == "prompt" || key == "messages" || key == "max_tokens",
-                   "{}: unknown key '{}' (expected \"prompt\" or \"messages\", and optionally \"max_tokens\")", where,
-                   key);
+      MESHNN_CHECK(key == "prompt" || key == "messages" || key == "max_tokens" || key == "response_format",
+                   "{}: unknown key '{}' (expected \"prompt\" or \"messages\", and optionally \"max_tokens\" and "
+                   "\"response_format\")",
+                   where, key);
     MESHNN_CHECK(j.contains("prompt") != j.contains("messages"), "{}: give either \"prompt\" or \"messages\"", where);
-    TextPrompt p{"", std::nullopt, default_max_new_tokens};
+    TextPrompt p{"", std::nullopt, default_max_new_tokens, default_schema};
+    if (j.contains("response_format")) {
+      try {
+        p.schema = server::response_format_schema(j["response_format"].dump());
+      } catch (const server::ApiError& e) {
+        throw Error(fmt::format("{}: {}", where, e.what()));
+      }
+    }
     if (j.contains("prompt")) {
       MESHNN_CHECK(j["prompt"].is_string(), "{}: \"prompt\" must be a string", where);
       p.text = j["prompt"].get<std::string>();
@@ -156,6 +168,8 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
                  id, config.vocab_size);
   const bool text_prompts = !c.prompts.empty() || !c.prompts_file.empty();
   MESHNN_CHECK(!(text_prompts && !c.tokens.empty()), "--tokens cannot be combined with --prompt or --prompts");
+  MESHNN_CHECK(text_prompts || (c.json_schema_file.empty() && !c.json_object),
+               "--json-schema and --json-object apply to text prompts: give --prompt or --prompts");
   MESHNN_CHECK(!c.chat || text_prompts || c.interactive, "--chat applies to text prompts: give --prompt or --prompts");
   for (const auto& [option, given] : {std::pair{"--chat-template", !c.chat_template_file.empty()},
                                       std::pair{"--chat-template-kwargs", !c.chat_template_kwargs.empty()}})
@@ -209,10 +223,17 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
                "text prompts need a tokenizer, and {} has none: convert the model with meshnn-convert from a directory "
                "holding tokenizer.model or tokenizer.json, or pass --tokenizer PATH",
                c.tokenizer.empty() ? weights_file : c.tokenizer);
+  std::optional<std::string> schema;
+  if (c.json_object) schema = R"({"type":"object"})";
+  if (!c.json_schema_file.empty()) {
+    std::ifstream f(c.json_schema_file);
+    MESHNN_CHECK(f.good(), "cannot open the JSON Schema file '{}'", c.json_schema_file);
+    schema = std::string(std::istreambuf_iterator<char>(f), {});
+  }
   std::vector<TextPrompt> prompts;
-  for (const std::string& p : c.prompts) prompts.push_back({p, std::nullopt, c.max_new_tokens});
+  for (const std::string& p : c.prompts) prompts.push_back({p, std::nullopt, c.max_new_tokens, schema});
   if (!c.prompts_file.empty())
-    for (TextPrompt& p : read_prompts_jsonl(c.prompts_file, c.max_new_tokens)) prompts.push_back(std::move(p));
+    for (TextPrompt& p : read_prompts_jsonl(c.prompts_file, c.max_new_tokens, schema)) prompts.push_back(std::move(p));
   std::optional<text::ChatTemplate> chat;
   text::ChatTemplateInputs chat_inputs;
   chat_inputs.special_tokens = out.tokenizer->special_tokens;
@@ -241,6 +262,13 @@ JobRequests make_job_requests(const LlmJobConfig& c, const LlamaConfig& config, 
     } else {
       r.prompt = text::encode_prompt(*out.tokenizer->tokenizer, p.text, bos);
       MESHNN_CHECK(!r.prompt.empty(), "prompt {} is empty and the model has no bos_token_id to start it", i);
+    }
+    if (p.schema) {
+      try {
+        r.grammar = serving::JsonGrammar::from_schema(*p.schema);
+      } catch (const Error& e) {
+        throw Error(fmt::format("prompt {}: {}", i, e.what()));
+      }
     }
     out.requests.push_back(std::move(r));
     out.prompt_texts.push_back(std::move(p.text));

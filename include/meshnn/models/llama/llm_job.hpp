@@ -33,6 +33,11 @@ struct LlmJobConfig {
   std::string tokens;                // prompts file (docs/spec/hdf5.md §4); empty: `batch` generated prompts
   std::vector<std::string> prompts;  // text prompts (--prompt), tokenized with the model's tokenizer
   std::string prompts_file;          // JSON lines {"prompt" or "messages": ..., "max_tokens": N} (--prompts)
+  // Structured output for every text prompt (a --prompts line's "response_format" overrides it):
+  // the answer is JSON following the schema in `json_schema_file`, or any JSON object
+  // (`json_object`). serving::GenerationRequest::grammar.
+  std::string json_schema_file;
+  bool json_object = false;
   // Chat: each text prompt becomes a user message (after `system_prompt`, when given) rendered by
   // the model's chat template, or by `chat_template_file`'s; --prompts lines with "messages" are
   // rendered whether or not `chat` is set. The rendered text is tokenized as Hugging Face's
