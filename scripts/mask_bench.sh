@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What structured output's token mask costs a decode step (build/apps/meshnn-mask-bench) over a
-# vocabulary the size of Llama 2's and TinyLlama's (scripts/bench_tokenizer.py: a SentencePiece model
-# trained on this machine, kept in $MESHNN_BUILD/mask_bench/). The answers are JSON objects such as models are
-# asked for (records with names, numbers, lists, nested objects and sentences), compact and
-# pretty-printed, made here from a fixed seed.
+# vocabulary the size of Llama 2's and TinyLlama's (scripts/bench_tokenizer.py: a SentencePiece
+# model trained on this machine, kept in $MESHNN_BUILD/mask_bench/). The answers are JSON objects
+# such as models are asked for (records with names, numbers, lists, nested objects and sentences),
+# compact and pretty-printed, made here from a fixed seed.
 #
 #   scripts/mask_bench.sh [--steps N] [--shards 1,2,4] [--json FILE]
 set -euo pipefail

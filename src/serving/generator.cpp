@@ -469,11 +469,13 @@ struct Generator::State {
       }
       out.tokens.push_back(sampled[i]);
       if (options.keep_logits) out.logits.insert(out.logits.end(), full_row(i).begin(), full_row(i).end());
-      // A grammar ends its request with the token that closes the value. A token it refuses can
-      // only come when the mask left none (every device alike): the request ends there too.
+      // A grammar ends its request with the token that closes the value. A token it refuses (or
+      // one that writes nothing) can only come when the mask left none, every device alike: the
+      // request ends there too.
       bool closed = false;
       if (e.cursor) {
-        const bool fits = e.cursor->feed(token_mask->bytes(sampled[i]));
+        const std::string_view bytes = token_mask->bytes(sampled[i]);
+        const bool fits = !bytes.empty() && e.cursor->feed(bytes);
         out.completed = fits && e.cursor->complete();
         closed = !fits || out.completed;
       }

@@ -124,6 +124,13 @@ bool JsonCursor::feed(uint8_t byte) {
   return true;
 }
 
+// The one byte that may come, and the phase it leads to.
+JsonCursor::Step JsonCursor::expect(Frame& f, uint8_t byte, char wanted, uint8_t next) {
+  if (byte != static_cast<uint8_t>(wanted)) return Step::REFUSED;
+  f.phase = next;
+  return Step::TAKEN;
+}
+
 JsonCursor::Step JsonCursor::space(uint8_t byte) {
   if (byte == '\n') {
     if (line_broken_ || indent_ > 0) return Step::REFUSED;
@@ -196,9 +203,7 @@ JsonCursor::Step JsonCursor::step_object(Frame& f, const JsonGrammar::Node& n, u
   };
   switch (f.phase) {
     case kStart:
-      if (byte != '{') return Step::REFUSED;
-      f.phase = kObjectOpen;
-      return Step::TAKEN;
+      return expect(f, byte, '{', kObjectOpen);
     case kObjectOpen:
       if (byte == '}' && may_close) return Step::ENDED_TAKEN;
       return byte == '"' ? begin_key() : Step::REFUSED;
@@ -243,13 +248,9 @@ JsonCursor::Step JsonCursor::step_tagged(Frame& f, const JsonGrammar::Node& n, u
   if (spaced && is_space(byte)) return space(byte);
   switch (f.phase) {
     case kStart:
-      if (byte != '{') return Step::REFUSED;
-      f.phase = kTagOpen;
-      return Step::TAKEN;
+      return expect(f, byte, '{', kTagOpen);
     case kTagOpen:
-      if (byte != '"') return Step::REFUSED;
-      f.phase = kTagKey;
-      return Step::TAKEN;
+      return expect(f, byte, '"', kTagKey);
     case kTagKey:
       if (f.matched >= key.size() || static_cast<uint8_t>(key[f.matched]) != byte) return Step::REFUSED;
       if (++f.matched == key.size()) {
@@ -289,9 +290,7 @@ JsonCursor::Step JsonCursor::step_array(Frame& f, const JsonGrammar::Node& n, ui
   };
   switch (f.phase) {
     case kStart:
-      if (byte != '[') return Step::REFUSED;
-      f.phase = kArrayOpen;
-      return Step::TAKEN;
+      return expect(f, byte, '[', kArrayOpen);
     case kArrayOpen:
       if (byte == ']' && n.min_items == 0) return Step::ENDED_TAKEN;
       return n.max_items > 0 && n.items >= 0 ? begin_item() : Step::REFUSED;
@@ -311,9 +310,7 @@ JsonCursor::Step JsonCursor::step_string(Frame& f, uint8_t byte) {
   switch (f.phase) {
     case kStart:
       if (is_space(byte)) return space(byte);
-      if (byte != '"') return Step::REFUSED;
-      f.phase = kStringBody;
-      return Step::TAKEN;
+      return expect(f, byte, '"', kStringBody);
     case kStringBody:
       if (byte == '"') return Step::ENDED_TAKEN;
       if (byte == '\\') {
@@ -372,9 +369,7 @@ JsonCursor::Step JsonCursor::step_string(Frame& f, uint8_t byte) {
       return Step::TAKEN;
     }
     case kStringLowBackslash:
-      if (byte != '\\') return Step::REFUSED;
-      f.phase = kStringLowU;
-      return Step::TAKEN;
+      return expect(f, byte, '\\', kStringLowU);
     case kStringLowU:
       if (byte != 'u') return Step::REFUSED;
       f.phase = kStringLowHex;

@@ -28,8 +28,6 @@ const std::set<std::string, std::less<>> kKeywords = {
     "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
     "enum", "const", "anyOf", "oneOf", "$ref", "$defs", "definitions"};
 
-std::string where(const std::string& path) { return path; }
-
 }  // namespace
 
 // Builds a JsonGrammar's nodes from a schema, depth first. A $ref's target becomes one node,
@@ -39,25 +37,38 @@ class JsonSchemaCompiler {
   explicit JsonSchemaCompiler(JsonGrammar& g, const json& document) : g_(g), document_(document) {}
 
   int32_t compile(const json& schema, const std::string& path) {
+    // Schemas come from clients: one nested without end must not exhaust the stack.
+    MESHNN_CHECK(++depth_ <= kMaxSchemaDepth, "json_schema: the schema nests deeper than {} levels at {}",
+                 kMaxSchemaDepth, path);
+    const int32_t n = compile_nested(schema, path);
+    --depth_;
+    return n;
+  }
+
+ private:
+  static constexpr int kMaxSchemaDepth = 128;
+
+  int32_t compile_nested(const json& schema, const std::string& path) {
     if (schema.is_boolean()) {
-      MESHNN_CHECK(schema.get<bool>(), "json_schema: the schema at {} is false: nothing can be written", where(path));
+      MESHNN_CHECK(schema.get<bool>(), "json_schema: the schema at {} is false: nothing can be written", path);
       return any();
     }
-    MESHNN_CHECK(schema.is_object(), "json_schema: the schema at {} is {}, not an object or a boolean", where(path),
+    MESHNN_CHECK(schema.is_object(), "json_schema: the schema at {} is {}, not an object or a boolean", path,
                  schema.type_name());
     for (const auto& [key, value] : schema.items())
       MESHNN_CHECK(kAnnotations.contains(key) || kKeywords.contains(key),
                    "json_schema: '{}' at {} is not supported (meshnn takes type, properties, required, "
                    "additionalProperties, items, minItems, maxItems, enum, const, anyOf, oneOf, $ref, $defs and "
                    "annotations such as title and description)",
-                   key, where(path));
+                   key, path);
     auto has = [&](const char* key) { return schema.contains(key); };
     auto only_with = [&](std::initializer_list<const char*> allowed, const char* what) {
-      for (const auto& [key, value] : schema.items())
-        MESHNN_CHECK(kAnnotations.contains(key) || key == "$defs" || key == "definitions" ||
-                         std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }) !=
-                             allowed.end(),
-                     "json_schema: '{}' beside {} at {} is not supported", key, what, where(path));
+      for (const auto& item : schema.items()) {
+        const std::string& key = item.key();
+        const bool listed = std::any_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; });
+        MESHNN_CHECK(kAnnotations.contains(key) || key == "$defs" || key == "definitions" || listed,
+                     "json_schema: '{}' beside {} at {} is not supported", key, what, path);
+      }
     };
     if (has("$ref")) {
       only_with({"$ref"}, "$ref");
@@ -65,14 +76,14 @@ class JsonSchemaCompiler {
     }
     if (has("enum") || has("const")) {
       only_with({"enum", "const", "type"}, has("enum") ? "enum" : "const");
-      MESHNN_CHECK(!(has("enum") && has("const")), "json_schema: both enum and const at {}", where(path));
+      MESHNN_CHECK(!(has("enum") && has("const")), "json_schema: both enum and const at {}", path);
       std::vector<std::string> texts;
       if (has("const")) {
         texts.push_back(schema.at("const").dump());
       } else {
         const json& values = schema.at("enum");
         MESHNN_CHECK(values.is_array() && !values.empty(), "json_schema: enum at {} must be a non-empty list",
-                     where(path));
+                     path);
         for (const json& v : values) texts.push_back(v.dump());
       }
       return literals(std::move(texts));
@@ -82,11 +93,11 @@ class JsonSchemaCompiler {
         only_with({key}, key);
         const json& branches = schema.at(key);
         MESHNN_CHECK(branches.is_array() && !branches.empty(), "json_schema: {} at {} must be a non-empty list", key,
-                     where(path));
+                     path);
         std::vector<int32_t> nodes;
         for (size_t i = 0; i < branches.size(); ++i)
           nodes.push_back(compile(branches[i], fmt::format("{}/{}/{}", path, key, i)));
-        return choice(std::move(nodes), fmt::format("{}/{}", where(path), key));
+        return choice(std::move(nodes), fmt::format("{}/{}", path, key), std::string_view(key) == "oneOf");
       }
     std::vector<std::string> types;
     if (has("type")) {
@@ -95,9 +106,9 @@ class JsonSchemaCompiler {
         types.push_back(t.get<std::string>());
       } else {
         MESHNN_CHECK(t.is_array() && !t.empty(), "json_schema: type at {} must be a name or a non-empty list of names",
-                     where(path));
+                     path);
         for (const json& name : t) {
-          MESHNN_CHECK(name.is_string(), "json_schema: type at {} lists {}, not a name", where(path), name.dump());
+          MESHNN_CHECK(name.is_string(), "json_schema: type at {} lists {}, not a name", path, name.dump());
           types.push_back(name.get<std::string>());
         }
       }
@@ -110,7 +121,7 @@ class JsonSchemaCompiler {
     }
     std::vector<int32_t> nodes;
     for (const std::string& type : types) nodes.push_back(typed(type, schema, path));
-    return choice(std::move(nodes), fmt::format("{}/type", where(path)));
+    return choice(std::move(nodes), fmt::format("{}/type", path));
   }
 
   // The node of any JSON value: one of an object of any keys, an array, a string, a number,
@@ -130,7 +141,6 @@ class JsonSchemaCompiler {
     return any_;
   }
 
- private:
   JsonGrammar::Node& node(int32_t i) { return g_.nodes_[static_cast<size_t>(i)]; }
 
   int32_t add(Kind kind) {
@@ -165,15 +175,15 @@ class JsonSchemaCompiler {
     if (type == "null") return literals({"null"});
     if (type == "object") return object(schema, path);
     if (type == "array") return array(schema, path);
-    throw Error(fmt::format("json_schema: type at {} names '{}', which is not a JSON Schema type", where(path), type));
+    throw Error(fmt::format("json_schema: type at {} names '{}', which is not a JSON Schema type", path, type));
   }
 
   int32_t object(const json& schema, const std::string& path) {
     const int32_t i = add(Kind::OBJECT);
     if (const auto p = schema.find("properties"); p != schema.end()) {
-      MESHNN_CHECK(p->is_object(), "json_schema: properties at {} must be an object", where(path));
+      MESHNN_CHECK(p->is_object(), "json_schema: properties at {} must be an object", path);
       MESHNN_CHECK(p->size() <= 64, "json_schema: the object at {} has {} properties; at most 64 are supported",
-                   where(path), p->size());
+                   path, p->size());
       std::vector<std::pair<std::string, int32_t>> keys;
       for (const auto& [name, sub] : p->items())
         keys.emplace_back(json(name).dump().substr(1), compile(sub, fmt::format("{}/properties/{}", path, name)));
@@ -186,15 +196,15 @@ class JsonSchemaCompiler {
       node(i).any_key_value = extra == schema.end() ? any() : compile(*extra, path + "/additionalProperties");
     }
     if (const auto r = schema.find("required"); r != schema.end()) {
-      MESHNN_CHECK(r->is_array(), "json_schema: required at {} must be a list of names", where(path));
+      MESHNN_CHECK(r->is_array(), "json_schema: required at {} must be a list of names", path);
       for (const json& name : *r) {
-        MESHNN_CHECK(name.is_string(), "json_schema: required at {} lists {}, not a name", where(path), name.dump());
+        MESHNN_CHECK(name.is_string(), "json_schema: required at {} lists {}, not a name", path, name.dump());
         const std::string key = json(name).dump().substr(1);
         const std::vector<std::string>& keys = node(i).keys;
         const auto at = std::lower_bound(keys.begin(), keys.end(), key);
         MESHNN_CHECK(at != keys.end() && *at == key,
                      "json_schema: required at {} names '{}', which is not among the object's properties",
-                     where(path), name.get<std::string>());
+                     path, name.get<std::string>());
         node(i).required |= uint64_t{1} << (at - keys.begin());
       }
     }
@@ -206,23 +216,23 @@ class JsonSchemaCompiler {
     auto count = [&](const char* key, int64_t otherwise) {
       const auto v = schema.find(key);
       if (v == schema.end()) return otherwise;
-      MESHNN_CHECK(v->is_number_unsigned(), "json_schema: {} at {} must be a count, got {}", key, where(path), v->dump());
-      return v->get<int64_t>();
+      MESHNN_CHECK(v->is_number_unsigned(), "json_schema: {} at {} must be a count, got {}", key, path, v->dump());
+      return static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), std::numeric_limits<int64_t>::max()));
     };
     node(i).min_items = count("minItems", 0);
     node(i).max_items = count("maxItems", std::numeric_limits<int64_t>::max());
     MESHNN_CHECK(node(i).min_items <= node(i).max_items, "json_schema: minItems {} is above maxItems {} at {}",
-                 node(i).min_items, node(i).max_items, where(path));
+                 node(i).min_items, node(i).max_items, path);
     const auto items = schema.find("items");
     if (items == schema.end() || *items == true) {
       node(i).items = any();
     } else if (*items == false) {
       node(i).max_items = 0;
       MESHNN_CHECK(node(i).min_items == 0, "json_schema: the array at {} takes no items but minItems is {}",
-                   where(path), node(i).min_items);
+                   path, node(i).min_items);
     } else {
       MESHNN_CHECK(items->is_object(), "json_schema: items at {} must be one schema (lists of schemas are not supported)",
-                   where(path));
+                   path);
       const int32_t item = compile(*items, path + "/items");
       node(i).items = item;
     }
@@ -230,8 +240,10 @@ class JsonSchemaCompiler {
   }
 
   // One node for alternatives told apart by their first character: nested choices are flattened,
-  // lists of literals joined, and an integer beside a number is the number.
-  int32_t choice(std::vector<int32_t> nodes, const std::string& path) {
+  // lists of literals joined, and an integer beside a number is the number. `exclusive` (oneOf):
+  // no value may follow two alternatives, so a literal twice, or an integer beside a number, is
+  // refused.
+  int32_t choice(std::vector<int32_t> nodes, const std::string& path, bool exclusive = false) {
     std::vector<int32_t> flat;
     std::vector<std::string> texts;
     bool literal_seen = false;
@@ -255,6 +267,18 @@ class JsonSchemaCompiler {
           std::any_of(flat.begin(), flat.end(), [&](int32_t m) { return node(m).kind == Kind::NUMBER; }))
         continue;
       if (std::find(kept.begin(), kept.end(), n) == kept.end()) kept.push_back(n);
+    }
+    if (exclusive) {
+      std::vector<std::string> sorted = texts;
+      std::sort(sorted.begin(), sorted.end());
+      const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+      MESHNN_CHECK(twice == sorted.end(), "json_schema: two alternatives of the oneOf at {} take {}", path,
+                   twice == sorted.end() ? "" : *twice);
+      const auto kind_in = [&](Kind k) {
+        return std::any_of(flat.begin(), flat.end(), [&](int32_t m) { return node(m).kind == k; });
+      };
+      MESHNN_CHECK(!(kind_in(Kind::INTEGER) && kind_in(Kind::NUMBER)),
+                   "json_schema: the oneOf at {} has an integer and a number, which every integer follows", path);
     }
     if (literal_seen) kept.push_back(literals(std::move(texts)));
     kept = tag_objects(std::move(kept), path);
@@ -336,15 +360,15 @@ class JsonSchemaCompiler {
   }
 
   int32_t reference(const json& ref, const std::string& path) {
-    MESHNN_CHECK(ref.is_string(), "json_schema: $ref at {} must be a string", where(path));
+    MESHNN_CHECK(ref.is_string(), "json_schema: $ref at {} must be a string", path);
     const std::string target = ref.get<std::string>();
     if (auto it = refs_.find(target); it != refs_.end()) return it->second;
     const bool local = target == "#" || target.starts_with("#/$defs/") || target.starts_with("#/definitions/");
     MESHNN_CHECK(local, "json_schema: $ref '{}' at {} is not supported (only \"#\", \"#/$defs/NAME\" and "
-                        "\"#/definitions/NAME\")", target, where(path));
+                        "\"#/definitions/NAME\")", target, path);
     const json::json_pointer pointer(target.substr(1));
     MESHNN_CHECK(document_.contains(pointer), "json_schema: $ref '{}' at {} names nothing in the schema", target,
-                 where(path));
+                 path);
     // The target gets its node before its body is compiled, so that the body may refer back to it
     // (a tree's node holding a list of nodes); the body's node is copied into it afterwards.
     const int32_t slot = add(Kind::STRING);
@@ -352,7 +376,7 @@ class JsonSchemaCompiler {
     refs_[target] = slot;
     const int32_t body = compile(document_.at(pointer), target);
     MESHNN_CHECK(body != slot, "json_schema: $ref '{}' at {} refers to itself with nothing between", target,
-                 where(path));
+                 path);
     node(slot) = node(body);
     unfilled_.erase(slot);
     return slot;
@@ -367,6 +391,7 @@ class JsonSchemaCompiler {
   std::map<std::string, int32_t> refs_;
   std::set<int32_t> unfilled_;
   int32_t any_ = -1;
+  int depth_ = 0;  // schemas being compiled, one inside the other
 };
 
 std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() { return from_schema(R"({"type":"object"})"); }

@@ -128,6 +128,8 @@ def cases(work):
              ERROR, "mlp.gate_proj.weight", absent=w("llm_out.h5")),
         Case("llm: --chat without text prompts", 2, llm, tiny + ["--chat"] + out, ERROR,
              "--chat applies to text prompts", absent=w("llm_out.h5")),
+        Case("llm: --json-object without text prompts", 2, llm, tiny + ["--json-object"] + out, ERROR,
+             "--json-schema and --json-object apply to text prompts", absent=w("llm_out.h5")),
         Case("llm: --system without --chat", 2, llm, tiny + ["--system", "be brief", "--prompt", "hi"], USAGE,
              "--system requires --chat or --interactive"),
         Case("llm: --serve with --interactive", 2, llm, tiny + ["--serve", "--interactive"], USAGE,

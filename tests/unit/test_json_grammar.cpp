@@ -120,7 +120,7 @@ TEST(JsonCursor, TakesEveryJsonObjectAndEndsWithIt) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 400; ++trial) {
     json o = json::object();
-    for (int i = static_cast<int>(rng() % 5); i > 0; --i) o["k" + std::to_string(i)] = random_value(rng, 4);
+    for (int i = static_cast<int>(rng() % 5); i > 0; --i) o[std::to_string(i).insert(0, "k")] = random_value(rng, 4);
     for (const std::string& text : {o.dump(), o.dump(2), o.dump(4), spaced(o.dump(), rng)})
       EXPECT_TRUE(takes_exactly(*g, text)) << text;
     // Not an object at the root: an array, a string.
@@ -134,7 +134,7 @@ TEST(JsonCursor, TakesEveryJsonObjectAndEndsWithIt) {
 // range (1e999), which JSON's grammar allows, before it has read the rest.
 std::optional<bool> is_json(const std::string& text) {
   try {
-    (void)json::parse(text);
+    [[maybe_unused]] const json parsed = json::parse(text);
     return true;
   } catch (const json::out_of_range& e) {
     if (e.id == 406) return std::nullopt;  // "number overflow"
@@ -154,7 +154,7 @@ TEST(JsonCursor, AgreesWithNlohmannOnEditedText) {
   int taken = 0, refused = 0;
   for (int trial = 0; trial < 6000; ++trial) {
     json o = json::object();
-    for (int i = static_cast<int>(rng() % 4); i > 0; --i) o["k" + std::to_string(i)] = random_value(rng, 3);
+    for (int i = static_cast<int>(rng() % 4); i > 0; --i) o[std::to_string(i).insert(0, "k")] = random_value(rng, 3);
     std::string text = rng() % 2 ? o.dump() : o.dump(1);
     for (int edits = 1 + static_cast<int>(rng() % 2); edits > 0; --edits) {
       const size_t at = rng() % (text.size() + 1);
@@ -416,6 +416,15 @@ TEST(JsonGrammar, RefusesWhatItCannotFollow) {
                 .find("minItems 3 is above maxItems 2"),
             std::string::npos);
   EXPECT_NE(message("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(message(R"({"oneOf": [{"const": "a"}, {"enum": ["a", "b"]}]})").find("two alternatives of the oneOf"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"type": "object", "properties": {"n": {"oneOf": [{"type": "integer"}, {"type": "number"}]}}})")
+                .find("an integer and a number"),
+            std::string::npos);
+  std::string deep = R"({"type": "array", "items": )";
+  for (int i = 0; i < 200; ++i) deep += R"({"type": "array", "items": )";
+  deep += "{}" + std::string(201, '}');
+  EXPECT_NE(message(deep.c_str()).find("nests deeper than 128 levels"), std::string::npos);
   EXPECT_NE(message(R"({"anyOf": [{"type": "object", "properties": {"a": {"const": "x"}}},
                                   {"type": "object", "properties": {"a": {"const": "y"}}}]})")
                 .find("objects with no discriminator"),

@@ -64,7 +64,8 @@ struct GenerationRequest {
   // Structured output: the answer is JSON this grammar accepts (json_grammar.hpp). Before each draw
   // the tokens that would leave it get -inf logits on every device (token_mask.hpp), its stop
   // tokens among them, and the request ends with the token that closes the value
-  // (RequestOutput::completed), or at max_new_tokens with the value still open. Needs the options'
+  // (RequestOutput::completed), or at max_new_tokens with the value still open (or where the mask
+  // leaves no token, which a vocabulary with every byte never does). Needs the options'
   // token_bytes; such a request feeds no drafts, and each pass holding it allocates.
   std::shared_ptr<const JsonGrammar> grammar;
 };

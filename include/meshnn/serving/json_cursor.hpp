@@ -59,6 +59,7 @@ class JsonCursor {
   Step step_literals(Frame& f, const JsonGrammar::Node& n, uint8_t byte);
   Step step_tagged(Frame& f, const JsonGrammar::Node& n, uint8_t byte);
   Step space(uint8_t byte);  // whitespace between values: "\n" first, then indentation
+  static Step expect(Frame& f, uint8_t byte, char wanted, uint8_t next);
   bool push(int32_t node, uint8_t phase);
   bool opens(const Frame& f) const;
   bool closes(const Frame& f, uint8_t byte) const;
