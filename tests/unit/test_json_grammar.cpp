@@ -2,6 +2,7 @@
 // references written apart from it: nlohmann-json's parser says what is JSON, a small validator
 // below says what a schema accepts, and the token mask is compared with feeding each token's bytes
 // to a cursor of its own.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -120,7 +121,7 @@ TEST(JsonCursor, TakesEveryJsonObjectAndEndsWithIt) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 400; ++trial) {
     json o = json::object();
-    for (int i = static_cast<int>(rng() % 5); i > 0; --i) o[std::to_string(i).insert(0, "k")] = random_value(rng, 4);
+    for (int i = static_cast<int>(rng() % 5); i > 0; --i) o[fmt::format("k{}", i)] = random_value(rng, 4);
     for (const std::string& text : {o.dump(), o.dump(2), o.dump(4), spaced(o.dump(), rng)})
       EXPECT_TRUE(takes_exactly(*g, text)) << text;
     // Not an object at the root: an array, a string.
@@ -154,7 +155,7 @@ TEST(JsonCursor, AgreesWithNlohmannOnEditedText) {
   int taken = 0, refused = 0;
   for (int trial = 0; trial < 6000; ++trial) {
     json o = json::object();
-    for (int i = static_cast<int>(rng() % 4); i > 0; --i) o[std::to_string(i).insert(0, "k")] = random_value(rng, 3);
+    for (int i = static_cast<int>(rng() % 4); i > 0; --i) o[fmt::format("k{}", i)] = random_value(rng, 3);
     std::string text = rng() % 2 ? o.dump() : o.dump(1);
     for (int edits = 1 + static_cast<int>(rng() % 2); edits > 0; --edits) {
       const size_t at = rng() % (text.size() + 1);
