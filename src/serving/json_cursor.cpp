@@ -1,6 +1,7 @@
 #include "meshnn/serving/json_cursor.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace meshnn::serving {
 
@@ -56,8 +57,11 @@ JsonCursor::JsonCursor(const JsonGrammar& grammar) : grammar_(&grammar) {
 bool JsonCursor::in_string_text() const {
   if (depth_ == 0) return false;
   const Frame& f = frames_[static_cast<size_t>(depth_ - 1)];
-  const bool string = f.node == kKeyString || grammar_->node(f.node).kind == Kind::STRING;
-  return string && f.phase == kStringBody;
+  if (f.phase != kStringBody) return false;
+  if (f.node == kKeyString) return true;
+  const JsonGrammar::Node& n = grammar_->node(f.node);
+  // A string of bounded length may not take every whole character.
+  return n.kind == Kind::STRING && n.max_length == std::numeric_limits<int64_t>::max();
 }
 
 bool JsonCursor::complete() const {
@@ -307,12 +311,23 @@ JsonCursor::Step JsonCursor::step_array(Frame& f, const JsonGrammar::Node& n, ui
 }
 
 JsonCursor::Step JsonCursor::step_string(Frame& f, uint8_t byte) {
+  // minLength and maxLength (a key of an object of any keys has none): f.count counts the
+  // characters begun, each escape one, a surrogate pair one.
+  int64_t min_length = 0, max_length = std::numeric_limits<int64_t>::max();
+  if (f.node != kKeyString) {
+    min_length = grammar_->node(f.node).min_length;
+    max_length = grammar_->node(f.node).max_length;
+  }
+  if (f.phase == kStringBody && byte != '"') {
+    if (f.count >= max_length) return Step::REFUSED;
+    ++f.count;  // a byte refused below leaves the frame unused
+  }
   switch (f.phase) {
     case kStart:
       if (is_space(byte)) return space(byte);
       return expect(f, byte, '"', kStringBody);
     case kStringBody:
-      if (byte == '"') return Step::ENDED_TAKEN;
+      if (byte == '"') return f.count >= min_length ? Step::ENDED_TAKEN : Step::REFUSED;
       if (byte == '\\') {
         f.phase = kStringEscape;
         return Step::TAKEN;

@@ -25,8 +25,8 @@ std::bitset<256> characters(std::string_view chars) {
 const std::set<std::string, std::less<>> kAnnotations = {"title", "description", "default", "examples",
                                                           "$schema", "$id", "$comment", "strict"};
 const std::set<std::string, std::less<>> kKeywords = {
-    "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-    "enum", "const", "anyOf", "oneOf", "$ref", "$defs", "definitions"};
+    "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "minLength",
+    "maxLength", "enum", "const", "anyOf", "oneOf", "$ref", "$defs", "definitions"};
 
 }  // namespace
 
@@ -58,8 +58,8 @@ class JsonSchemaCompiler {
     for (const auto& [key, value] : schema.items())
       MESHNN_CHECK(kAnnotations.contains(key) || kKeywords.contains(key),
                    "json_schema: '{}' at {} is not supported (meshnn takes type, properties, required, "
-                   "additionalProperties, items, minItems, maxItems, enum, const, anyOf, oneOf, $ref, $defs and "
-                   "annotations such as title and description)",
+                   "additionalProperties, items, minItems, maxItems, minLength, maxLength, enum, const, anyOf, "
+                   "oneOf, $ref, $defs and annotations such as title and description)",
                    key, path);
     auto has = [&](const char* key) { return schema.contains(key); };
     auto only_with = [&](std::initializer_list<const char*> allowed, const char* what) {
@@ -168,7 +168,7 @@ class JsonSchemaCompiler {
   }
 
   int32_t typed(const std::string& type, const json& schema, const std::string& path) {
-    if (type == "string") return add(Kind::STRING);
+    if (type == "string") return string(schema, path);
     if (type == "number") return add(Kind::NUMBER);
     if (type == "integer") return add(Kind::INTEGER);
     if (type == "boolean") return literals({"false", "true"});
@@ -211,16 +211,27 @@ class JsonSchemaCompiler {
     return i;
   }
 
+  // A schema's count keyword (minItems, maxLength, ...), or `otherwise` when it has none.
+  static int64_t count(const json& schema, const char* key, int64_t otherwise, const std::string& path) {
+    const auto v = schema.find(key);
+    if (v == schema.end()) return otherwise;
+    MESHNN_CHECK(v->is_number_unsigned(), "json_schema: {} at {} must be a count, got {}", key, path, v->dump());
+    return static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), std::numeric_limits<int64_t>::max()));
+  }
+
+  int32_t string(const json& schema, const std::string& path) {
+    const int32_t i = add(Kind::STRING);
+    node(i).min_length = count(schema, "minLength", 0, path);
+    node(i).max_length = count(schema, "maxLength", std::numeric_limits<int64_t>::max(), path);
+    MESHNN_CHECK(node(i).min_length <= node(i).max_length, "json_schema: minLength {} is above maxLength {} at {}",
+                 node(i).min_length, node(i).max_length, path);
+    return i;
+  }
+
   int32_t array(const json& schema, const std::string& path) {
     const int32_t i = add(Kind::ARRAY);
-    auto count = [&](const char* key, int64_t otherwise) {
-      const auto v = schema.find(key);
-      if (v == schema.end()) return otherwise;
-      MESHNN_CHECK(v->is_number_unsigned(), "json_schema: {} at {} must be a count, got {}", key, path, v->dump());
-      return static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), std::numeric_limits<int64_t>::max()));
-    };
-    node(i).min_items = count("minItems", 0);
-    node(i).max_items = count("maxItems", std::numeric_limits<int64_t>::max());
+    node(i).min_items = count(schema, "minItems", 0, path);
+    node(i).max_items = count(schema, "maxItems", std::numeric_limits<int64_t>::max(), path);
     MESHNN_CHECK(node(i).min_items <= node(i).max_items, "json_schema: minItems {} is above maxItems {} at {}",
                  node(i).min_items, node(i).max_items, path);
     const auto items = schema.find("items");

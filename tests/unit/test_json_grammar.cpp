@@ -260,6 +260,14 @@ bool valid(const json& v, const json& schema, const json& root) {
       }
     }
   }
+  if (v.is_string()) {
+    // Characters as JSON Schema counts them: code points, each a UTF-8 lead byte.
+    const std::string s = v.get<std::string>();
+    const auto characters =
+        static_cast<int64_t>(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; }));
+    if (characters < schema.value("minLength", int64_t{0})) return false;
+    if (characters > schema.value("maxLength", std::numeric_limits<int64_t>::max())) return false;
+  }
   if (v.is_array()) {
     if (static_cast<int64_t>(v.size()) < schema.value("minItems", int64_t{0})) return false;
     if (static_cast<int64_t>(v.size()) > schema.value("maxItems", std::numeric_limits<int64_t>::max())) return false;
@@ -300,7 +308,7 @@ std::string random_answer(const JsonGrammar& g, std::mt19937& rng) {
 
 const char* const kSchemas[] = {
     R"({"type": "object"})",
-    R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+    R"({"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 3}, "age": {"type": "integer"},
         "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3}},
         "required": ["name", "age"], "additionalProperties": false})",
     R"({"title": "Answer", "type": "object", "properties": {
@@ -348,7 +356,8 @@ TEST(JsonGrammar, RandomAnswersAreJsonTheSchemaAccepts) {
 TEST(JsonGrammar, TakesValidAnswersAndRefusesInvalidOnes) {
   const auto person = JsonGrammar::from_schema(kSchemas[1]);
   EXPECT_TRUE(takes_exactly(*person, R"({"name": "Ann", "age": 41})"));
-  EXPECT_TRUE(takes_exactly(*person, R"({"age":41,"tags":["a"],"name":""})"));
+  EXPECT_TRUE(takes_exactly(*person, R"({"age":41,"tags":["a"],"name":"B"})"));
+  EXPECT_FALSE(takes_exactly(*person, R"({"name": "Anna", "age": 41})"));  // maxLength 3
   EXPECT_FALSE(takes_exactly(*person, R"({"name": "Ann"})"));                       // age is required
   EXPECT_FALSE(takes_exactly(*person, R"({"name": "Ann", "age": 4.5})"));           // not an integer
   EXPECT_FALSE(takes_exactly(*person, R"({"name": "Ann", "age": 4, "name": "B"})"));  // a key twice
@@ -375,6 +384,7 @@ TEST(JsonGrammar, DiscriminatorComesFirstAndChoosesTheObject) {
 TEST(JsonGrammar, WritesTheValueBetweenItsPrefixAndSuffix) {
   const auto g = JsonGrammar::from_schema(kSchemas[1], "<tool_call>", "</tool_call>");
   EXPECT_TRUE(takes_exactly(*g, R"(<tool_call>{"name":"A","age":1}</tool_call>)"));
+  EXPECT_FALSE(takes_exactly(*g, R"(<tool_call>{"name":"","age":1}</tool_call>)"));  // minLength 1
   EXPECT_TRUE(takes_exactly(*g, "<tool_call>\n{\"name\": \"A\", \"age\": 1}\n</tool_call>"));
   EXPECT_FALSE(takes_exactly(*g, R"({"name":"A","age":1})"));
   EXPECT_FALSE(takes_exactly(*g, R"(<tool_call>{"name":"A","age":1})"));  // not complete without the suffix
@@ -390,6 +400,24 @@ TEST(JsonGrammar, WritesTheValueBetweenItsPrefixAndSuffix) {
     EXPECT_TRUE(valid(json::parse(value), json::parse(kSchemas[1]), json::parse(kSchemas[1]))) << answer;
     EXPECT_TRUE(takes_exactly(*again, answer));
   }
+}
+
+TEST(JsonGrammar, StringLengthsCountCharacters) {
+  const auto g = JsonGrammar::from_schema(
+      R"({"type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": 3}}})");
+  auto with = [](const std::string& s) { return std::string(R"({"s":")") + s + "\"}"; };
+  for (const char* s : {"ab", "abc", "\xC3\xA9\xE2\x82\xAC", "\\n\\u00e9", "a\\ud83d\\ude00", "\xF0\x9F\x98\x80" "a"})
+    EXPECT_TRUE(takes_exactly(*g, with(s))) << s;
+  for (const char* s : {"", "a", "abcd", "\xC3\xA9", "ab\\u00e9c", "\\ud83d\\ude00"})
+    EXPECT_FALSE(takes_exactly(*g, with(s))) << s;
+  // A bounded string is not plain text for the token mask: its length must be counted.
+  JsonCursor c(*g);
+  ASSERT_TRUE(c.feed(R"({"s":")"));
+  EXPECT_FALSE(c.in_string_text());
+  const auto any = JsonGrammar::any_object();
+  JsonCursor free(*any);
+  ASSERT_TRUE(free.feed(R"({"s":")"));
+  EXPECT_TRUE(free.in_string_text());
 }
 
 TEST(JsonGrammar, RefusesWhatItCannotFollow) {

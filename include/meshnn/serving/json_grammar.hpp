@@ -5,6 +5,7 @@
 // What a schema may say; anything else is refused, naming the keyword and where it is:
 //  - type: "object", "array", "string", "number", "integer", "boolean", "null", or a list of them;
 //  - objects: properties, required, additionalProperties; arrays: items, minItems, maxItems;
+//    strings: minLength, maxLength (in characters, as JSON Schema counts them: code points);
 //  - enum and const (any JSON values: the answer writes one as JSON writes it compactly);
 //  - anyOf and oneOf, when their branches begin with different characters (an object or null,
 //    a string or a number), and so can be told apart by the first one; or when their object
@@ -62,9 +63,11 @@ class JsonGrammar {
     std::vector<int32_t> key_values;
     uint64_t required = 0;
     int32_t any_key_value = -1;
-    // ARRAY: the items' node (-1: none, only []), and the item count's bounds.
+    // ARRAY: the items' node (-1: none, only []), and the item count's bounds. STRING: the
+    // character count's bounds.
     int32_t items = -1;
     int64_t min_items = 0, max_items = std::numeric_limits<int64_t>::max();
+    int64_t min_length = 0, max_length = std::numeric_limits<int64_t>::max();
     // LITERALS: the texts, sorted and distinct.
     std::vector<std::string> literals;
     // CHOICE: the alternatives, none of them a CHOICE, their first characters disjoint.
