@@ -187,6 +187,22 @@ TEST(OpenAiApi, ReadsResponseFormat) {
                                      Endpoint::COMPLETIONS);
   ASSERT_TRUE(r.json_schema.has_value());
   EXPECT_EQ(json::parse(*r.json_schema), json::parse(R"({"type": "object", "properties": {"b": {"type": "integer"}}})"));
+  // vLLM's structured_outputs: json as a schema or its text, json_object.
+  EXPECT_EQ(json::parse(*parse_request(R"({"prompt": "a", "structured_outputs": {"json": {"type": "object",
+      "properties": {"b": {"type": "integer"}}}}})", Endpoint::COMPLETIONS).json_schema),
+            json::parse(R"({"type": "object", "properties": {"b": {"type": "integer"}}})"));
+  EXPECT_EQ(json::parse(*parse_request(R"({"prompt": "a", "structured_outputs": {"json": "{\"type\": \"array\"}"}})",
+                                       Endpoint::COMPLETIONS)
+                             .json_schema),
+            json::parse(R"({"type": "array"})"));
+  EXPECT_EQ(parse_request(R"({"prompt": "a", "structured_outputs": {"json_object": true}})", Endpoint::COMPLETIONS)
+                .json_schema,
+            R"({"type":"object"})");
+  EXPECT_NE(refusal(R"({"prompt": "a", "structured_outputs": {"choice": ["x", "y"]}})").find("choice is not supported"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "structured_outputs": {"json_object": true}, "response_format": {"type":
+      "json_object"}})").find("not both"),
+            std::string::npos);
   for (const char* format : {R"("json")", R"({"type": "xml"})", R"({"type": "json_schema"})"})
     EXPECT_NE(refusal(std::string(R"({"prompt": "a", "response_format": )") + format + "}").find("'response_format'"),
               std::string::npos)
