@@ -197,6 +197,28 @@ std::optional<std::string> schema_of(const json* f) {
   return schema == nullptr ? any_object : schema->dump();
 }
 
+// vLLM's structured_outputs: {"json": a schema (or its JSON text)} or {"json_object": true}; its
+// choice, regex, grammar and structural_tag are refused.
+std::optional<std::string> structured_outputs_schema(const json* s) {
+  if (s == nullptr) return std::nullopt;
+  if (!s->is_object()) bad("'structured_outputs' must be an object");
+  for (const auto& item : s->items())
+    if (item.key() != "json" && item.key() != "json_object" && !item.value().is_null())
+      bad(fmt::format("'structured_outputs' {} is not supported: meshnn's server takes \"json\" (a JSON Schema) and "
+                      "\"json_object\"",
+                      item.key()));
+  if (const json* schema = field(*s, "json"); schema != nullptr) {
+    if (!schema->is_string()) return schema->dump();
+    try {
+      return json::parse(schema->get<std::string>()).dump();
+    } catch (const json::exception& e) {
+      bad(fmt::format("'structured_outputs' json is not valid JSON: {}", e.what()));
+    }
+  }
+  if (const json* object = field(*s, "json_object"); object != nullptr && *object == true) return R"({"type":"object"})";
+  return std::nullopt;
+}
+
 void read_stop(const json& body, ApiRequest& r) {
   const json* s = field(body, "stop");
   if (s == nullptr) return;
@@ -333,28 +355,6 @@ std::string event(const json& j) {
 
 }  // namespace
 
-// vLLM's structured_outputs: {"json": a schema (or its JSON text)} or {"json_object": true}; its
-// choice, regex, grammar and structural_tag are refused.
-std::optional<std::string> structured_outputs_schema(const json* s) {
-  if (s == nullptr) return std::nullopt;
-  if (!s->is_object()) bad("'structured_outputs' must be an object");
-  for (const auto& item : s->items())
-    if (item.key() != "json" && item.key() != "json_object" && !item.value().is_null())
-      bad(fmt::format("'structured_outputs' {} is not supported: meshnn's server takes \"json\" (a JSON Schema) and "
-                      "\"json_object\"",
-                      item.key()));
-  if (const json* schema = field(*s, "json"); schema != nullptr) {
-    if (!schema->is_string()) return schema->dump();
-    try {
-      return json::parse(schema->get<std::string>()).dump();
-    } catch (const json::exception& e) {
-      bad(fmt::format("'structured_outputs' json is not valid JSON: {}", e.what()));
-    }
-  }
-  if (const json* object = field(*s, "json_object"); object != nullptr && *object == true) return R"({"type":"object"})";
-  return std::nullopt;
-}
-
 std::optional<std::string> response_format_schema(std::string_view response_format) {
   json f;
   try {
@@ -401,9 +401,8 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   if (std::optional<std::string> s = structured_outputs_schema(field(body, "structured_outputs"))) {
     if (r.json_schema) bad("give either 'response_format' or 'structured_outputs', not both");
     r.json_schema = std::move(s);
-  }  if (r.json_schema && r.tool_choice_required)
-    bad("'response_format' and a 'tool_choice' that asks for a call cannot be combined: the call's JSON follows the "
-        "tool's parameters");  if (const json* ids = field(body, "stop_token_ids"); ids != nullptr) {
+  }
+  if (const json* ids = field(body, "stop_token_ids"); ids != nullptr) {
     if (!ids->is_array()) bad("'stop_token_ids' must be a list of token ids");
     r.stop_token_ids = token_ids(*ids, "stop_token_ids");
   }
