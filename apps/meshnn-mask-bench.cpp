@@ -114,8 +114,10 @@ int main(int argc, char** argv) {
       MESHNN_CHECK(s >= 1 && s <= 64, "--shards: {} is not in [1, 64]", s);
       Split split{s, {}, {}};
       const int64_t width = (vocab + s - 1) / s;
-      for (int k = 0; k < s; ++k)
-        split.masks.emplace_back(bytes, serving::VocabShard{k * width, std::max<int64_t>(0, std::min(width, vocab - k * width))});
+      for (int k = 0; k < s; ++k) {
+        const int64_t valid = std::max<int64_t>(0, std::min(width, vocab - k * width));
+        split.masks.emplace_back(bytes, serving::VocabShard{k * width, valid});
+      }
       splits.push_back(std::move(split));
     }
 
@@ -170,7 +172,8 @@ int main(int argc, char** argv) {
                 tokenizer_path.c_str(), tokenizer.kind().c_str(), static_cast<long long>(vocab),
                 schema_file.empty() ? "any object" : schema_file.c_str(), steps);
     const Summary allowed = summarize(allowed_counts), plain = summarize(peer);
-    std::printf("tokens allowed per state: median %.0f, p90 %.0f, max %.0f\n", allowed.median, allowed.p90, allowed.max);
+    std::printf("tokens allowed per state: median %.0f, p90 %.0f, max %.0f\n", allowed.median, allowed.p90,
+                allowed.max);
     std::printf("the plain way (each token fed alone), whole vocabulary: median %.0f us, p90 %.0f, max %.0f\n",
                 plain.median, plain.p90, plain.max);
     std::string records;

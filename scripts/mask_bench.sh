@@ -26,7 +26,8 @@ def record():
          "email": rng.choice(names).lower() + "@example.com", "active": rng.random() < 0.5,
          "score": round(rng.random(), 3), "tags": [rng.choice(words) for _ in range(rng.randint(0, 4))],
          "address": {"street": f"{rng.randint(1, 999)} {rng.choice(words).title()} Street",
-                     "city": rng.choice(["Paris", "Lyon", "Zürich", "Tokyo", "Lima"]), "zip": f"{rng.randint(10000, 99999)}"},
+                     "city": rng.choice(["Paris", "Lyon", "Zürich", "Tokyo", "Lima"]),
+                     "zip": f"{rng.randint(10000, 99999)}"},
          "summary": sentence(rng.randint(8, 30))}
     if rng.random() < 0.3:
         r["orders"] = [{"item": rng.choice(words), "quantity": rng.randint(1, 9), "price": round(rng.random() * 100, 2)}

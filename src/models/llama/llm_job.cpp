@@ -197,7 +197,6 @@ void stream_first_request(const JobRequests& job, const serving::GenerationReque
   };
 }
 
-// The replica's requests to their end; world rank 0 streams the first one's text.
 // What each token of the model's vocabulary writes (nothing past the tokenizer's): what a
 // response_format's grammar sees. Every rank needs it, to mask its shard of the vocabulary.
 std::shared_ptr<const serving::TokenBytes> token_bytes(const text::Tokenizer& tokenizer, int64_t vocab) {
@@ -208,6 +207,7 @@ std::shared_ptr<const serving::TokenBytes> token_bytes(const text::Tokenizer& to
   return bytes;
 }
 
+// The replica's requests to their end; world rank 0 streams the first one's text.
 Generation run_generation(const LlmJobConfig& c, const JobRequests& job, const LlamaModel& model,
                           serving::KvCache& cache, const std::vector<serving::GenerationRequest>& mine,
                           MeshDevice& mesh) {
@@ -249,7 +249,8 @@ void run_server(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig
   options.default_max_tokens = c.max_new_tokens;
   options.generation = generation_options(c, job);
   options.generation.reuse_prefixes = c.prefix_reuse;
-  if (job.text_tokenizer() != nullptr) options.generation.token_bytes = token_bytes(*job.text_tokenizer(), config.vocab_size);
+  if (job.text_tokenizer() != nullptr)
+    options.generation.token_bytes = token_bytes(*job.text_tokenizer(), config.vocab_size);
   if (!c.reasoning_parser.empty()) options.reasoning_parser = server::reasoning_parser_named(c.reasoning_parser);
   if (!c.tool_call_parser.empty()) options.tool_call_parser = server::tool_call_parser_named(c.tool_call_parser);
   server::ServeText text;
