@@ -487,6 +487,10 @@ def check_structured_output(port):
           greedy["text"] != json.loads(plain)["choices"][0]["text"],
           f"json_schema, greedy: the answer follows the schema and ends with it ({greedy['text']!r}, "
           f"{greedy['finish_reason']}); without response_format the model writes otherwise")
+    vllm_style = {k: v for k, v in VERDICT_REQUEST.items() if k != "response_format"}
+    _, text = post(port, "/v1/completions", dict(vllm_style, structured_outputs={"json": VERDICT_SCHEMA}))
+    check(json.loads(text)["choices"][0]["token_ids"] == greedy["token_ids"],
+          "vLLM's structured_outputs json: the answer of the same schema as response_format")
     sampled = dict(VERDICT_REQUEST, n=4, temperature=1.0, seed=3)
     status, text = post(port, "/v1/completions", sampled)
     choices = json.loads(text)["choices"]
