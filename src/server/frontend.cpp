@@ -218,11 +218,11 @@ serving::GenerationRequest Frontend::request_of(const ApiRequest& api) const {
   g.min_new_tokens = api.min_tokens.value_or(0);
   if (api.presence_penalty || api.frequency_penalty || api.repetition_penalty || !api.logit_bias.empty())
     g.penalties = penalties_of(api, options_.generation.penalties);
-  if (api.json_schema) {
-    if (text_.tokenizer == nullptr)
-      throw ApiError(400, "'response_format' needs the model's tokenizer, to know what each token writes");
-    g.grammar = serving::JsonGrammar::from_schema(*api.json_schema);
-  }
+  if ((api.json_schema || !api.choice.empty()) && text_.tokenizer == nullptr)
+    throw ApiError(400, "'response_format' and 'structured_outputs' need the model's tokenizer, to know what each "
+                        "token writes");
+  if (api.json_schema) g.grammar = serving::JsonGrammar::from_schema(*api.json_schema);
+  if (!api.choice.empty()) g.grammar = serving::JsonGrammar::choice(api.choice);
   if (api.tool_choice_required) {
     // The answer is one call block, its JSON following the tool's parameters.
     const ToolCallGrammar call = tool_call_grammar(options_.tool_call_parser, api.tools, api.tool_choice_name);

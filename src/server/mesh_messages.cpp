@@ -36,8 +36,8 @@ std::string encode(const InboxBatch& b) {
                         {"frequency", r.penalties->frequency},
                         {"repetition", r.penalties->repetition},
                         {"bias", r.penalties->bias}};
-    // A grammar travels as its schema; each device compiles it again (the same nodes).
-    if (r.grammar) a["grammar"] = {r.grammar->schema(), r.grammar->prefix(), r.grammar->suffix()};
+    // A grammar travels as its source; each device compiles it again (the same nodes).
+    if (r.grammar) a["grammar"] = r.grammar->source();
     j["arrivals"].push_back(std::move(a));
   }
   return j.dump();
@@ -72,8 +72,7 @@ InboxBatch decode_batch(const std::string& text) {
                                             p.at("bias").get<std::vector<std::pair<int32_t, float>>>()};
     }
     if (const auto g = a.find("grammar"); g != a.end())
-      r.grammar = serving::JsonGrammar::from_schema(g->at(0).get<std::string>(), g->at(1).get<std::string>(),
-                                                    g->at(2).get<std::string>());
+      r.grammar = serving::JsonGrammar::from_source(g->get<std::string>());
     b.arrivals.emplace_back(a.at("ticket").get<uint64_t>(), std::move(r));
   }
   return b;

@@ -197,26 +197,40 @@ std::optional<std::string> schema_of(const json* f) {
   return schema == nullptr ? any_object : schema->dump();
 }
 
-// vLLM's structured_outputs: {"json": a schema (or its JSON text)} or {"json_object": true}; its
-// choice, regex, grammar and structural_tag are refused.
-std::optional<std::string> structured_outputs_schema(const json* s) {
-  if (s == nullptr) return std::nullopt;
+// vLLM's structured_outputs: {"json": a schema (or its JSON text)}, {"json_object": true} or
+// {"choice": [...]}; its regex, grammar and structural_tag are refused.
+void read_structured_outputs(const json& body, ApiRequest& r) {
+  const json* s = field(body, "structured_outputs");
+  if (s == nullptr) return;
   if (!s->is_object()) bad("'structured_outputs' must be an object");
-  for (const auto& item : s->items())
-    if (item.key() != "json" && item.key() != "json_object" && !item.value().is_null())
-      bad(fmt::format("'structured_outputs' {} is not supported: meshnn's server takes \"json\" (a JSON Schema) and "
-                      "\"json_object\"",
+  int given = 0;
+  for (const auto& item : s->items()) {
+    if (item.value().is_null() || (item.key() == "json_object" && item.value() == false)) continue;
+    if (item.key() != "json" && item.key() != "json_object" && item.key() != "choice")
+      bad(fmt::format("'structured_outputs' {} is not supported: meshnn's server takes \"json\" (a JSON Schema), "
+                      "\"json_object\" and \"choice\"",
                       item.key()));
+    ++given;
+  }
+  if (given > 1) bad("'structured_outputs' takes one of \"json\", \"json_object\" and \"choice\"");
+  if (given == 1 && r.json_schema) bad("give either 'response_format' or 'structured_outputs', not both");
   if (const json* schema = field(*s, "json"); schema != nullptr) {
-    if (!schema->is_string()) return schema->dump();
     try {
-      return json::parse(schema->get<std::string>()).dump();
+      r.json_schema = schema->is_string() ? json::parse(schema->get<std::string>()).dump() : schema->dump();
     } catch (const json::exception& e) {
       bad(fmt::format("'structured_outputs' json is not valid JSON: {}", e.what()));
     }
   }
-  if (const json* object = field(*s, "json_object"); object != nullptr && *object == true) return R"({"type":"object"})";
-  return std::nullopt;
+  if (const json* object = field(*s, "json_object"); object != nullptr && *object == true)
+    r.json_schema = R"({"type":"object"})";
+  if (const json* choice = field(*s, "choice"); choice != nullptr) {
+    if (!choice->is_array() || choice->empty()) bad("'structured_outputs' choice must be a non-empty list of strings");
+    for (const json& c : *choice) {
+      if (!c.is_string() || c.get<std::string>().empty())
+        bad(fmt::format("'structured_outputs' choice must hold non-empty strings, got {}", c.dump()));
+      r.choice.push_back(c.get<std::string>());
+    }
+  }
 }
 
 void read_stop(const json& body, ApiRequest& r) {
@@ -398,10 +412,7 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   read_logit_bias(body, r);
   read_stop(body, r);
   r.json_schema = schema_of(field(body, "response_format"));
-  if (std::optional<std::string> s = structured_outputs_schema(field(body, "structured_outputs"))) {
-    if (r.json_schema) bad("give either 'response_format' or 'structured_outputs', not both");
-    r.json_schema = std::move(s);
-  }
+  read_structured_outputs(body, r);
   if (const json* ids = field(body, "stop_token_ids"); ids != nullptr) {
     if (!ids->is_array()) bad("'stop_token_ids' must be a list of token ids");
     r.stop_token_ids = token_ids(*ids, "stop_token_ids");
@@ -418,9 +429,9 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   }
   r.return_token_ids = flag(body, "return_token_ids");
   read_tools(body, r);
-  if (r.json_schema && r.tool_choice_required)
-    bad("'response_format' and a 'tool_choice' that asks for a call cannot be combined: the call's JSON follows the "
-        "tool's parameters");
+  if ((r.json_schema || !r.choice.empty()) && r.tool_choice_required)
+    bad("'response_format' or 'structured_outputs' and a 'tool_choice' that asks for a call cannot be combined: the "
+        "call's JSON follows the tool's parameters");
   if (const json* kwargs = field(body, "chat_template_kwargs"); kwargs != nullptr) {
     if (endpoint != Endpoint::CHAT_COMPLETIONS) bad("'chat_template_kwargs' applies to /v1/chat/completions only");
     try {

@@ -201,6 +201,21 @@ struct Generator::State {
   }
   ShardedSampler& sampler_for(const SamplingParams& p) { return samplers[{p.mode, p.top_k}]; }
 
+  // Sets to -inf the logits of this device's tokens that the request's grammar does not take next,
+  // its stop tokens among them, unless the answer may end here (JsonCursor::may_end): then its
+  // stop tokens keep what they had.
+  void mask_by_grammar(std::span<float> row, const Entry& e) {
+    const VocabShard shard = model.vocab_shard();
+    std::vector<std::pair<size_t, float>> ending;
+    if (e.cursor->may_end())
+      for (int32_t id : e.stop_ids)
+        if (const int64_t c = id - shard.offset; c >= 0 && c < shard.valid)
+          ending.emplace_back(static_cast<size_t>(c), row[static_cast<size_t>(c)]);
+    token_mask->apply(row, *e.cursor);
+    mask_stop_tokens(row, e);
+    for (const auto& [c, value] : ending) row[c] = value;
+  }
+
   // A request leaves its slot: with reuse_prefixes, the slot remembers what its cache now holds,
   // the first `prefilled` prompt tokens and then the generated ones but the last (never fed back).
   void release(int64_t slot, size_t handle, int64_t prefilled) {
@@ -409,8 +424,8 @@ struct Generator::State {
         const Entry& e = entries.at(handle_of_row[i]);
         const std::span<float> row = std::span<float>(copy).subspan(i * width, width);
         apply_penalties(row, model.vocab_shard(), penalties_of(handle_of_row[i]), e.request.prompt, e.output.tokens);
-        if (too_soon_to_stop(handle_of_row[i]) || e.cursor) mask_stop_tokens(row, e);
-        if (e.cursor) token_mask->apply(row, *e.cursor);
+        if (too_soon_to_stop(handle_of_row[i])) mask_stop_tokens(row, e);
+        if (e.cursor) mask_by_grammar(row, e);
       }
       sampled_logits = row_major_logits(copy, logits.shape()[3]);
     }
@@ -469,14 +484,15 @@ struct Generator::State {
       }
       out.tokens.push_back(sampled[i]);
       if (options.keep_logits) out.logits.insert(out.logits.end(), full_row(i).begin(), full_row(i).end());
-      // A grammar ends its request with the token that closes the value. A token it refuses (or
-      // one that writes nothing) can only come when the mask left none, every device alike: the
-      // request ends there too.
+      // A grammar ends its request with the token that closes the value, or with a stop token
+      // where the answer may end. A token it refuses (or one that writes nothing) can only come
+      // when the mask left none, every device alike: the request ends there too.
       bool closed = false;
       if (e.cursor) {
+        const bool may_end = e.cursor->may_end(), stop = ends(e, sampled[i]);
         const std::string_view bytes = token_mask->bytes(sampled[i]);
-        const bool fits = !bytes.empty() && e.cursor->feed(bytes);
-        out.completed = fits && e.cursor->complete();
+        const bool fits = !stop && !bytes.empty() && e.cursor->feed(bytes);
+        out.completed = (fits && e.cursor->complete()) || (stop && may_end);
         closed = !fits || out.completed;
       }
       ended[i] = static_cast<int64_t>(out.tokens.size()) >= e.request.max_new_tokens || ends(e, sampled[i]) || closed;

@@ -64,6 +64,12 @@ bool JsonCursor::in_string_text() const {
   return n.kind == Kind::STRING && n.max_length == std::numeric_limits<int64_t>::max();
 }
 
+bool JsonCursor::may_end() const {
+  if (!grammar_->raw() || depth_ != 1) return false;
+  const Frame& f = frames_[0];
+  return f.phase == kLiteralMatch && grammar_->node(f.node).literals[f.lo].size() == f.matched;
+}
+
 bool JsonCursor::complete() const {
   return depth_ == 0 && prefix_at_ == grammar_->prefix().size() && suffix_at_ == grammar_->suffix().size();
 }
@@ -136,6 +142,7 @@ JsonCursor::Step JsonCursor::expect(Frame& f, uint8_t byte, char wanted, uint8_t
 }
 
 JsonCursor::Step JsonCursor::space(uint8_t byte) {
+  if (grammar_->raw()) return Step::REFUSED;  // choices are written as they are
   if (byte == '\n') {
     if (line_broken_ || indent_ > 0) return Step::REFUSED;
     line_broken_ = true;
@@ -433,7 +440,7 @@ JsonCursor::Step JsonCursor::step_number(Frame& f, bool integer, uint8_t byte) {
 
 JsonCursor::Step JsonCursor::step_literals(Frame& f, const JsonGrammar::Node& n, uint8_t byte) {
   if (f.phase == kStart) {
-    if (is_space(byte)) return space(byte);
+    if (is_space(byte) && !grammar_->raw()) return space(byte);  // a choice may begin with one
     f.phase = kLiteralMatch;
     f.lo = 0;
     f.hi = static_cast<uint32_t>(n.literals.size());

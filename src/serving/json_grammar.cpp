@@ -407,6 +407,35 @@ class JsonSchemaCompiler {
 
 std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() { return from_schema(R"({"type":"object"})"); }
 
+std::shared_ptr<const JsonGrammar> JsonGrammar::choice(std::vector<std::string> choices) {
+  MESHNN_CHECK(!choices.empty(), "choice: give at least one choice");
+  for (const std::string& c : choices) MESHNN_CHECK(!c.empty(), "choice: a choice is empty");
+  std::shared_ptr<JsonGrammar> g(new JsonGrammar());
+  g->choices_ = choices;
+  std::sort(choices.begin(), choices.end());
+  choices.erase(std::unique(choices.begin(), choices.end()), choices.end());
+  Node n;
+  n.kind = Kind::LITERALS;
+  for (const std::string& c : choices) n.first.set(static_cast<uint8_t>(c.front()));
+  n.literals = std::move(choices);
+  g->nodes_.push_back(std::move(n));
+  g->root_ = 0;
+  g->raw_ = true;
+  return g;
+}
+
+std::string JsonGrammar::source() const {
+  if (raw_) return json{{"choice", choices_}}.dump();
+  return json{{"schema", schema_}, {"prefix", prefix_}, {"suffix", suffix_}}.dump();
+}
+
+std::shared_ptr<const JsonGrammar> JsonGrammar::from_source(std::string_view source) {
+  const json j = json::parse(source);
+  if (j.contains("choice")) return choice(j.at("choice").get<std::vector<std::string>>());
+  return from_schema(j.at("schema").get<std::string>(), j.at("prefix").get<std::string>(),
+                     j.at("suffix").get<std::string>());
+}
+
 std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(std::string_view schema_json, std::string prefix,
                                                             std::string suffix) {
   json document;

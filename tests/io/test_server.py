@@ -491,6 +491,13 @@ def check_structured_output(port):
     _, text = post(port, "/v1/completions", dict(vllm_style, structured_outputs={"json": VERDICT_SCHEMA}))
     check(json.loads(text)["choices"][0]["token_ids"] == greedy["token_ids"],
           "vLLM's structured_outputs json: the answer of the same schema as response_format")
+    labels = ["positive", "negative", "neutral", "neutral enough"]
+    status, text = post(port, "/v1/chat/completions", {"messages": CONVERSATIONS[0], "max_tokens": 30, "n": 4,
+                                                       "temperature": 1.0, "seed": 5,
+                                                       "structured_outputs": {"choice": labels}})
+    answers = [(c["message"]["content"], c["finish_reason"]) for c in json.loads(text)["choices"]]
+    check(status == 200 and all(a in labels and f == "stop" for a, f in answers),
+          f"vLLM's structured_outputs choice: every answer is one of the choices, as written ({answers})")
     sampled = dict(VERDICT_REQUEST, n=4, temperature=1.0, seed=3)
     status, text = post(port, "/v1/completions", sampled)
     choices = json.loads(text)["choices"]

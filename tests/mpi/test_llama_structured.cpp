@@ -11,6 +11,7 @@
 #include "meshnn/serving/generator.hpp"
 #include "meshnn/serving/json_cursor.hpp"
 #include "meshnn/serving/json_grammar.hpp"
+#include "meshnn/serving/logit_penalties.hpp"
 
 namespace meshnn::models::llama {
 namespace {
@@ -23,7 +24,7 @@ using namespace test_models;
 std::shared_ptr<const serving::TokenBytes> json_pieces(int64_t vocab) {
   const std::vector<std::string> singles = {"{", "}", "[", "]", "\"", ":", ",", " ", "\n", "-", ".", "e",
                                             "0", "1", "5", "9", "a", "b", "t", "r", "u", "f", "l", "s",
-                                            "n", "o", "k", "y", "i", "d", "m", "\\", "\xC3\xA9"};
+                                            "n", "o", "k", "y", "i", "d", "m", "p", "\\", "\xC3\xA9"};
   const std::vector<std::string> parts = {"{\"", "\":", "\",", "\"}", "true", "null", "false", "ok", "yes", "no",
                                           "name", "\": \"", "12", "],", "[{", "}]", " \"", "e5", "\"\n"};
   auto bytes = std::make_shared<serving::TokenBytes>(static_cast<size_t>(vocab));
@@ -43,20 +44,28 @@ std::shared_ptr<const serving::TokenBytes> json_pieces(int64_t vocab) {
   return bytes;
 }
 
-// The sampler's choice from `logits` (the whole vocabulary) after the grammar's mask, given the
-// answer so far; -1 when nothing is allowed.
+// The stop token of these runs: it writes nothing.
+constexpr int32_t kStop = 1;
+
+// The sampler's choice from `logits` (the whole vocabulary, raw) after the request's logit bias and
+// the grammar's mask, given the answer so far (`made`): the tokens the grammar takes next, and the
+// stop token where the answer may end; -1 when nothing is allowed.
 int32_t expected_token(std::span<const float> logits, const serving::TokenBytes& bytes, const serving::JsonCursor& at,
-                       const GenerationRequest& r, int64_t step) {
+                       const GenerationRequest& r, std::span<const int32_t> made) {
   std::vector<float> masked(logits.begin(), logits.end());
+  if (r.penalties)
+    serving::apply_penalties(masked, serving::VocabShard{0, static_cast<int64_t>(masked.size())}, *r.penalties,
+                             r.prompt, made);
   bool any = false;
   for (size_t id = 0; id < masked.size(); ++id) {
     serving::JsonCursor c = at;
-    const bool takes = id < bytes.size() && !bytes[id].empty() && c.feed(bytes[id]);
+    const bool takes = (id == kStop && at.may_end()) ||
+                       (id != kStop && id < bytes.size() && !bytes[id].empty() && c.feed(bytes[id]));
     if (!takes) masked[id] = -std::numeric_limits<float>::infinity();
     any = any || takes;
   }
   if (!any) return -1;
-  const serving::SampleRow row{r.id, step};
+  const serving::SampleRow row{r.id, static_cast<int64_t>(made.size())};
   return serving::sample_full(masked, static_cast<int64_t>(masked.size()), std::span(&row, 1),
                               r.sampling.value_or(serving::SamplingParams{}))[0];
 }
@@ -74,6 +83,19 @@ TEST(Llama, StructuredOutputDrawsFromTheGrammarsTokens) {
   requests[1].grammar = person;
   requests[2].grammar = person;
   requests[2].sampling = serving::SamplingParams{serving::SamplingMode::TOP_P, 0.8, 0, 0.95, 3};
+  // Choices, one whole where a longer one goes on ("yes", "yes please"): there the stop token may
+  // end the answer. The first request's choices all begin with "yes", and a bias draws the stop
+  // token wherever it is allowed: it must end with "yes". The second samples.
+  GenerationRequest choosing = requests[1];
+  choosing.id = 7;
+  choosing.grammar = serving::JsonGrammar::choice({"yes", "yes please", "yes sir"});
+  choosing.penalties = serving::LogitPenalties{0, 0, 1, {{kStop, 100.0f}}};
+  requests.push_back(choosing);
+  choosing.id = 8;
+  choosing.grammar = serving::JsonGrammar::choice({"yes", "yes please", "no", "okay"});
+  choosing.penalties.reset();
+  choosing.sampling = serving::SamplingParams{serving::SamplingMode::TOP_P, 1.0, 0, 1.0, 11};
+  requests.push_back(choosing);
   // requests[3] runs beside them without a grammar: its tokens are those it makes alone.
   auto mesh = MeshDevice::open({1, world_size()});
   const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
@@ -81,31 +103,42 @@ TEST(Llama, StructuredOutputDrawsFromTheGrammarsTokens) {
   GenerationOptions go;
   go.keep_logits = true;
   go.token_bytes = bytes;
+  go.stop_token_ids = {kStop};
   const GenerationResult result = serving::generate(model, cache, requests, go);
   const GenerationResult free_run = serving::generate(model, cache, std::span(&requests[3], 1), go);
 
   bool drawn_as_masked = true, ended_right = true;
   int completed = 0;
-  for (size_t i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!requests[i].grammar) continue;
     const serving::RequestOutput& out = result.outputs[i];
     serving::JsonCursor at(*requests[i].grammar);
     const auto vocab = static_cast<size_t>(config.vocab_size);
+    bool stopped = false;  // by the stop token, where the answer may end
     for (size_t t = 0; t < out.tokens.size(); ++t) {
       const std::span<const float> logits(out.logits.data() + t * vocab, vocab);
-      const int32_t want = expected_token(logits, *bytes, at, requests[i], static_cast<int64_t>(t));
+      const int32_t want = expected_token(logits, *bytes, at, requests[i], std::span(out.tokens).first(t));
       drawn_as_masked = drawn_as_masked && out.tokens[t] == want;
-      drawn_as_masked = drawn_as_masked && at.feed((*bytes)[static_cast<size_t>(out.tokens[t])]);
-      if (!drawn_as_masked) break;
+      stopped = want == kStop;
+      drawn_as_masked = drawn_as_masked && (stopped || at.feed((*bytes)[static_cast<size_t>(out.tokens[t])]));
+      if (!drawn_as_masked || stopped) break;
     }
-    ended_right = ended_right && out.completed == at.complete() &&
+    ended_right = ended_right && out.completed == (at.complete() || stopped) &&
                   (out.completed || static_cast<int64_t>(out.tokens.size()) == requests[i].max_new_tokens);
     completed += out.completed ? 1 : 0;
   }
   const bool beside = result.outputs[3].tokens == free_run.outputs[0].tokens && !result.outputs[3].completed;
-  // The schema's answers are short ({"ok":true,"kind":"no"}): at least one closes within 40 tokens.
-  EXPECT_TRUE(all_ranks_ok(drawn_as_masked && ended_right && beside && completed >= 1))
+  // "yes", then the stop token the bias draws where the answer may end.
+  const std::vector<int32_t>& yes = result.outputs[4].tokens;
+  std::string written;
+  for (size_t t = 0; t + 1 < yes.size(); ++t) written += (*bytes)[static_cast<size_t>(yes[t])];
+  const bool ended_on_stop = written == "yes" && !yes.empty() && yes.back() == kStop && result.outputs[4].completed;
+  // The schema's answers are short ({"ok":true,"kind":"no"}) and the choices shorter: at least
+  // three close within 40 tokens.
+  EXPECT_TRUE(all_ranks_ok(drawn_as_masked && ended_right && beside && completed >= 3 && ended_on_stop))
       << "drawn as masked: " << drawn_as_masked << ", ended right: " << ended_right << ", completed: " << completed
-      << ", the request without a grammar unchanged: " << beside;
+      << ", the request without a grammar unchanged: " << beside << ", a choice ended on the stop token: "
+      << ended_on_stop << " ('" << written << "')";
 }
 
 // A request with a grammar needs the token bytes; without them it is refused before any pass.

@@ -420,6 +420,34 @@ TEST(JsonGrammar, StringLengthsCountCharacters) {
   EXPECT_TRUE(free.in_string_text());
 }
 
+TEST(JsonGrammar, ChoicesAreWrittenAsTheyAre) {
+  const auto g = JsonGrammar::choice({"yes", "yes please", "no", " maybe", "no"});
+  for (const char* text : {"no", " maybe", "yes please"}) EXPECT_TRUE(takes_exactly(*g, text)) << text;
+  for (const char* text : {"ye", "yes", " no", "no ", "noo", "YES", "maybe", "\nno"})
+    EXPECT_FALSE(takes_exactly(*g, text)) << text;
+  // "yes" is whole while "yes please" goes on: the answer may end there, on a stop token.
+  JsonCursor c(*g);
+  EXPECT_FALSE(c.may_end());
+  ASSERT_TRUE(c.feed("ye"));
+  EXPECT_FALSE(c.may_end());
+  ASSERT_TRUE(c.feed("s"));
+  EXPECT_TRUE(c.may_end() && !c.complete());
+  ASSERT_TRUE(c.feed(" "));
+  EXPECT_FALSE(c.may_end());
+  // A JSON grammar's answer never ends but by closing its value.
+  JsonCursor json_cursor(*JsonGrammar::from_schema(R"({"enum": ["1", "10"], "type": "array"})"));
+  EXPECT_FALSE(json_cursor.may_end());
+  const auto again = JsonGrammar::from_source(g->source());
+  for (const char* text : {"no", " maybe", "yes please"}) EXPECT_TRUE(takes_exactly(*again, text)) << text;
+  EXPECT_THROW(JsonGrammar::choice({}), Error);
+  EXPECT_THROW(JsonGrammar::choice({"a", ""}), Error);
+  const auto schema = JsonGrammar::from_schema(kSchemas[1], "<a>", "</a>");
+  const auto rebuilt = JsonGrammar::from_source(schema->source());
+  EXPECT_EQ(rebuilt->schema(), schema->schema());
+  EXPECT_EQ(rebuilt->prefix(), "<a>");
+  EXPECT_EQ(rebuilt->suffix(), "</a>");
+}
+
 TEST(JsonGrammar, RefusesWhatItCannotFollow) {
   auto message = [](const char* schema) {
     try {

@@ -198,7 +198,15 @@ TEST(OpenAiApi, ReadsResponseFormat) {
   EXPECT_EQ(parse_request(R"({"prompt": "a", "structured_outputs": {"json_object": true}})", Endpoint::COMPLETIONS)
                 .json_schema,
             R"({"type":"object"})");
-  EXPECT_NE(refusal(R"({"prompt": "a", "structured_outputs": {"choice": ["x", "y"]}})").find("choice is not supported"),
+  EXPECT_EQ(parse_request(R"({"prompt": "a", "structured_outputs": {"choice": ["x", "y z"]}})", Endpoint::COMPLETIONS)
+                .choice,
+            (std::vector<std::string>{"x", "y z"}));
+  EXPECT_NE(refusal(R"({"prompt": "a", "structured_outputs": {"regex": "a+"}})").find("regex is not supported"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "structured_outputs": {"choice": ["x", ""]}})").find("non-empty strings"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"prompt": "a", "structured_outputs": {"choice": ["x"], "json_object": true}})")
+                .find("takes one of"),
             std::string::npos);
   EXPECT_NE(refusal(R"({"prompt": "a", "structured_outputs": {"json_object": true}, "response_format": {"type":
       "json_object"}})").find("not both"),

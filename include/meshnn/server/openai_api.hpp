@@ -69,9 +69,12 @@ struct ApiRequest {
   bool tool_choice_none = false;
   bool tool_choice_required = false;
   std::string tool_choice_name;  // "": any of the tools
-  // response_format json_schema's schema, as JSON text ({"type":"object"} for json_object): the
-  // answer is JSON that follows it (serving/json_grammar.hpp). None: text.
+  // response_format json_schema's schema (or vLLM's structured_outputs json), as JSON text
+  // ({"type":"object"} for json_object): the answer is JSON that follows it
+  // (serving/json_grammar.hpp). None: text.
   std::optional<std::string> json_schema;
+  // vLLM's structured_outputs choice: the answer is one of these strings, as written. Empty: none.
+  std::vector<std::string> choice;
 };
 
 // One generated token's log-probabilities as a response shows them: its text (the bytes it adds

@@ -26,6 +26,9 @@ class JsonCursor {
   bool feed(std::string_view bytes);
   // The root value is closed, and the grammar's suffix written: nothing may follow.
   bool complete() const;
+  // A choice (JsonGrammar::choice) is written whole, and a longer one goes on from it: the answer
+  // may end here (on a stop token) or go on.
+  bool may_end() const;
   // The next bytes go on a string's text, with no escape or character begun: any whole characters
   // but '"', '\\' and control characters are taken, and leave the cursor as it is.
   bool in_string_text() const;

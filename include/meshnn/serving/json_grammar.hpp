@@ -88,11 +88,23 @@ class JsonGrammar {
   static std::shared_ptr<const JsonGrammar> from_schema(std::string_view schema_json, std::string prefix = {},
                                                         std::string suffix = {});
 
-  // What it was made from ({"type":"object"} for any_object): what another process compiles to
-  // the same grammar.
+  // One of `choices`, written as they are (not JSON; no whitespace around them): vLLM's
+  // structured_outputs choice, for answers such as a label. Where a choice is complete but a longer
+  // one goes on ("yes", "yes please"), the request may also end there, on a stop token
+  // (JsonCursor::may_end). Throws meshnn::Error for no choice or an empty one.
+  static std::shared_ptr<const JsonGrammar> choice(std::vector<std::string> choices);
+
+  // What it was made from, as JSON text: what source() gives and from_source() reads back to the
+  // same grammar in another process.
+  std::string source() const;
+  static std::shared_ptr<const JsonGrammar> from_source(std::string_view source);
+
+  // The schema it was made from ({"type":"object"} for any_object; "" for a choice).
   const std::string& schema() const { return schema_; }
   const std::string& prefix() const { return prefix_; }
   const std::string& suffix() const { return suffix_; }
+  // Plain text choices, not JSON: no whitespace between values.
+  bool raw() const { return raw_; }
   const Node& node(int32_t index) const { return nodes_[static_cast<size_t>(index)]; }
   int32_t root() const { return root_; }
 
@@ -102,6 +114,8 @@ class JsonGrammar {
   std::vector<Node> nodes_;
   int32_t root_ = -1;
   std::string schema_, prefix_, suffix_;
+  std::vector<std::string> choices_;
+  bool raw_ = false;
 };
 
 }  // namespace meshnn::serving
