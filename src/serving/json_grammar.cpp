@@ -211,29 +211,34 @@ class JsonSchemaCompiler {
     return i;
   }
 
-  // A schema's count keyword (minItems, maxLength, ...), or `otherwise` when it has none.
-  static int64_t count(const json& schema, const char* key, int64_t otherwise, const std::string& path) {
-    const auto v = schema.find(key);
-    if (v == schema.end()) return otherwise;
-    MESHNN_CHECK(v->is_number_unsigned(), "json_schema: {} at {} must be a count, got {}", key, path, v->dump());
-    return static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), std::numeric_limits<int64_t>::max()));
+  // A schema's pair of count keywords (minItems and maxItems, minLength and maxLength): 0 and no
+  // bound when absent.
+  static std::pair<int64_t, int64_t> bounds(const json& schema, const char* min_key, const char* max_key,
+                                            const std::string& path) {
+    auto count = [&](const char* key, int64_t otherwise) {
+      const auto v = schema.find(key);
+      if (v == schema.end()) return otherwise;
+      MESHNN_CHECK(v->is_number_unsigned(), "json_schema: {} at {} must be a count, got {}", key, path, v->dump());
+      return static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), std::numeric_limits<int64_t>::max()));
+    };
+    const int64_t low = count(min_key, 0), high = count(max_key, std::numeric_limits<int64_t>::max());
+    MESHNN_CHECK(low <= high, "json_schema: {} {} is above {} {} at {}", min_key, low, max_key, high, path);
+    return {low, high};
   }
 
   int32_t string(const json& schema, const std::string& path) {
+    const auto [low, high] = bounds(schema, "minLength", "maxLength", path);
     const int32_t i = add(Kind::STRING);
-    node(i).min_length = count(schema, "minLength", 0, path);
-    node(i).max_length = count(schema, "maxLength", std::numeric_limits<int64_t>::max(), path);
-    MESHNN_CHECK(node(i).min_length <= node(i).max_length, "json_schema: minLength {} is above maxLength {} at {}",
-                 node(i).min_length, node(i).max_length, path);
+    node(i).min_length = low;
+    node(i).max_length = high;
     return i;
   }
 
   int32_t array(const json& schema, const std::string& path) {
+    const auto [low, high] = bounds(schema, "minItems", "maxItems", path);
     const int32_t i = add(Kind::ARRAY);
-    node(i).min_items = count(schema, "minItems", 0, path);
-    node(i).max_items = count(schema, "maxItems", std::numeric_limits<int64_t>::max(), path);
-    MESHNN_CHECK(node(i).min_items <= node(i).max_items, "json_schema: minItems {} is above maxItems {} at {}",
-                 node(i).min_items, node(i).max_items, path);
+    node(i).min_items = low;
+    node(i).max_items = high;
     const auto items = schema.find("items");
     if (items == schema.end() || *items == true) {
       node(i).items = any();
