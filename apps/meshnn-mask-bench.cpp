@@ -89,9 +89,8 @@ int main(int argc, char** argv) {
     const std::optional<text::LoadedTokenizer> loaded = text::load_tokenizer(tokenizer_path);
     MESHNN_CHECK(loaded.has_value(), "no tokenizer at {}", tokenizer_path);
     const text::Tokenizer& tokenizer = *loaded->tokenizer;
-    auto bytes = std::make_shared<serving::TokenBytes>();
-    const text::TokenTexts texts(tokenizer);
-    for (int64_t id = 0; id < tokenizer.vocab_size(); ++id) bytes->push_back(texts(static_cast<int32_t>(id)));
+    const auto bytes =
+        std::make_shared<const serving::TokenBytes>(text::vocabulary_texts(tokenizer, tokenizer.vocab_size()));
     const auto vocab = static_cast<int64_t>(bytes->size());
     std::string schema = R"({"type":"object"})";
     if (!schema_file.empty()) {

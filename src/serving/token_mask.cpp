@@ -7,50 +7,22 @@
 
 namespace meshnn::serving {
 
-namespace {
-
-// Whether a token's bytes are whole UTF-8 characters (as JSON takes them: no overlong forms, no
-// surrogates, nothing past U+10FFFF), none a control character, '"' or '\\'.
-bool plain_string_text(std::string_view bytes) {
-  for (size_t i = 0; i < bytes.size();) {
-    const auto b = static_cast<uint8_t>(bytes[i]);
-    if (b < 0x20 || b == '"' || b == '\\') return false;
-    size_t length = 1;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF) {
-      length = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      length = 3;
-      lo = b == 0xE0 ? 0xA0 : 0x80;
-      hi = b == 0xED ? 0x9F : 0xBF;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      length = 4;
-      lo = b == 0xF0 ? 0x90 : 0x80;
-      hi = b == 0xF4 ? 0x8F : 0xBF;
-    } else if (b >= 0x80) {
-      return false;
-    }
-    if (i + length > bytes.size()) return false;
-    for (size_t k = 1; k < length; ++k) {
-      const auto c = static_cast<uint8_t>(bytes[i + k]);
-      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return false;
-    }
-    i += length;
-  }
-  return true;
-}
-
-}  // namespace
-
 TokenMask::TokenMask(std::shared_ptr<const TokenBytes> token_bytes, const VocabShard& shard)
     : bytes_(std::move(token_bytes)), shard_(shard) {
   MESHNN_CHECK(bytes_ != nullptr, "TokenMask: no token bytes");
+  // Plain string text is what a cursor inside an unbounded string's text takes and stays inside
+  // that text after: the cursor's own rule (whole UTF-8 characters, no quote, escapes complete).
+  static const std::shared_ptr<const JsonGrammar> string_grammar = JsonGrammar::from_schema(R"({"type":"string"})");
+  JsonCursor in_text(*string_grammar);
+  in_text.feed(static_cast<uint8_t>('"'));
   std::vector<int32_t> writing, not_text;
   for (int64_t c = 0; c < shard.valid; ++c) {
     const auto id = static_cast<int32_t>(shard.offset + c);
     if (bytes(id).empty()) continue;
     writing.push_back(id);
-    (plain_string_text(bytes(id)) ? plain_text_ : not_text).push_back(id);
+    JsonCursor after = in_text;
+    const bool plain = after.feed(bytes(id)) && after.in_string_text();
+    (plain ? plain_text_ : not_text).push_back(id);
   }
   all_ = sorted(std::move(writing));
   not_text_ = sorted(std::move(not_text));

@@ -59,6 +59,14 @@ TokenTexts::TokenTexts(const Tokenizer& tokenizer) : tokenizer_(&tokenizer) {
   }
 }
 
+std::vector<std::string> vocabulary_texts(const Tokenizer& tokenizer, int64_t vocab) {
+  const TokenTexts texts(tokenizer);
+  std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(vocab));
+  for (int64_t id = 0; id < vocab; ++id) out.push_back(texts(static_cast<int32_t>(id)));
+  return out;
+}
+
 std::string TokenTexts::operator()(int32_t id) const {
   if (id < 0 || id >= tokenizer_->vocab_size()) return {};
   if (anchor_ < 0) return tokenizer_->decode(std::span<const int32_t>(&id, 1));

@@ -29,8 +29,9 @@ class JsonCursor {
   // A choice (JsonGrammar::choice) is written whole, and a longer one goes on from it: the answer
   // may end here (on a stop token) or go on.
   bool may_end() const;
-  // The next bytes go on a string's text, with no escape or character begun: any whole characters
-  // but '"', '\\' and control characters are taken, and leave the cursor as it is.
+  // The next bytes go on a string's text of unbounded length, with no escape or character begun:
+  // whole characters (but '"' and control characters) and whole escapes are taken, and leave the
+  // cursor as it is.
   bool in_string_text() const;
 
   // This cursor becomes `other` (same grammar), copying only the frames in use.

@@ -30,9 +30,9 @@ class TokenMask {
   // Sets to -inf every column of `row` (this device's shard) whose token `cursor` cannot take
   // whole. The shard's tokens are walked in byte order, so tokens sharing a start feed it once, and
   // every token beginning with a refused start is skipped. Within a string's text, the tokens that
-  // are plain text (whole characters, no quote, backslash or control character) are allowed without
-  // a walk: most of a vocabulary, and most of a JSON answer's tokens. Allocates nothing after the
-  // first call.
+  // are plain text (whole characters and escapes, no closing quote) are allowed without a walk:
+  // most of a vocabulary, and most of a JSON answer's tokens. Allocates nothing after the first
+  // call.
   void apply(std::span<float> row, const JsonCursor& cursor);
   // The bytes of any token of the vocabulary (empty past its end).
   std::string_view bytes(int32_t id) const;

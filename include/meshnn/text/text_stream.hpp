@@ -49,6 +49,10 @@ std::string generated_text(const Tokenizer& tokenizer, std::span<const int32_t> 
 // another, so a SentencePiece piece keeps the leading space that decoding it alone drops (" world",
 // not "world"). Raw bytes: a byte piece may be part of a character. "" for special tokens and ids
 // beyond the tokenizer's vocabulary.
+// TokenTexts of every id in [0, vocab): what each token of a model's vocabulary writes (nothing for
+// ids past the tokenizer's, such as padded embedding rows). Structured output's grammars see these.
+std::vector<std::string> vocabulary_texts(const Tokenizer& tokenizer, int64_t vocab);
+
 class TokenTexts {
  public:
   explicit TokenTexts(const Tokenizer& tokenizer);

@@ -200,11 +200,7 @@ void stream_first_request(const JobRequests& job, const serving::GenerationReque
 // What each token of the model's vocabulary writes (nothing past the tokenizer's): what a
 // response_format's grammar sees. Every rank needs it, to mask its shard of the vocabulary.
 std::shared_ptr<const serving::TokenBytes> token_bytes(const text::Tokenizer& tokenizer, int64_t vocab) {
-  auto bytes = std::make_shared<serving::TokenBytes>();
-  bytes->reserve(static_cast<size_t>(vocab));
-  const text::TokenTexts texts(tokenizer);
-  for (int64_t id = 0; id < vocab; ++id) bytes->push_back(texts(static_cast<int32_t>(id)));
-  return bytes;
+  return std::make_shared<const serving::TokenBytes>(text::vocabulary_texts(tokenizer, vocab));
 }
 
 // The replica's requests to their end; world rank 0 streams the first one's text.
