@@ -113,6 +113,11 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
                  "token ids)")
       ->type_name("FILE")
       ->needs(interactive);
+  cli.add_option("--rope-scaling", c.rope_scaling,
+                 "replace the weights file's rope_scaling with this config.json object, e.g. '{\"rope_type\": \"yarn\", "
+                 "\"factor\": 4.0, \"original_max_position_embeddings\": 32768}' (Qwen3's long context); "
+                 "'{\"rope_type\": \"default\"}' for none")
+      ->type_name("JSON");
   cli.add_option("--tokenizer", c.tokenizer,
                  "tokenizer.model, tokenizer.json or a model directory (default: the one in the weights file)")
       ->type_name("PATH");

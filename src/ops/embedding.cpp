@@ -84,16 +84,17 @@ RotaryTables make_rotary_tables(int64_t head_dim, int64_t max_positions, double 
   return make_rotary_tables(inverse_frequencies, max_positions);
 }
 
-RotaryTables make_rotary_tables(std::span<const double> inverse_frequencies, int64_t max_positions) {
+RotaryTables make_rotary_tables(std::span<const double> inverse_frequencies, int64_t max_positions, double scale) {
   MESHNN_CHECK(!inverse_frequencies.empty(), "make_rotary_tables: no inverse frequencies given");
   MESHNN_CHECK(max_positions > 0, "make_rotary_tables: max_positions must be > 0, got {}", max_positions);
+  MESHNN_CHECK(std::isfinite(scale) && scale > 0, "make_rotary_tables: scale must be a positive number, got {}", scale);
   const int64_t half = static_cast<int64_t>(inverse_frequencies.size()), head_dim = 2 * half;
   std::vector<float> c(max_positions * head_dim), s(max_positions * head_dim);
   for (int64_t p = 0; p < max_positions; ++p)
     for (int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(p) * inverse_frequencies[static_cast<size_t>(i)];
-      c[p * head_dim + i] = c[p * head_dim + half + i] = static_cast<float>(std::cos(angle));
-      s[p * head_dim + i] = s[p * head_dim + half + i] = static_cast<float>(std::sin(angle));
+      c[p * head_dim + i] = c[p * head_dim + half + i] = static_cast<float>(scale * std::cos(angle));
+      s[p * head_dim + i] = s[p * head_dim + half + i] = static_cast<float>(scale * std::sin(angle));
     }
   const Shape shape{max_positions, head_dim};
   return {Tensor::from_float(c, shape, DataType::FLOAT32, Layout::ROW_MAJOR),

@@ -54,6 +54,19 @@ std::string long_context_file(bool rope_scaling, bool sliding_window) {
   });
 }
 
+std::string yarn_file() {
+  static const std::string f = shared_tiny_file("yarn", 5, [](LlamaConfig& c) {
+    // head_dim 14, theta 10^4, original context 128: pair 0 kept, pairs 1 and 2 on the ramp (a third
+    // and two thirds divided), pairs 3-6 divided by 4. The context becomes 512 (the preset has 256),
+    // and cos and sin are multiplied by 1.25 (the file's own attention_factor).
+    c.rope_scaling.type = RopeScaling::Type::YARN;
+    c.rope_scaling.factor = 4.0;
+    c.rope_scaling.original_max_position_embeddings = 128;
+    c.rope_scaling.attention_factor = 1.25;
+  });
+  return f;
+}
+
 std::string qwen2_file() {
   static const std::string f = shared_tiny_file("qwen2", 5, [](LlamaConfig& c) { c.qkv_bias = true; });
   return f;

@@ -28,6 +28,9 @@ std::string model_file(bool tied);
 // sliding window (20 positions: prompts of 31 to 45 tokens run past it, within a tile and across
 // tile boundaries).
 std::string long_context_file(bool rope_scaling, bool sliding_window);
+// The tiny preset with the untied file's weights and a YaRN rope_scaling (factor 4 over an original
+// context of 128, attention_factor 1.25): kept, ramped and divided frequencies, a raised context.
+std::string yarn_file();
 // The tiny preset as Qwen2 writes it: the untied file's weights (same seed, same tensor ids) plus
 // q/k/v biases, so that the untied file is this model without its biases.
 std::string qwen2_file();

@@ -1,7 +1,7 @@
 // The Llama model on every mesh shape of the run's size, in tp, 2d, dp and hybrid: logits against an
 // independent float64 implementation (tests/support/llama_reference), greedy tokens against the
 // single-device run, KV-cache consistency across ragged prompts, chunked prefill and tile
-// boundaries, Llama 3.1's rope_scaling, Mistral's sliding window, Qwen2's q/k/v biases and
+// boundaries, Llama 3.1's and YaRN's rope_scaling, Mistral's sliding window, Qwen2's q/k/v biases and
 // Qwen3's per-head q/k norms, determinism, and bad input. The generation loop's features:
 // test_llama_generation.cpp.
 #include <gtest/gtest.h>
@@ -52,6 +52,10 @@ TEST(Llama, Float32LogitsMatchFloat64InEveryModeAndMesh) { check_every_mode(mode
 TEST(Llama, TiedEmbeddingsMatchFloat64InEveryModeAndMesh) { check_every_mode(model_file(true), "tied"); }
 TEST(Llama, RopeScalingAndSlidingWindowMatchFloat64InEveryModeAndMesh) {
   check_every_mode(long_context_file(true, true), "llama3 rope_scaling, sliding window 20");
+}
+TEST(Llama, YarnRopeScalingMatchesFloat64InEveryModeAndMesh) {
+  ASSERT_EQ(config_of(yarn_file()).max_position_embeddings, 512);  // 128 * 4, beyond the preset's 256
+  check_every_mode(yarn_file(), "yarn rope_scaling");
 }
 
 TEST(Llama, Qwen2QkvBiasesMatchFloat64InEveryModeAndMesh) {
@@ -104,6 +108,17 @@ TEST(Llama, RopeScalingAndSlidingWindowEachChangeTheLogits) {
     const double p = min_pcc_vs_reference(file, requests, r, config.vocab_size);
     EXPECT_TRUE(all_ranks_ok(p < 0.999)) << "the reference without the " << missing << " still reaches PCC " << p;
   }
+}
+
+// The same for YaRN: the reference of the same weights without it is far from the model with it.
+TEST(Llama, YarnRopeScalingChangesTheLogits) {
+  const LlamaConfig config = config_of(yarn_file());
+  const auto requests = ragged_requests(config.vocab_size, 6);
+  auto self = MeshDevice::open({1, 1}, Topology::RING, MPI_COMM_SELF);
+  const GenerationResult r =
+      run_on(yarn_file(), self, {DataType::FLOAT32, DataType::FLOAT32}, DataType::FLOAT32, requests, 4, 512);
+  const double p = min_pcc_vs_reference(model_file(false), requests, r, config.vocab_size);
+  EXPECT_TRUE(all_ranks_ok(p < 0.999)) << "the reference without YaRN still reaches PCC " << p;
 }
 
 // Compact formats on the tp mesh: the logits stay close to float64 (looser: weights and cache are

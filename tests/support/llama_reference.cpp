@@ -30,6 +30,7 @@ struct RefModel {
   int64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
   double eps = 1e-6;
   std::vector<double> inv_freq;  // head_dim / 2 rotary frequencies after rope_scaling
+  double rotary_scale = 1.0;     // what the rotation multiplies by (YaRN's attention factor)
   int64_t window = 0;            // sliding_window; 0 = the whole context
   bool tied = false;
   bool qkv_bias = false;  // model_type "qwen2": Qwen2Attention's q/k/v Linear layers have biases
@@ -56,13 +57,48 @@ int64_t count(const io::Attributes& attrs, const char* name, std::optional<int64
   return n;
 }
 
+// Hugging Face's _compute_yarn_parameters, restated: frequency i turns L f_i / 2pi times over the
+// original context L, n times at pair index D ln(L / 2pi n) / (2 ln theta). Pairs below the index
+// for beta_fast (floored) keep their frequency, pairs beyond the one for beta_slow (ceiled) have it
+// divided by factor, and the share divided grows in a straight line between the two indices.
+std::vector<double> yarn_frequencies(std::vector<double> inv_freq, const nlohmann::json& scaling, double theta,
+                                     int64_t max_position_embeddings) {
+  const double factor = scaling.at("factor").get<double>();
+  const double context = scaling.value("original_max_position_embeddings", static_cast<double>(max_position_embeddings));
+  const double dim = 2.0 * static_cast<double>(inv_freq.size());
+  const auto index_of_turns = [&](double turns) {
+    return dim * std::log(context / (2.0 * std::numbers::pi * turns)) / (2.0 * std::log(theta));
+  };
+  const bool truncate = scaling.value("truncate", true);
+  double first = index_of_turns(scaling.value("beta_fast", 32.0)), last = index_of_turns(scaling.value("beta_slow", 1.0));
+  if (truncate) first = std::floor(first), last = std::ceil(last);
+  first = std::max(0.0, first);
+  last = std::min(dim - 1.0, last);
+  if (last == first) last += 0.001;
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const double divided_share = std::min(1.0, std::max(0.0, (static_cast<double>(i) - first) / (last - first)));
+    inv_freq[i] = (1.0 - divided_share) * inv_freq[i] + divided_share * inv_freq[i] / factor;
+  }
+  return inv_freq;
+}
+
+// The number cos and sin are multiplied by: YaRN's attention_factor, given or 0.1 ln(factor) + 1.
+double rotary_scale(const nlohmann::json& scaling) {
+  if (scaling.value("rope_type", scaling.value("type", std::string())) != "yarn") return 1.0;
+  if (scaling.contains("attention_factor")) return scaling.at("attention_factor").get<double>();
+  const double factor = scaling.at("factor").get<double>();
+  return factor <= 1.0 ? 1.0 : 0.1 * std::log(factor) + 1.0;
+}
+
 // Hugging Face's _compute_llama3_parameters / linear scaling, restated: per frequency, the
 // llama3 factor is chosen from its wavelength (long: divided, short: kept, between: interpolated
 // on original / wavelength).
-std::vector<double> scaled_frequencies(std::vector<double> inv_freq, const nlohmann::json& scaling) {
+std::vector<double> scaled_frequencies(std::vector<double> inv_freq, const nlohmann::json& scaling, double theta,
+                                       int64_t max_position_embeddings) {
   const std::string type = scaling.value("rope_type", scaling.value("type", std::string("default")));
   if (type == "linear")
     for (double& f : inv_freq) f /= scaling.at("factor").get<double>();
+  if (type == "yarn") return yarn_frequencies(std::move(inv_freq), scaling, theta, max_position_embeddings);
   if (type != "llama3") return inv_freq;
   const double factor = scaling.at("factor").get<double>(), low = scaling.at("low_freq_factor").get<double>();
   const double high = scaling.at("high_freq_factor").get<double>();
@@ -98,8 +134,11 @@ std::shared_ptr<const RefModel> load_model(const std::string& file) {
   const double theta = number(attrs, "rope_theta").value_or(10000.0);
   for (int64_t i = 0; i < m->head_dim / 2; ++i)
     m->inv_freq.push_back(1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(m->head_dim)));
-  if (const auto it = attrs.find("rope_scaling"); it != attrs.end())
-    m->inv_freq = scaled_frequencies(m->inv_freq, nlohmann::json::parse(std::get<std::string>(it->second)));
+  if (const auto it = attrs.find("rope_scaling"); it != attrs.end()) {
+    const nlohmann::json scaling = nlohmann::json::parse(std::get<std::string>(it->second));
+    m->inv_freq = scaled_frequencies(m->inv_freq, scaling, theta, count(attrs, "max_position_embeddings", 2048, file));
+    m->rotary_scale = rotary_scale(scaling);
+  }
   m->window = static_cast<int64_t>(number(attrs, "sliding_window").value_or(0.0));
   m->tied = number(attrs, "tie_word_embeddings").value_or(0.0) != 0.0;
   if (const auto it = attrs.find("model_type"); it != attrs.end())
@@ -164,7 +203,7 @@ Vec rms_norm(const Vec& x, const std::vector<float>& w, double eps) {
 }
 
 // Rotate-half RoPE on every head of x (heads * head_dim values) at position pos.
-void rope(Vec& x, const std::vector<double>& inv_freq, int64_t pos) {
+void rope(Vec& x, const std::vector<double>& inv_freq, double scale, int64_t pos) {
   const int64_t half = static_cast<int64_t>(inv_freq.size()), head_dim = 2 * half;
   for (size_t base = 0; base < x.size(); base += static_cast<size_t>(head_dim)) {
     for (int64_t i = 0; i < half; ++i) {
@@ -173,8 +212,8 @@ void rope(Vec& x, const std::vector<double>& inv_freq, int64_t pos) {
       double& lo = x[base + static_cast<size_t>(i)];
       double& hi = x[base + static_cast<size_t>(i + half)];
       const double a = lo, b = hi;
-      lo = a * c - b * s;
-      hi = b * c + a * s;
+      lo = (a * c - b * s) * scale;
+      hi = (b * c + a * s) * scale;
     }
   }
 }
@@ -214,8 +253,8 @@ std::vector<Vec> forward(const RefModel& m, std::span<const int32_t> tokens) {
         norm_each_head(q[t], l.q_norm, m.eps);
         norm_each_head(k[t], l.k_norm, m.eps);
       }
-      rope(q[t], m.inv_freq, static_cast<int64_t>(t));
-      rope(k[t], m.inv_freq, static_cast<int64_t>(t));
+      rope(q[t], m.inv_freq, m.rotary_scale, static_cast<int64_t>(t));
+      rope(k[t], m.inv_freq, m.rotary_scale, static_cast<int64_t>(t));
     }
     for (size_t t = 0; t < n; ++t) {
       Vec attn(static_cast<size_t>(m.heads * hd), 0.0);

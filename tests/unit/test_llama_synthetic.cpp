@@ -208,9 +208,81 @@ TEST(LlamaRopeScaling, Llama31FrequenciesMatchHuggingFacesFormula) {
   EXPECT_EQ(models::llama::rope_inverse_frequencies(dynamic), plain);
 }
 
+// Qwen3's YaRN (Qwen3-8B: head_dim 128, rope_theta 1e6; the model card's rope_scaling) against Hugging
+// Face's _compute_yarn_parameters evaluated in float64 with Python/numpy: pairs 0-23 kept, 40-63
+// divided by 4, a linear ramp between (bounds floor(23.60) and ceil(39.65)), unrounded with
+// truncate false.
+TEST(LlamaRopeScaling, YarnFrequenciesAndAttentionFactorMatchHuggingFacesFormula) {
+  using models::llama::RopeScaling;
+  LlamaConfig c = models::llama::llama_preset("qwen3-0.6b");
+  ASSERT_EQ(c.head_dim, 128);
+  ASSERT_EQ(c.rope_theta, 1e6);
+  const char* qwen3_card = R"({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})";
+  c.rope_scaling = models::llama::rope_scaling_from_json(qwen3_card, c.max_position_embeddings, "test");
+  ASSERT_EQ(c.rope_scaling.type, RopeScaling::Type::YARN);
+  EXPECT_EQ(c.rope_scaling.extended_context(), 131072);
+  EXPECT_NEAR(c.rope_scaling.attention_factor, 1.138629436111989, 1e-15);  // 0.1 ln 4 + 1
+  const std::vector<double> f = models::llama::rope_inverse_frequencies(c);
+  ASSERT_EQ(f.size(), 64u);
+  const std::pair<int, double> truncated[] = {{0, 1.0},
+                                              {22, 0.008659643233600653},
+                                              {23, 0.006978305848598663},
+                                              {24, 0.005375321490790102},
+                                              {31, 0.0008029597275452302},
+                                              {39, 6.490394320837028e-05},
+                                              {40, 4.445698525097307e-05},
+                                              {63, 3.102344401879299e-07}};
+  for (const auto& [i, want] : truncated) EXPECT_NEAR(f[i] / want, 1.0, 1e-12) << "frequency " << i;
+
+  c.rope_scaling = models::llama::rope_scaling_from_json(
+      R"({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768, "truncate": false})", 40960, "t");
+  const std::vector<double> g = models::llama::rope_inverse_frequencies(c);
+  const std::pair<int, double> unrounded[] = {{23, 0.006978305848598663},
+                                              {24, 0.0055172704751341225},
+                                              {31, 0.0008117253745814111},
+                                              {39, 6.187806812450695e-05},
+                                              {40, 4.445698525097307e-05}};
+  for (const auto& [i, want] : unrounded) EXPECT_NEAR(g[i] / want, 1.0, 1e-12) << "frequency " << i;
+
+  // The attention factor: the file's own, else DeepSeek's mscale ratio, else 0.1 ln(factor) + 1;
+  // the original context defaults to max_position_embeddings.
+  const RopeScaling given = models::llama::rope_scaling_from_json(
+      R"({"type": "yarn", "factor": 4.0, "attention_factor": 0.5})", 4096, "t");
+  EXPECT_EQ(given.attention_factor, 0.5);
+  EXPECT_EQ(given.original_max_position_embeddings, 4096);
+  EXPECT_EQ(given.extended_context(), 16384);
+  const RopeScaling deepseek = models::llama::rope_scaling_from_json(
+      R"({"rope_type": "yarn", "factor": 40, "mscale": 0.707, "mscale_all_dim": 1.0})", 4096, "t");
+  EXPECT_NEAR(deepseek.attention_factor, 0.9210423553163399, 1e-15);
+  // Written back and read again, the same scaling (the file keeps what the job ran).
+  const RopeScaling back =
+      models::llama::rope_scaling_from_json(models::llama::rope_scaling_to_json(deepseek), 1, "round trip");
+  EXPECT_EQ(back.type, deepseek.type);
+  EXPECT_EQ(back.factor, deepseek.factor);
+  EXPECT_EQ(back.original_max_position_embeddings, deepseek.original_max_position_embeddings);
+  EXPECT_EQ(back.attention_factor, deepseek.attention_factor);
+  EXPECT_EQ(back.truncate, deepseek.truncate);
+}
+
+// A YaRN rope_scaling stretches the context the model runs to original * factor (Qwen's cards add it
+// to config.json and leave max_position_embeddings alone), never shrinks it.
+TEST(LlamaRopeScaling, YarnRaisesTheContextToOriginalTimesFactor) {
+  LlamaConfig c = tiny();
+  c.max_position_embeddings = 40960;
+  io::Attributes attrs = models::llama::config_to_attributes(c);
+  attrs["rope_scaling"] = std::string(R"({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})");
+  EXPECT_EQ(models::llama::config_from_attributes(attrs, "t").max_position_embeddings, 131072);
+  attrs["rope_scaling"] = std::string(R"({"rope_type": "yarn", "factor": 1.0, "original_max_position_embeddings": 32768})");
+  EXPECT_EQ(models::llama::config_from_attributes(attrs, "t").max_position_embeddings, 40960);
+}
+
 TEST(LlamaRopeScaling, WhatTheJobCannotApplyIsAClearError) {
   const std::pair<const char*, const char*> cases[] = {
-      {R"({"rope_type": "yarn", "factor": 4.0})", "rope_scaling type 'yarn' is not supported"},
+      {R"({"rope_type": "longrope", "factor": 4.0})", "rope_scaling type 'longrope' is not supported"},
+      {R"({"rope_type": "yarn", "factor": 4.0, "beta_fast": 1, "beta_slow": 32})", "beta_slow 32 must be below beta_fast 1"},
+      {R"({"rope_type": "yarn", "factor": 4.0, "truncate": "no"})", "'truncate' must be true or false"},
+      {R"({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 100.5})", "must be an integer"},
+      {R"({"rope_type": "yarn", "factor": 4.0, "attention_factor": -1})", "'attention_factor' must be a positive"},
       {R"({"rope_type": "llama3", "factor": 8.0)", "rope_scaling is not valid JSON"},
       {R"({"rope_type": "linear"})", "has no 'factor'"},
       {R"({"rope_type": "linear", "factor": 0.5})", "factor must be >= 1"},

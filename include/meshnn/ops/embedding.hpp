@@ -26,8 +26,11 @@ struct RotaryTables {
 // once); cos[p] = [cos(angle), cos(angle)] (the half repeated), sin likewise. head_dim even.
 RotaryTables make_rotary_tables(int64_t head_dim, int64_t max_positions, double theta = 10000.0);
 // The same from given inverse frequencies (D/2 of them, e.g. after a model's rope_scaling):
-// angle = p * inverse_frequencies[i]. Throws meshnn::Error for none, or max_positions <= 0.
-RotaryTables make_rotary_tables(std::span<const double> inverse_frequencies, int64_t max_positions);
+// angle = p * inverse_frequencies[i], and cos and sin multiplied by `scale` (YaRN's attention
+// factor) before their one rounding. Throws meshnn::Error for none, max_positions <= 0, or a scale
+// that is not a positive finite number.
+RotaryTables make_rotary_tables(std::span<const double> inverse_frequencies, int64_t max_positions,
+                                double scale = 1.0);
 
 // Prefill: x [..., S, D]; token s uses position position_offset + s:
 //   y = x * cos[p] + rotate_half(x) * sin[p],  rotate_half(x) = [-x[D/2:], x[:D/2]].

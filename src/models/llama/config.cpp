@@ -1,6 +1,8 @@
 #include "meshnn/models/llama/config.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <fmt/ranges.h>
 
 #include "meshnn/core/error.hpp"
@@ -88,6 +90,7 @@ LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::strin
     const auto* text = std::get_if<std::string>(&it->second);
     MESHNN_CHECK(text != nullptr, "root attribute 'rope_scaling' of {} must be a string holding JSON", file);
     c.rope_scaling = rope_scaling_from_json(*text, c.max_position_embeddings, file);
+    c.max_position_embeddings = std::max(c.max_position_embeddings, c.rope_scaling.extended_context());
   }
   c.bos_token_id = int_attribute(attrs, "bos_token_id", file);
   c.eos_token_id = int_attribute(attrs, "eos_token_id", file);

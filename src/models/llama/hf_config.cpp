@@ -56,15 +56,15 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
     MESHNN_CHECK(c.at("rope_scaling").is_object(), "{}: 'rope_scaling' must be an object, got {}", c.file(),
                  c.at("rope_scaling").dump());
     a["rope_scaling"] = c.at("rope_scaling").dump();
-    const nlohmann::json& scaling = c.at("rope_scaling");
-    const nlohmann::json type =
-        scaling.contains("rope_type") ? scaling.at("rope_type") : scaling.value("type", nlohmann::json());
-    const bool applied = type.is_null() || (type.is_string() && (type == "default" || type == "linear" ||
-                                                                 type == "dynamic" || type == "llama3"));
-    if (!applied)
-      m.warnings.push_back(fmt::format("config.json has rope_scaling {}; it is kept in the file, but meshnn's Llama job "
-                                       "applies only default, linear, dynamic and llama3 and will refuse this file",
-                                       scaling.dump()));
+    // The job's own reading says whether it will run this file (a type it does not apply, a value
+    // out of range); the conversion goes on, as the file keeps the config whole.
+    try {
+      rope_scaling_from_json(std::get<std::string>(a["rope_scaling"]), std::get<int64_t>(a["max_position_embeddings"]),
+                             c.file());
+    } catch (const Error& e) {
+      m.warnings.push_back(fmt::format("{}; the rope_scaling is kept in the file, but meshnn's Llama job will refuse it",
+                                       e.what()));
+    }
   }
   // Mistral attends over a sliding window (Llama has none, whatever its config says). Hugging Face's
   // MistralConfig defaults it to 4096 when the key is absent; null means none.

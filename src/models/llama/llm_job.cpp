@@ -265,6 +265,14 @@ void run_server(const LlmJobConfig& c, const JobRequests& job, const LlamaConfig
   server::serve(model, cache, mesh, replicas.index, replicas.count, options, text);
 }
 
+// The file's config, with --rope-scaling in place of the file's rope_scaling.
+LlamaConfig model_config(const LlmJobConfig& c, const std::string& file, const MeshDevicePtr& mesh) {
+  io::Attributes attrs = io::read_root_attributes(file, mesh);
+  if (c.rope_scaling.empty()) return config_from_attributes(attrs, file);
+  attrs["rope_scaling"] = c.rope_scaling;
+  return config_from_attributes(attrs, fmt::format("{} with --rope-scaling", file));
+}
+
 }  // namespace
 
 std::string generated_model_path(const std::string& preset, int64_t layers, uint64_t seed) {
@@ -302,7 +310,7 @@ int run_llm_job(const LlmJobConfig& given) {
   const bool root = mesh->device_id() == 0;
   const std::string file = weights_file(given, *mesh);
   const LlmJobConfig c = with_model_sampling(given, file, root);
-  const LlamaConfig config = config_from_attributes(io::read_root_attributes(file, mesh), file);
+  const LlamaConfig config = model_config(c, file, mesh);
   // Rank 0's clock: the date a chat template prints is the same on every rank.
   const auto now = static_cast<std::time_t>(root_value(mesh->comm(), static_cast<int64_t>(std::time(nullptr))));
   const JobRequests job = prepare_requests(c, config, file, *mesh, now);

@@ -221,7 +221,8 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
   m.vocab_shard_.valid = std::clamp<int64_t>(vocab - m.vocab_shard_.offset, 0, chunk);
   // 2d: every mesh row holds the same logits, sharded over its columns; each row samples alone.
   if (two_d) m.vocab_group_ = group->create_submeshes({1, group->num_cols()}).mine;
-  m.rope_ = make_rotary_tables(rope_inverse_frequencies(config), config.max_position_embeddings);
+  m.rope_ = make_rotary_tables(rope_inverse_frequencies(config), config.max_position_embeddings,
+                               config.rope_scaling.attention_factor);
   return m;
 }
 
@@ -474,6 +475,10 @@ std::string LlamaModel::describe() const {
                         : "",
       heads_.q_heads, heads_.kv_heads,
       heads_.kv_replicas > 1 ? fmt::format(" (each KV head replicated on {} devices)", heads_.kv_replicas) : "");
+  const RopeScaling& scaling = config_.rope_scaling;
+  out += fmt::format("  {:<34} theta {}, {} positions{}\n", "rotary embeddings", config_.rope_theta,
+                     config_.max_position_embeddings,
+                     scaling.type == RopeScaling::Type::DEFAULT ? "" : ", rope_scaling " + rope_scaling_to_json(scaling));
   for (const std::string& line : placements_) out += line + "\n";
   return out;
 }

@@ -1,6 +1,8 @@
-// rope_scaling as Hugging Face's rotary embedding initialisers apply it (linear, dynamic, llama3).
+// rope_scaling as Hugging Face's rotary embedding initialisers apply it (linear, dynamic, llama3,
+// yarn).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numbers>
@@ -24,7 +26,38 @@ double positive_number(const json& j, const char* key, const std::string& source
   return v.get<double>();
 }
 
+int64_t whole_number(const json& j, const char* key, const std::string& source, std::optional<int64_t> fallback = {}) {
+  const double v = positive_number(j, key, source, fallback ? std::optional<double>(static_cast<double>(*fallback))
+                                                            : std::nullopt);
+  MESHNN_CHECK(v == std::floor(v) && v < 9e15, "{}: rope_scaling {} must be an integer, got {}", source, key, v);
+  return static_cast<int64_t>(v);
+}
+
+// YaRN's "mscale": how much longer sequences sharpen attention, 0.1 * m * ln(scale) + 1.
+double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+
+// The file's attention_factor, else DeepSeek's ratio when it gives both mscale and mscale_all_dim
+// (non-zero), else the paper's 0.1 ln(factor) + 1.
+double yarn_attention_factor(const json& j, double factor, const std::string& source) {
+  if (j.contains("attention_factor") && !j.at("attention_factor").is_null())
+    return positive_number(j, "attention_factor", source);
+  auto optional_number = [&](const char* key) {
+    if (!j.contains(key) || j.at(key).is_null()) return 0.0;
+    MESHNN_CHECK(j.at(key).is_number() && std::isfinite(j.at(key).get<double>()) && j.at(key).get<double>() >= 0,
+                 "{}: rope_scaling '{}' must be a number >= 0, got {}", source, key, j.at(key).dump());
+    return j.at(key).get<double>();
+  };
+  const double mscale = optional_number("mscale"), mscale_all_dim = optional_number("mscale_all_dim");
+  if (mscale != 0.0 && mscale_all_dim != 0.0) return yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim);
+  return yarn_mscale(factor, 1.0);
+}
+
 }  // namespace
+
+int64_t RopeScaling::extended_context() const {
+  if (type != Type::YARN) return 0;
+  return static_cast<int64_t>(std::llround(static_cast<double>(original_max_position_embeddings) * factor));
+}
 
 RopeScaling rope_scaling_from_json(const std::string& json_text, int64_t max_position_embeddings,
                                    const std::string& source) {
@@ -60,16 +93,27 @@ RopeScaling rope_scaling_from_json(const std::string& json_text, int64_t max_pos
     s.type = RopeScaling::Type::LLAMA3;
     s.low_freq_factor = positive_number(j, "low_freq_factor", source);
     s.high_freq_factor = positive_number(j, "high_freq_factor", source);
-    const double original = positive_number(j, "original_max_position_embeddings", source);
-    MESHNN_CHECK(original == std::floor(original) && original < 9e15,
-                 "{}: rope_scaling original_max_position_embeddings must be an integer, got {}", source, original);
-    s.original_max_position_embeddings = static_cast<int64_t>(original);
+    s.original_max_position_embeddings = whole_number(j, "original_max_position_embeddings", source);
     MESHNN_CHECK(s.low_freq_factor < s.high_freq_factor,
                  "{}: rope_scaling low_freq_factor {} must be below high_freq_factor {}", source, s.low_freq_factor,
                  s.high_freq_factor);
+  } else if (name == "yarn") {
+    s.type = RopeScaling::Type::YARN;
+    s.original_max_position_embeddings =
+        whole_number(j, "original_max_position_embeddings", source, max_position_embeddings);
+    s.beta_fast = positive_number(j, "beta_fast", source, 32.0);
+    s.beta_slow = positive_number(j, "beta_slow", source, 1.0);
+    MESHNN_CHECK(s.beta_slow < s.beta_fast, "{}: rope_scaling beta_slow {} must be below beta_fast {}", source,
+                 s.beta_slow, s.beta_fast);
+    if (j.contains("truncate") && !j.at("truncate").is_null()) {
+      MESHNN_CHECK(j.at("truncate").is_boolean(), "{}: rope_scaling 'truncate' must be true or false, got {}", source,
+                   j.at("truncate").dump());
+      s.truncate = j.at("truncate").get<bool>();
+    }
+    s.attention_factor = yarn_attention_factor(j, s.factor, source);
   } else {
-    throw Error(fmt::format("{}: rope_scaling type '{}' is not supported (meshnn applies default, linear, dynamic and "
-                            "llama3)",
+    throw Error(fmt::format("{}: rope_scaling type '{}' is not supported (meshnn applies default, linear, dynamic, "
+                            "llama3 and yarn)",
                             source, name));
   }
   return s;
@@ -87,6 +131,15 @@ std::string rope_scaling_to_json(const RopeScaling& s) {
            {"low_freq_factor", s.low_freq_factor},
            {"high_freq_factor", s.high_freq_factor},
            {"original_max_position_embeddings", s.original_max_position_embeddings}};
+      break;
+    case RopeScaling::Type::YARN:
+      j = {{"rope_type", "yarn"},
+           {"factor", s.factor},
+           {"original_max_position_embeddings", s.original_max_position_embeddings},
+           {"beta_fast", s.beta_fast},
+           {"beta_slow", s.beta_slow},
+           {"truncate", s.truncate},
+           {"attention_factor", s.attention_factor}};
       break;
   }
   return j.dump();
@@ -116,6 +169,29 @@ std::vector<double> rope_inverse_frequencies(const LlamaConfig& c) {
         }
         const double smooth = (original / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
         x = (1.0 - smooth) * x / s.factor + smooth * x;
+      }
+      break;
+    }
+    case RopeScaling::Type::YARN: {
+      // The pair index at which a frequency turns `rotations` times over the original context
+      // (f_i = theta^(-2i / D) solved for i).
+      const double dim = static_cast<double>(c.head_dim), original = static_cast<double>(s.original_max_position_embeddings);
+      auto index_turning = [&](double rotations) {
+        return dim * std::log(original / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(c.rope_theta));
+      };
+      double low = index_turning(s.beta_fast), high = index_turning(s.beta_slow);
+      if (s.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, dim - 1.0);
+      if (low == high) high += 0.001;  // as Hugging Face's ramp: no division by zero
+      for (int64_t i = 0; i < half; ++i) {
+        // 0: the frequency kept (it turns often enough to extrapolate), 1: divided by factor.
+        const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        double& x = f[static_cast<size_t>(i)];
+        x = ramp * x / s.factor + (1.0 - ramp) * x;
       }
       break;
     }

@@ -20,12 +20,25 @@ namespace meshnn::models::llama {
 //            blended smoothly.
 //   DYNAMIC: NTK scaling, which changes nothing until a sequence outgrows max_position_embeddings;
 //            the job never lets one, so it runs as DEFAULT.
+//   YARN:    YaRN (Qwen2.5/Qwen3 long context, models extended with it): over the pair index i,
+//            frequencies that turn more than beta_fast times within the original context are
+//            kept, those that turn fewer than beta_slow times are divided by factor, and a linear
+//            ramp blends the ones between (bounds rounded outwards unless truncate is false).
+//            cos and sin are multiplied by attention_factor (default 0.1 ln(factor) + 1, or the
+//            ratio of the mscale and mscale_all_dim forms), so attention logits grow by its square.
 struct RopeScaling {
-  enum class Type { DEFAULT, LINEAR, DYNAMIC, LLAMA3 };
+  enum class Type { DEFAULT, LINEAR, DYNAMIC, LLAMA3, YARN };
   Type type = Type::DEFAULT;
   double factor = 1.0;
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // LLAMA3
-  int64_t original_max_position_embeddings = 0;          // LLAMA3
+  int64_t original_max_position_embeddings = 0;          // LLAMA3, YARN (the pre-extension context)
+  double beta_fast = 32.0, beta_slow = 1.0;              // YARN
+  bool truncate = true;                                  // YARN
+  // What cos and sin are multiplied by; the file's own "attention_factor" (YARN) or the one its
+  // type derives. 1 for every type but YARN.
+  double attention_factor = 1.0;
+  // The YARN context: original_max_position_embeddings * factor (0 for the other types).
+  int64_t extended_context() const;
 };
 
 struct LlamaConfig {
@@ -36,6 +49,9 @@ struct LlamaConfig {
   int64_t num_key_value_heads = 0;  // grouped-query attention: divides num_attention_heads
   int64_t head_dim = 0;             // hidden_size / num_attention_heads unless the file says otherwise
   int64_t vocab_size = 0;
+  // The longest sequence the model runs. config_from_attributes raises the file's value to a YARN
+  // rope_scaling's extended_context() when that is longer, as vLLM derives its max_model_len:
+  // Qwen's instructions add rope_scaling to config.json and leave max_position_embeddings as it was.
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-5;
   double rope_theta = 10000.0;
@@ -66,8 +82,10 @@ io::Attributes config_to_attributes(const LlamaConfig& config);
 
 // rope_scaling from its JSON text (keys as in config.json: "rope_type" or the older "type",
 // "factor", ...). Throws meshnn::Error naming `source` for invalid JSON, a missing or out-of-range
-// value, or a type meshnn does not apply (yarn, longrope, ...; and dynamic with an
-// original_max_position_embeddings below max_position_embeddings, which would scale inside the context).
+// value, or a type meshnn does not apply (longrope, ...; and dynamic with an
+// original_max_position_embeddings below max_position_embeddings, which would scale inside the
+// context). YARN's original_max_position_embeddings defaults to max_position_embeddings, as
+// Hugging Face's does for configs without it.
 RopeScaling rope_scaling_from_json(const std::string& json_text, int64_t max_position_embeddings,
                                    const std::string& source);
 std::string rope_scaling_to_json(const RopeScaling& scaling);

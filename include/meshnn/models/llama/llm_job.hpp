@@ -68,6 +68,9 @@ struct LlmJobConfig {
   std::string reasoning_parser;   // "qwen3" or "deepseek_r1": chat answers' reasoning apart; empty: none
   std::string tool_call_parser;   // "hermes": tool calls in chat answers to requests with tools; empty: none
   bool prefix_reuse = true;       // serving::GenerationOptions::reuse_prefixes
+  // The rope_scaling to run with instead of the weights file's (config.json's object as JSON text,
+  // e.g. YaRN to stretch Qwen3's context); empty: the file's.
+  std::string rope_scaling;
   std::string tokenizer;             // tokenizer file or directory; empty: the one in the weights file
   bool stream = true;                // print the first request's text as it is generated (world rank 0)
   int64_t batch = 1, prompt_len = 128;
