@@ -8,15 +8,16 @@
    rope_scaling; Mistral; Qwen2, with q/k/v biases; Qwen3, with per-head q/k norms) and Falcon (RWForCausalLM in the RefinedWeb dialect, sharded;
    FalconForCausalLM) convert, and every dataset equals its source bit for bit (as stored, and
    converted to float32 and bfloat16), every attribute and every tokenizer file is there.
-   Mistral's sliding_window defaults as Hugging Face's does; a rope_scaling type the job cannot
-   apply converts with a note.
+   Mistral's sliding_window defaults as Hugging Face's does; a yarn rope_scaling converts quietly, a
+   type the job cannot apply with a note.
 2. Hostile input: each case exits nonzero with the expected message and leaves no output file
    (nor a temporary one). A converted file of mixed dtypes loads bit-exactly into every placement
    (tests/mpi/test_h5py_files.cpp, ConvertedFile), on 1 and 2 ranks.
 3. The jobs give the same results on a converted file as on the same weights written directly
    with h5py in meshnn's layout: meshnn-llm's tokens and logits, meshnn-mlp's output, on 1 and 2
    ranks; a file with one weight changed gives different logits (the comparison can fail). The
-   job applies the llama3 rope_scaling (without it the logits differ) and refuses a yarn one, and
+   job applies the llama3 and yarn rope_scalings (without them the logits differ; --rope-scaling gives
+   what the file's yarn gives) and refuses a longrope one, and
    adds Qwen2's biases and applies Qwen3's head norms (the same file read as Llama, biases or norms
    ignored, gives other logits).
 """
@@ -63,6 +64,9 @@ LLAMA = {
     "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
     "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "torch_dtype": "bfloat16",
 }
+# Qwen's YaRN recipe on a small context: frequencies kept, ramped and divided over head_dim 16.
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+LONGROPE = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}
 LLAMA_ATTRS = {
     "model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128,
@@ -223,12 +227,18 @@ def test_conversions():
             got = attr_value(f.attrs["sliding_window"]) if "sliding_window" in f.attrs else None
         check(r.returncode == 0 and got == window, f"{label}: sliding_window attribute {got}, expected {window}")
         shutil.rmtree(d)
-    d = os.path.join(WORK, "llama_yarn")
-    cfg = dict(LLAMA, rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64})
-    models["llama_yarn"] = (d, hf.write_model_dir(d, cfg, hf.llama_shapes(cfg), lambda n: "BF16", seed=6, tokenizer=False))
-    r = convert(d, os.path.join(WORK, "llama_yarn.h5"))
-    check(r.returncode == 0 and "note: config.json has rope_scaling" in r.stderr and "will refuse" in r.stderr,
-          "a rope_scaling type the job does not apply converts with a note saying the job will refuse it")
+    for name, scaling in (("yarn", YARN), ("longrope", LONGROPE)):
+        d = os.path.join(WORK, f"llama_{name}")
+        cfg = dict(LLAMA, rope_scaling=scaling)
+        models[f"llama_{name}"] = (d, hf.write_model_dir(d, cfg, hf.llama_shapes(cfg), lambda n: "BF16", seed=6,
+                                                         tokenizer=False))
+        r = convert(d, os.path.join(WORK, f"llama_{name}.h5"))
+        if name == "yarn":
+            check(r.returncode == 0 and "rope_scaling" not in r.stderr, "a yarn rope_scaling converts without a note")
+        else:
+            check(r.returncode == 0 and "rope_scaling type 'longrope' is not supported" in r.stderr
+                  and "will refuse" in r.stderr,
+                  "a rope_scaling type the job does not apply converts with a note saying the job will refuse it")
 
     # Qwen2 as Qwen2.5-0.5B's config.json has it: tied embeddings, rope_theta 1e6, a sliding window
     # that is off (use_sliding_window false), so the file has none.
@@ -398,11 +408,11 @@ def mpirun(ranks, args):
     return run([*MPIEXEC, "-n", str(ranks), *args])
 
 
-def llm_outputs(weights, ranks, tag, expect_failure=None):
+def llm_outputs(weights, ranks, tag, expect_failure=None, extra=()):
     out = os.path.join(WORK, f"llm_{tag}_np{ranks}.h5")
     r = mpirun(ranks, [os.path.join(BUILD, "apps", "meshnn-llm"), "--weights", weights, "--prompt-len", "8",
                        "--batch", "2", "--max-new-tokens", "4", "--ignore-eos", "--save-logits",
-                       "--weight-dtype", "bfloat16", "--output", out])
+                       "--weight-dtype", "bfloat16", "--output", out, *extra])
     if expect_failure is not None:
         return r.returncode != 0 and expect_failure in r.stderr
     if r.returncode != 0:
@@ -468,9 +478,20 @@ def test_jobs(models):
     write_direct(unscaled, rounded, sharded_attrs)
     check(not same_outputs(llm_outputs(unscaled, 1, "unscaled"), llm_outputs(direct, 1, "sharded_direct")),
           "the converted rope_scaling changes the logits (the job applies it)")
+    # YaRN: the job applies the converted file's (without it the logits differ), and --rope-scaling
+    # gives the same tokens and logits on a file of the same weights without one.
+    d, kept = models["llama_yarn"]
+    yarn_unscaled = os.path.join(WORK, "llama_yarn_unscaled.h5")
+    write_direct(yarn_unscaled, kept, LLAMA_ATTRS)
     for ranks in (1, 2):
-        check(llm_outputs(os.path.join(WORK, "llama_yarn.h5"), ranks, "yarn", expect_failure="rope_scaling type 'yarn'"),
-              f"meshnn-llm on {ranks} rank(s) refuses a yarn rope_scaling, naming it")
+        converted = llm_outputs(os.path.join(WORK, "llama_yarn.h5"), ranks, "yarn")
+        check(converted is not None and not same_outputs(converted, llm_outputs(yarn_unscaled, ranks, "yarn_unscaled")),
+              f"meshnn-llm on {ranks} rank(s): the converted yarn rope_scaling changes the logits (the job applies it)")
+        check(same_outputs(converted, llm_outputs(yarn_unscaled, ranks, "yarn_flag", extra=["--rope-scaling", json.dumps(YARN)])),
+              f"meshnn-llm on {ranks} rank(s): --rope-scaling gives what the file's yarn rope_scaling gives")
+        check(llm_outputs(os.path.join(WORK, "llama_longrope.h5"), ranks, "longrope",
+                          expect_failure="rope_scaling type 'longrope'"),
+              f"meshnn-llm on {ranks} rank(s) refuses a longrope rope_scaling, naming it")
 
     # Qwen2 and Qwen3: converted = direct on 1 and 2 ranks; read as Llama (model_type "llama": the
     # bias or norm datasets are there but unused) the logits differ, so the job adds the biases and

@@ -75,6 +75,9 @@ RopeScaling rope_scaling_from_json(const std::string& json_text, int64_t max_pos
   MESHNN_CHECK(type.is_string(), "{}: rope_scaling's type must be a string, got {}", source, type.dump());
   const std::string name = type.get<std::string>();
   if (name == "default") return s;
+  MESHNN_CHECK(name == "linear" || name == "dynamic" || name == "llama3" || name == "yarn",
+               "{}: rope_scaling type '{}' is not supported (meshnn applies default, linear, dynamic, llama3 and yarn)",
+               source, name);
   s.factor = positive_number(j, "factor", source);
   MESHNN_CHECK(s.factor >= 1.0, "{}: rope_scaling factor must be >= 1, got {}", source, s.factor);
   if (name == "linear") {
@@ -97,7 +100,7 @@ RopeScaling rope_scaling_from_json(const std::string& json_text, int64_t max_pos
     MESHNN_CHECK(s.low_freq_factor < s.high_freq_factor,
                  "{}: rope_scaling low_freq_factor {} must be below high_freq_factor {}", source, s.low_freq_factor,
                  s.high_freq_factor);
-  } else if (name == "yarn") {
+  } else {  // yarn
     s.type = RopeScaling::Type::YARN;
     s.original_max_position_embeddings =
         whole_number(j, "original_max_position_embeddings", source, max_position_embeddings);
@@ -111,10 +114,6 @@ RopeScaling rope_scaling_from_json(const std::string& json_text, int64_t max_pos
       s.truncate = j.at("truncate").get<bool>();
     }
     s.attention_factor = yarn_attention_factor(j, s.factor, source);
-  } else {
-    throw Error(fmt::format("{}: rope_scaling type '{}' is not supported (meshnn applies default, linear, dynamic, "
-                            "llama3 and yarn)",
-                            source, name));
   }
   return s;
 }
