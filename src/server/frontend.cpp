@@ -241,6 +241,10 @@ void Frontend::answer(Endpoint endpoint, const httplib::Request& req, httplib::R
   serving::GenerationRequest g;
   try {
     api = parse_request(req.body, endpoint);
+    // As vLLM: a request naming another model is an error, not an answer from this one.
+    if (!api.model.empty() && api.model != options_.model_name)
+      throw ApiError(404, fmt::format("The model `{}` does not exist: this server serves `{}`", api.model,
+                                      options_.model_name));
     g = request_of(api);
   } catch (const ApiError& e) {
     ++rejected_;

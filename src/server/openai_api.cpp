@@ -389,7 +389,10 @@ ApiRequest parse_request(std::string_view body_text, Endpoint endpoint) {
   if (!body.is_object()) bad("the body must be a JSON object");
   ApiRequest r;
   r.endpoint = endpoint;
-  if (const json* m = field(body, "model"); m != nullptr && m->is_string()) r.model = m->get<std::string>();
+  if (const json* m = field(body, "model"); m != nullptr && !m->is_null()) {
+    if (!m->is_string()) bad(fmt::format("'model' must be a string, got {}", m->dump()));
+    r.model = m->get<std::string>();
+  }
   refuse_unimplemented(body);
   if (endpoint == Endpoint::COMPLETIONS)
     read_prompt(body, r);

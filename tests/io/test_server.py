@@ -206,7 +206,7 @@ def check_completions(port, weights, bos, encode):
     results = [None] * len(PROMPTS)
 
     def client(i):
-        body = {"model": "x", "prompt": PROMPTS[i][0], "max_tokens": PROMPTS[i][1], "return_token_ids": True}
+        body = {"model": "served", "prompt": PROMPTS[i][0], "max_tokens": PROMPTS[i][1], "return_token_ids": True}
         if i % 2:
             status, events = stream(port, "/v1/completions", dict(body, stream_options={"include_usage": True}))
             results[i] = (status, *gathered(events, False), events)
@@ -711,6 +711,10 @@ def check_bad_requests(port, vocab, expected_tokens):
               "'functions' is not supported"),
              ("/v1/completions", {"prompt": "a", "logit_bias": {str(vocab): 1}}, 400, "logit_bias names token"),
              ("/v1/completions", {"prompt": "a", "frequency_penalty": 3}, 400, "'frequency_penalty' must be in"),
+             ("/v1/completions", {"prompt": "a", "model": "gpt-4"}, 404,
+              "The model `gpt-4` does not exist: this server serves `served`"),
+             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "model": 7}, 400,
+              "'model' must be a string"),
              ("/v1/embeddings", {"input": "a"}, 404, "no such route")]
     for path, body, status, needle in cases:
         got, text = post(port, path, body)

@@ -33,7 +33,7 @@ enum class Endpoint { COMPLETIONS, CHAT_COMPLETIONS };
 
 struct ApiRequest {
   Endpoint endpoint = Endpoint::COMPLETIONS;
-  std::string model;                        // as given ("" when absent); not checked against ours
+  std::string model;                        // as given ("" when absent); the frontend checks it is ours
   std::optional<std::string> prompt;        // completions: text
   std::vector<int32_t> prompt_token_ids;    // completions: a prompt given as token ids instead
   std::vector<text::ChatMessage> messages;  // chat
