@@ -82,6 +82,7 @@ const std::vector<HfArchitecture>& hf_architectures() {
       {"MistralForCausalLM", {"mistral"}, llama::read_hf_config},
       {"Qwen2ForCausalLM", {"qwen2"}, llama::read_hf_config},
       {"Qwen3ForCausalLM", {"qwen3"}, llama::read_hf_config},
+      {"Phi3ForCausalLM", {"phi3"}, llama::read_hf_config},
       {"FalconForCausalLM", {"falcon"}, falcon::read_hf_config},
       {"RWForCausalLM", {"RefinedWeb", "RefinedWebModel"}, falcon::read_hf_config},
   };

@@ -27,6 +27,10 @@ struct HfModelConfig {
   std::vector<int64_t> eos_token_ids;
   // Tensor name -> the shape config.json implies; every one must be in the checkpoint.
   std::map<std::string, std::vector<int64_t>> expected_tensors;
+  // Checkpoint tensors written as several datasets, each a band of consecutive rows, in order (Phi-3's
+  // fused qkv_proj and gate_up_proj, which meshnn's Llama loads as q/k/v and gate/up):
+  // checkpoint name -> (dataset name, rows) covering all its rows.
+  std::map<std::string, std::vector<std::pair<std::string, int64_t>>> row_splits;
   std::string shape_source;  // the config values the shapes come from, for error messages
   // Settings kept in the file that meshnn's jobs do not apply yet, for the user to know.
   std::vector<std::string> warnings;
@@ -73,7 +77,7 @@ void set_size_attributes(const HfSizes& sizes, io::Attributes& a);
 // The family readers: the attributes, expected tensors, shape source and warnings of `m` from the
 // config `c` (the driver has set m.architecture and adds the special tokens after).
 namespace llama {
-void read_hf_config(const HfConfigFile& c, HfModelConfig& m);  // Llama, Mistral, Qwen2 and Qwen3
+void read_hf_config(const HfConfigFile& c, HfModelConfig& m);  // Llama, Mistral, Qwen2, Qwen3 and Phi-3
 }
 namespace falcon {
 void read_hf_config(const HfConfigFile& c, HfModelConfig& m);  // Falcon, both config dialects

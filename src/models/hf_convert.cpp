@@ -23,11 +23,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// One tensor to write: where it comes from and how it is stored.
+// One dataset to write: the checkpoint tensor it comes from (a band of its rows, or all of them),
+// its name and how it is stored.
 struct Planned {
   const io::SafetensorsFile* shard;
   const io::SafetensorsTensor* tensor;
   io::StoredType from, to;
+  std::string name;
+  int64_t first_row, rows;
 };
 
 // The checkpoint's safetensors files, opened and their headers checked; with an index, every
@@ -88,7 +91,20 @@ std::vector<Planned> plan(const std::vector<io::SafetensorsFile>& shards, const 
       MESHNN_CHECK(!t.shape.empty(), "tensor '{}' in '{}' is a scalar; meshnn stores tensors of at least one dim",
                    t.name, shard.path());
       const io::StoredType from = io::stored_type_of(t.dtype, t.name);
-      planned.push_back({&shard, &t, from, options.dtype.value_or(from)});
+      const io::StoredType to = options.dtype.value_or(from);
+      const auto split = config.row_splits.find(t.name);
+      if (split == config.row_splits.end()) {
+        planned.push_back({&shard, &t, from, to, t.name, 0, t.shape[0]});
+        continue;
+      }
+      int64_t first_row = 0;
+      for (const auto& [name, rows] : split->second) {
+        planned.push_back({&shard, &t, from, to, name, first_row, rows});
+        first_row += rows;
+      }
+      // The expected shape (checked below) has as many rows as the bands.
+      MESHNN_CHECK(first_row == t.shape[0] || config.expected_tensors.count(t.name),
+                   "tensor '{}' has {} rows, but its parts take {}", t.name, t.shape[0], first_row);
     }
   }
   for (const auto& [name, shape] : config.expected_tensors) {
@@ -108,24 +124,26 @@ std::vector<Planned> plan(const std::vector<io::SafetensorsFile>& shards, const 
 // held and the staging buffer.
 void write_tensor(io::Hdf5Writer& writer, const Planned& p, size_t block_bytes, std::vector<std::byte>& staging) {
   const io::SafetensorsTensor& t = *p.tensor;
-  writer.create_dataset(t.name, t.shape, p.to);
+  std::vector<int64_t> shape = t.shape;
+  shape[0] = p.rows;
+  writer.create_dataset(p.name, shape, p.to);
   const std::span<const std::byte> bytes = p.shard->bytes(t);
   int64_t row_size = 1;
   for (size_t d = 1; d < t.shape.size(); ++d) row_size *= t.shape[d];
   const size_t row_bytes = static_cast<size_t>(row_size) * std::max(t.element_size, io::stored_size(p.to));
   const int64_t block_rows = std::max<int64_t>(1, static_cast<int64_t>(block_bytes / std::max<size_t>(row_bytes, 1)));
-  for (int64_t r = 0; r < t.shape[0]; r += block_rows) {
-    const int64_t rows = std::min(block_rows, t.shape[0] - r);
+  for (int64_t r = 0; r < p.rows; r += block_rows) {
+    const int64_t rows = std::min(block_rows, p.rows - r);
     const size_t count = static_cast<size_t>(rows * row_size);
-    const uint64_t begin = static_cast<uint64_t>(r * row_size) * t.element_size;
+    const uint64_t begin = static_cast<uint64_t>((p.first_row + r) * row_size) * t.element_size;
     const std::span<const std::byte> block = bytes.subspan(begin, count * t.element_size);
     if (p.from == p.to) {
       // The mapped bytes go to HDF5 as they are: no copy in this process.
-      writer.write_stored_rows(t.name, r, block);
+      writer.write_stored_rows(p.name, r, block);
     } else {
       staging.resize(count * io::stored_size(p.to));
       io::convert_elements(p.from, block.data(), p.to, staging.data(), count);
-      writer.write_stored_rows(t.name, r, staging);
+      writer.write_stored_rows(p.name, r, staging);
     }
     p.shard->release(t, begin, begin + block.size());
   }
@@ -192,8 +210,9 @@ ConvertSummary convert_hf_checkpoint(const std::string& model_dir, const std::st
   std::vector<std::byte> staging;
   for (const Planned& p : planned) {
     write_tensor(writer, p, options.block_bytes, staging);
-    summary.bytes_read += p.tensor->end - p.tensor->begin;
-    summary.bytes_written += static_cast<uint64_t>(p.tensor->elements()) * io::stored_size(p.to);
+    const uint64_t elements = static_cast<uint64_t>(p.tensor->elements() / p.tensor->shape[0] * p.rows);
+    summary.bytes_read += elements * p.tensor->element_size;
+    summary.bytes_written += elements * io::stored_size(p.to);
     ++summary.tensors;
   }
   for (const auto& [name, value] : config.attributes) writer.set_attribute(name, value);

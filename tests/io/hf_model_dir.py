@@ -92,6 +92,45 @@ def llama_shapes(c):
     return shapes
 
 
+def phi3_shapes(c):
+    """Phi3ForCausalLM: Llama's tensors with q/k/v fused into self_attn.qkv_proj (q rows, then k, then
+    v) and gate/up into mlp.gate_up_proj (gate rows, then up)."""
+    h, i = c["hidden_size"], c["intermediate_size"]
+    heads, kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
+    d = c.get("head_dim", h // heads)
+    shapes = {}
+    for name, shape in llama_shapes(c).items():
+        if name.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight", "mlp.up_proj.weight")):
+            continue
+        if name.endswith("self_attn.q_proj.weight"):
+            name, shape = name.replace("q_proj", "qkv_proj"), ((heads + 2 * kv) * d, h)
+        elif name.endswith("mlp.gate_proj.weight"):
+            name, shape = name.replace("gate_proj", "gate_up_proj"), (2 * i, h)
+        shapes[name] = shape
+    return shapes
+
+
+def phi3_split(c, kept):
+    """The tensors of a Phi-3 checkpoint as Llama names them: the fused ones cut into their row bands."""
+    heads, kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
+    d = c.get("head_dim", c["hidden_size"] // heads)
+    bands = {"self_attn.qkv_proj.weight": [("self_attn.q_proj.weight", heads * d), ("self_attn.k_proj.weight", kv * d),
+                                           ("self_attn.v_proj.weight", kv * d)],
+             "mlp.gate_up_proj.weight": [("mlp.gate_proj.weight", c["intermediate_size"]),
+                                         ("mlp.up_proj.weight", c["intermediate_size"])]}
+    split = {}
+    for name, (dtype, array) in kept.items():
+        fused = next((k for k in bands if name.endswith(k)), None)
+        if fused is None:
+            split[name] = (dtype, array)
+            continue
+        row = 0
+        for part, rows in bands[fused]:
+            split[name[:-len(fused)] + part] = (dtype, array[row:row + rows])
+            row += rows
+    return split
+
+
 def falcon_shapes(c):
     h, v = c["hidden_size"], c["vocab_size"]
     layers = c.get("num_hidden_layers", c.get("n_layer"))

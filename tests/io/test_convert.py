@@ -87,6 +87,14 @@ QWEN3 = dict(LLAMA, architectures=["Qwen3ForCausalLM"], model_type="qwen3", head
 QWEN3_ATTRS = dict(LLAMA_ATTRS, model_type="qwen3", head_dim=32, tie_word_embeddings=1, rope_theta=1000000.0,
                    rms_norm_eps=1e-6, eos_token_id=3)
 
+# Phi-3 as Phi-3-mini-4k-instruct's config.json has it (fused qkv_proj and gate_up_proj, a sliding
+# window, rope_scaling null, original_max_position_embeddings beside max_position_embeddings), with
+# a window of 6 positions so that the job's 8-token prompts run past it.
+PHI3 = dict(LLAMA, architectures=["Phi3ForCausalLM"], model_type="phi3", max_position_embeddings=256,
+            original_max_position_embeddings=256, sliding_window=6, rope_scaling=None, attention_bias=False,
+            resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0, pad_token_id=2)
+PHI3_ATTRS = dict(LLAMA_ATTRS, model_type="phi3", sliding_window=6)
+
 
 def expected_array(dtype, array, target):
     """What a tensor stored as `dtype` becomes when written as `target`."""
@@ -248,6 +256,28 @@ def test_conversions():
     # Qwen3: per-head q/k norms, projections wider than the hidden, its sliding window null.
     convert_qwen(models, "qwen3", QWEN3, QWEN3_ATTRS, 8, "per-head q/k norms, head_dim 32, tied")
 
+    # Phi-3: the fused projections become Llama's q/k/v and gate/up datasets, row bands of the
+    # checkpoint's tensors bit for bit, also converted to float32; the sliding window is kept.
+    d = os.path.join(WORK, "phi3")
+    kept = hf.write_model_dir(d, PHI3, hf.phi3_shapes(PHI3), lambda n: "BF16", seed=9)
+    split = hf.phi3_split(PHI3, kept)
+    for target, flags in ((None, []), ("F32", ["--dtype", "float32"])):
+        out = os.path.join(WORK, f"phi3_{target or 'keep'}.h5")
+        r = convert(d, out, *flags)
+        check(r.returncode == 0 and "Phi3ForCausalLM" in r.stdout, f"phi3 {target or 'keep'} converts")
+        check_converted(f"phi3 {target or 'keep'}", out, split, PHI3_ATTRS, target, model_dir=d if target is None else None)
+    models["phi3"] = (d, split)
+    # Phi3Config reads a "su" or "yarn" rope_scaling as longrope: the file says longrope, so the job
+    # refuses it instead of applying YaRN to a model that was not trained with it.
+    d = os.path.join(WORK, "phi3_su")
+    cfg = dict(PHI3, rope_scaling={"type": "yarn", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8})
+    hf.write_model_dir(d, cfg, hf.phi3_shapes(cfg), lambda n: "BF16", seed=9, tokenizer=False)
+    r = convert(d, os.path.join(WORK, "phi3_su.h5"))
+    with h5py.File(os.path.join(WORK, "phi3_su.h5"), "r") as f:
+        scaling = json.loads(attr_value(f.attrs["rope_scaling"]))
+    check(r.returncode == 0 and scaling.get("type") == "longrope" and "will refuse" in r.stderr,
+          f"phi3: a 'yarn' rope_scaling is kept as Phi3Config reads it, longrope, with a note ({scaling.get('type')})")
+
     # Falcon in the original RefinedWeb dialect (n_layer, n_head), sharded, float32.
     d = os.path.join(WORK, "falcon_rw")
     cfg = {"architectures": ["RWForCausalLM"], "model_type": "RefinedWebModel", "hidden_size": 64, "n_head": 4,
@@ -368,6 +398,10 @@ def test_hostile(models):
          "use_sliding_window = true is not supported"),
         ("llama_attention_bias", "llama", edit_json("config.json", lambda c: c.update(attention_bias=True)),
          "attention_bias = true is not supported"),
+        ("phi3_partial_rotary", "phi3", edit_json("config.json", lambda c: c.update(partial_rotary_factor=0.75)),
+         "partial_rotary_factor 0.75 is not supported"),
+        ("phi3_unfused", "llama", edit_json("config.json", lambda c: c.update(architectures=["Phi3ForCausalLM"])),
+         "'model.layers.0.mlp.gate_up_proj.weight' is missing from the checkpoint"),
         ("eos_outside_vocab", "llama", edit_json("config.json", lambda c: c.update(eos_token_id=500)),
          "outside the vocabulary"),
         ("config_not_json", "llama", edit_bytes("config.json", lambda r: b"{"), "not valid JSON"),
@@ -510,6 +544,20 @@ def test_jobs(models):
         write_direct(as_llama, kept, dict(attrs, model_type="llama"))
         check(not same_outputs(llm_outputs(as_llama, 1, f"{name}_as_llama"), llm_outputs(direct, 1, f"{name}_direct")),
               what)
+
+    # Phi-3: the converted file runs as the same split weights written directly as Llama with the
+    # window; without the window the logits differ (the job applies Phi-3's).
+    d, split = models["phi3"]
+    direct = os.path.join(WORK, "phi3_direct.h5")
+    write_direct(direct, split, dict(PHI3_ATTRS, model_type="llama"))
+    for ranks in (1, 2):
+        converted = llm_outputs(os.path.join(WORK, "phi3_keep.h5"), ranks, "phi3")
+        check(same_outputs(converted, llm_outputs(direct, ranks, "phi3_direct")) and np.isfinite(converted[1]).all(),
+              f"meshnn-llm on {ranks} rank(s): converted phi3 gives the same tokens and logits as its split weights")
+    unwindowed = os.path.join(WORK, "phi3_unwindowed.h5")
+    write_direct(unwindowed, split, {k: v for k, v in PHI3_ATTRS.items() if k != "sliding_window"})
+    check(not same_outputs(llm_outputs(unwindowed, 1, "phi3_unwindowed"), llm_outputs(direct, 1, "phi3_direct")),
+          "Phi-3's sliding window changes the logits (the job applies it)")
 
     # Falcon: the MLP job reads transformer.h.1.mlp.* of the converted checkpoint.
     d, kept = models["falcon"]

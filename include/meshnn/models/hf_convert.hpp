@@ -37,7 +37,7 @@ struct ConvertOptions {
 
 struct ConvertSummary {
   std::string architecture;
-  int64_t tensors = 0;
+  int64_t tensors = 0;  // datasets written (a fused checkpoint tensor may give several)
   uint64_t bytes_read = 0, bytes_written = 0;  // tensor data only
   std::vector<std::string> shards, tokenizer_files;
   // Settings the file keeps that meshnn's jobs will refuse (a rope_scaling type they do not apply).

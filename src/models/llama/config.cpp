@@ -68,8 +68,12 @@ LlamaConfig config_from_attributes(const io::Attributes& attrs, const std::strin
   MESHNN_CHECK(type != attrs.end() && std::holds_alternative<std::string>(type->second),
                "'model_type' missing from the root attributes of {} (expected \"llama\")", file);
   const std::string& model_type = std::get<std::string>(type->second);
-  MESHNN_CHECK(model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3",
-               "{} holds a '{}' model; the Llama job runs model_type \"llama\" (or \"mistral\", \"qwen2\", \"qwen3\")",
+  // Mistral and Phi-3 are Llama with the file's sliding_window (Phi-3's fused projections are
+  // apart in the file: meshnn-convert splits them).
+  MESHNN_CHECK(model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3" ||
+                   model_type == "phi3",
+               "{} holds a '{}' model; the Llama job runs model_type \"llama\" (or \"mistral\", \"qwen2\", \"qwen3\", "
+               "\"phi3\")",
                file, model_type);
   LlamaConfig c;
   c.qkv_bias = model_type == "qwen2";

@@ -1,7 +1,7 @@
-// Llama, Mistral, Qwen2 and Qwen3 (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
-// Qwen3ForCausalLM) in a Hugging Face config.json: the root attributes meshnn's Llama reads
-// (src/models/llama/config.cpp) and the state_dict names and shapes the configuration implies, by
-// the names meshnn/models/llama/config.hpp gives the loader.
+// Llama, Mistral, Qwen2, Qwen3 and Phi-3 (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM, Phi3ForCausalLM) in a Hugging Face config.json: the root attributes meshnn's
+// Llama reads (src/models/llama/config.cpp) and the state_dict names and shapes the configuration
+// implies, by the names meshnn/models/llama/config.hpp gives the loader.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -41,13 +41,21 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
     MESHNN_CHECK(!c.boolean("use_sliding_window", false),
                  "{}: use_sliding_window = true is not supported (meshnn runs {}'s attention over the whole context)",
                  c.file(), qwen2 ? "Qwen2" : "Qwen3");
+  // Phi-3 is Mistral (a sliding window when the config names one) with q/k/v fused into qkv_proj
+  // and gate/up into gate_up_proj, which the file holds apart. Its rotary embedding may cover part
+  // of each head (Phi-4-mini), which meshnn's does not.
+  const bool phi3 = m.architecture == "Phi3ForCausalLM";
+  if (phi3)
+    MESHNN_CHECK(c.real("partial_rotary_factor", 1.0) == 1.0,
+                 "{}: partial_rotary_factor {} is not supported (meshnn rotates every dimension of a head)", c.file(),
+                 c.real("partial_rotary_factor", 1.0));
 
   io::Attributes& a = m.attributes;
-  a["model_type"] = std::string(qwen2 ? "qwen2" : qwen3 ? "qwen3" : mistral ? "mistral" : "llama");
+  a["model_type"] = std::string(qwen2 ? "qwen2" : qwen3 ? "qwen3" : phi3 ? "phi3" : mistral ? "mistral" : "llama");
   set_size_attributes({hidden, intermediate, layers, heads, kv_heads, vocab}, a);
   a["head_dim"] = head_dim;
-  // Hugging Face's defaults: LlamaConfig 2048, Qwen2Config and Qwen3Config 32768.
-  a["max_position_embeddings"] = c.positive("max_position_embeddings", qwen2 || qwen3 ? 32768 : 2048);
+  // Hugging Face's defaults: LlamaConfig 2048, Qwen2Config and Qwen3Config 32768, Phi3Config 4096.
+  a["max_position_embeddings"] = c.positive("max_position_embeddings", qwen2 || qwen3 ? 32768 : phi3 ? 4096 : 2048);
   a["rms_norm_eps"] = c.real("rms_norm_eps", 1e-6);
   a["rope_theta"] = c.real("rope_theta", 10000.0);
   a["tie_word_embeddings"] = int64_t{tied ? 1 : 0};
@@ -55,7 +63,12 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
   if (c.has("rope_scaling")) {
     MESHNN_CHECK(c.at("rope_scaling").is_object(), "{}: 'rope_scaling' must be an object, got {}", c.file(),
                  c.at("rope_scaling").dump());
-    a["rope_scaling"] = c.at("rope_scaling").dump();
+    nlohmann::json scaling = c.at("rope_scaling");
+    // Phi3Config reads the types "su" and "yarn" as "longrope" (its early configs named it so): the
+    // file says what Hugging Face runs, so the job refuses it rather than apply YaRN.
+    for (const char* key : {"rope_type", "type"})
+      if (phi3 && scaling.contains(key) && (scaling[key] == "su" || scaling[key] == "yarn")) scaling[key] = "longrope";
+    a["rope_scaling"] = scaling.dump();
     // The job's own reading says whether it will run this file (a type it does not apply, a value
     // out of range); the conversion goes on, as the file keeps the config whole.
     try {
@@ -66,9 +79,10 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
                                        e.what()));
     }
   }
-  // Mistral attends over a sliding window (Llama has none, whatever its config says). Hugging Face's
-  // MistralConfig defaults it to 4096 when the key is absent; null means none.
-  if (mistral && c.has("sliding_window"))
+  // Mistral and Phi-3 attend over a sliding window (Llama has none, whatever its config says).
+  // Hugging Face's MistralConfig defaults it to 4096 when the key is absent, Phi3Config to none;
+  // null means none.
+  if ((mistral || phi3) && c.has("sliding_window"))
     a["sliding_window"] = c.positive("sliding_window");
   else if (mistral && !c.written("sliding_window"))
     a["sliding_window"] = int64_t{4096};
@@ -79,9 +93,16 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
     auto key = [i](const char* name) { return layer_key(i, name); };
     e[key("input_layernorm.weight")] = {hidden};
     e[key("post_attention_layernorm.weight")] = {hidden};
-    e[key("self_attn.q_proj.weight")] = {heads * head_dim, hidden};
-    e[key("self_attn.k_proj.weight")] = {kv_heads * head_dim, hidden};
-    e[key("self_attn.v_proj.weight")] = {kv_heads * head_dim, hidden};
+    if (phi3) {
+      e[key("self_attn.qkv_proj.weight")] = {(heads + 2 * kv_heads) * head_dim, hidden};
+      m.row_splits[key("self_attn.qkv_proj.weight")] = {{key("self_attn.q_proj.weight"), heads * head_dim},
+                                                          {key("self_attn.k_proj.weight"), kv_heads * head_dim},
+                                                          {key("self_attn.v_proj.weight"), kv_heads * head_dim}};
+    } else {
+      e[key("self_attn.q_proj.weight")] = {heads * head_dim, hidden};
+      e[key("self_attn.k_proj.weight")] = {kv_heads * head_dim, hidden};
+      e[key("self_attn.v_proj.weight")] = {kv_heads * head_dim, hidden};
+    }
     if (qwen2) {
       e[key("self_attn.q_proj.bias")] = {heads * head_dim};
       e[key("self_attn.k_proj.bias")] = {kv_heads * head_dim};
@@ -92,8 +113,15 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
       e[key("self_attn.k_norm.weight")] = {head_dim};
     }
     e[key("self_attn.o_proj.weight")] = {hidden, heads * head_dim};
-    e[key("mlp.gate_proj.weight")] = {intermediate, hidden};
-    e[key("mlp.up_proj.weight")] = {intermediate, hidden};
+    if (phi3) {
+      // Phi3MLP chunks gate_up_proj's output in two: the gate first, then up.
+      e[key("mlp.gate_up_proj.weight")] = {2 * intermediate, hidden};
+      m.row_splits[key("mlp.gate_up_proj.weight")] = {{key("mlp.gate_proj.weight"), intermediate},
+                                                       {key("mlp.up_proj.weight"), intermediate}};
+    } else {
+      e[key("mlp.gate_proj.weight")] = {intermediate, hidden};
+      e[key("mlp.up_proj.weight")] = {intermediate, hidden};
+    }
     e[key("mlp.down_proj.weight")] = {hidden, intermediate};
   }
   e[final_norm_key()] = {hidden};
