@@ -232,6 +232,7 @@ json special_tokens_for(const std::string& family) {
       {"gemma", {"<bos>", "<eos>"}},
       {"chatml_qwen", {"<|endoftext|>", "<|im_end|>"}},
       {"qwen3_thinking", {"<|endoftext|>", "<|im_end|>"}},
+      {"phi3", {"<s>", "<|endoftext|>"}},
   };
   const auto it = tokens.find(family);
   const auto [bos, eos] = it != tokens.end() ? it->second : std::pair<std::string, std::string>{"<s>", "</s>"};
@@ -248,7 +249,7 @@ std::vector<fs::path> corpus() {
 
 TEST(ChatTemplateReference, CorpusRendersAsJinja2Does) {
   const std::vector<fs::path> files = corpus();
-  ASSERT_GE(files.size(), 7u);
+  ASSERT_GE(files.size(), 9u);
   std::vector<Case> cases;
   for (const fs::path& file : files) {
     const std::string source = slurp(file);
