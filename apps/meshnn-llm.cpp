@@ -91,9 +91,10 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
       ->check(CLI::IsMember({"qwen3", "deepseek_r1"}))
       ->needs(serve);
   cli.add_option("--tool-call-parser", c.tool_call_parser,
-                 "--serve: parse the <tool_call>{...}</tool_call> blocks of chat answers to requests with tools "
-                 "into tool_calls (hermes: Hermes, Qwen2.5, Qwen3)")
-      ->check(CLI::IsMember({"hermes"}))
+                 "--serve: parse the tool calls of chat answers to requests with tools into tool_calls (hermes: "
+                 "<tool_call>{...}</tool_call> blocks of Hermes, Qwen2.5, Qwen3; llama3_json: Llama 3.1-3.3's "
+                 "{\"name\": ..., \"parameters\": ...} answers)")
+      ->check(CLI::IsMember({"hermes", "llama3_json"}))
       ->needs(serve);
   cli.add_option("--served-model-name", c.served_model_name,
                  "--serve: the model's name in /v1/models (default: the weights file's name)")

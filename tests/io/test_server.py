@@ -39,7 +39,9 @@ references.
      same request's raw text (from /v1/completions) splits;
    - a request with tools renders its prompt as jinja2 does; an answer of two call blocks (drawn by
      a logit_bias) shows two tool_calls, whole and streamed, with finish_reason "tool_calls"; with
-     tool_choice "none" the blocks stay content.
+     tool_choice "none" the blocks stay content;
+   - with --tool-call-parser llama3_json instead, an answer that is a call object is a tool_call,
+     other text is content, and a named tool_choice forces a call object of that function.
 """
 import http.client
 import json
@@ -813,6 +815,8 @@ def check_unusable_template(model_dir, expected_tokens):
 # model's tokenizer so that a logit_bias can draw it.
 WEATHER_CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
 CALL_BLOCK = "<tool_call>" + json.dumps(WEATHER_CALL, separators=(",", ":")) + "</tool_call>"  # no spaces: one piece
+# The same call as Llama 3.1-3.3 write it (llama3_json), one piece too.
+LLAMA3_CALL = json.dumps({"name": WEATHER_CALL["name"], "parameters": WEATHER_CALL["arguments"]}, separators=(",", ":"))
 WEATHER_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
                                                    "parameters": {"type": "object",
                                                                   "properties": {"city": {"type": "string"}}}}}]
@@ -829,7 +833,8 @@ def check_parsers():
     model_dir = os.path.join(WORK, "parsers_model")
     config = dict(CONFIG, max_position_embeddings=1024)
     hf.write_model_dir(model_dir, config, hf.llama_shapes(config), lambda _: "BF16")
-    encode, _ = sentencepiece_tokenizer(model_dir, WORK, user_defined_symbols=("<think>", "</think>", CALL_BLOCK))
+    encode, _ = sentencepiece_tokenizer(model_dir, WORK,
+                                        user_defined_symbols=("<think>", "</think>", CALL_BLOCK, LLAMA3_CALL))
     with open(QWEN3_TEMPLATE_FILE, encoding="utf-8") as f:
         template = f.read()
     edit_tokenizer_config(model_dir, chat_template=template)
@@ -842,6 +847,48 @@ def check_parsers():
         check_tool_calls(port, encode("a" + CALL_BLOCK)[-1], encode, template)
     finally:
         stop_server(process)
+    process, port, _ = start_server(weights, os.path.join(WORK, "parsers_port"), "--port", "0", "--max-context", "1024",
+                                    "--tool-call-parser", "llama3_json")
+    try:
+        check_llama3_tool_calls(port, encode("a" + LLAMA3_CALL)[-1])
+    finally:
+        stop_server(process)
+
+
+def check_llama3_tool_calls(port, call):
+    """--tool-call-parser llama3_json: an answer that is the call object (drawn by a logit_bias on
+    its piece) is a tool_call, whole and streamed; an answer of other text is content; tool_choice
+    naming a function forces a call object of it, its arguments under "parameters"."""
+    body = {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": WEATHER_TOOLS,
+            "max_tokens": 1, "return_token_ids": True, "logit_bias": {str(call): 100}}
+    status, text = post(port, "/v1/chat/completions", body)
+    choice = json.loads(text)["choices"][0] if status == 200 else {}
+    calls = choice.get("message", {}).get("tool_calls", [])
+    check(choice.get("token_ids") == [call] and choice.get("finish_reason") == "tool_calls" and
+          choice["message"].get("content") is None and
+          [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] ==
+          [(WEATHER_CALL["name"], WEATHER_CALL["arguments"])],
+          f"llama3_json: an answer that is the call object is its tool_call ({choice.get('message')})")
+    _, events = stream(port, "/v1/chat/completions", body)
+    deltas = [d for e in events[:-1] for c in e["choices"] for d in c["delta"].get("tool_calls", [])]
+    check([(d["function"]["name"], d["function"]["arguments"]) for d in deltas] ==
+          [(c["function"]["name"], c["function"]["arguments"]) for c in calls],
+          "llama3_json, streamed: the same call")
+    status, text = post(port, "/v1/chat/completions", dict(body, logit_bias={}, max_tokens=6, temperature=0))
+    choice = json.loads(text)["choices"][0] if status == 200 else {}
+    content = choice.get("message", {}).get("content") or ""
+    check(choice.get("finish_reason") in ("length", "stop") and "tool_calls" not in choice.get("message", {}) and
+          not content.lstrip().startswith("{"),
+          f"llama3_json: an answer of other text is content ({choice.get('message')})")
+    named = {"messages": body["messages"], "tools": WEATHER_TOOLS + [TIME_TOOL], "max_tokens": 200,
+             "tool_choice": {"type": "function", "function": {"name": "get_time"}}, "return_token_ids": True}
+    status, text = post(port, "/v1/chat/completions", named)
+    choice = json.loads(text)["choices"][0] if status == 200 else {}
+    calls = choice.get("message", {}).get("tool_calls", [])
+    arguments = json.loads(calls[0]["function"]["arguments"]) if len(calls) == 1 else None
+    check(choice.get("finish_reason") == "tool_calls" and len(calls) == 1 and calls[0]["function"]["name"] == "get_time"
+          and isinstance(arguments, dict) and set(arguments) == {"zone"} and arguments["zone"] in ("utc", "local"),
+          f"llama3_json, tool_choice naming get_time: a call object of it, its parameters as they say ({calls})")
 
 
 def check_reasoning(port, start_of_thinking, end_of_thinking):

@@ -143,7 +143,52 @@ TEST(ToolCalls, EveryCutOfAStreamGivesTheSplitOfTheWholeAnswer) {
   const Calls none = ToolCallSplitter(ToolCallParser::NONE).push(cases[0].answer);
   EXPECT_TRUE(none.calls.empty() && none.content == cases[0].answer);  // no parser: all content
   EXPECT_EQ(tool_call_parser_named("hermes"), ToolCallParser::HERMES);
+  EXPECT_EQ(tool_call_parser_named("llama3_json"), ToolCallParser::LLAMA3_JSON);
   EXPECT_THROW(tool_call_parser_named("mistral"), Error);
+}
+
+// Llama 3's calls: the whole answer, one object or several joined by ";", read at its end; any
+// other answer is content as written, and so is one that opens with "{" without being calls.
+TEST(ToolCalls, Llama3JsonAnswersAreCallsOrContentWhole) {
+  struct Case {
+    std::string answer;
+    Calls want;
+  };
+  const std::vector<Case> cases = {
+      {R"({"name": "get_weather", "parameters": {"city": "Paris"}})", {"", {{"get_weather", R"({"city":"Paris"})", ""}}}},
+      {"\n\n  {\"name\": \"now\", \"arguments\": {}} ", {"", {{"now", "{}", ""}}}},
+      {R"(<|python_tag|>{"name": "now"}; {"name": "get_weather", "parameters": {"city": "a;b}{", "n": [1, {"x": 2}]}})",
+       {"", {{"now", "{}", ""}, {"get_weather", R"({"city":"a;b}{","n":[1,{"x":2}]})", ""}}}},
+      // Parameters keep their order and their escapes' meaning.
+      {R"({"parameters": {"z": "\"q\"", "a": "\u00e9"}, "name": "f"})", {"", {{"f", R"({"z":"\"q\"","a":"é"})", ""}}}},
+      // Content: text first, a call cut short, text after a call, a call without a name.
+      {R"(Sure. {"name": "now", "parameters": {}})", {R"(Sure. {"name": "now", "parameters": {}})", {}}},
+      {R"({"name": "now", "parame)", {R"({"name": "now", "parame)", {}}},
+      {R"({"name": "now"} and more)", {R"({"name": "now"} and more)", {}}},
+      {R"({"name": "now"};)", {R"({"name": "now"};)", {}}},
+      {R"({"parameters": {}})", {R"({"parameters": {}})", {}}},
+      {R"({"name": "now", "parameters": "{}"})", {R"({"name": "now", "parameters": "{}"})", {}}},
+      {"<|python", {"<|python", {}}},
+      {"  ", {"  ", {}}},
+      {"", {"", {}}},
+  };
+  for (const Case& c : cases) {
+    const Calls whole = ToolCallSplitter(ToolCallParser::LLAMA3_JSON).push(c.answer, true);
+    EXPECT_TRUE(whole == c.want) << c.answer << ": content '" << whole.content << "', " << whole.calls.size()
+                                 << " call(s)";
+    expect_every_cut_gives(
+        c.answer, [] { return ToolCallSplitter(ToolCallParser::LLAMA3_JSON); },
+        [](Calls& total, Calls piece) {
+          total.content += piece.content;
+          for (ToolCall& call : piece.calls) total.calls.push_back(std::move(call));
+        },
+        c.want);
+  }
+  // Streamed content goes out as it comes once the answer's start shows it is not a call.
+  ToolCallSplitter s(ToolCallParser::LLAMA3_JSON);
+  EXPECT_EQ(s.push("\n").content, "");
+  EXPECT_EQ(s.push("The answer").content, "\nThe answer");
+  EXPECT_EQ(s.push(" is 4.").content, " is 4.");
 }
 
 // tool_choice "required" or named: the grammar takes a block of one of the tools, its arguments as
@@ -169,6 +214,16 @@ TEST(ToolCalls, ForcedCallGrammarTakesTheBlocksTheSplitterReads) {
   EXPECT_TRUE(takes(only_now, R"(<tool_call>{"name":"now","arguments":{}}</tool_call>)"));
   ToolCallSplitter splitter(ToolCallParser::HERMES);
   EXPECT_EQ(splitter.push(weather, true),
+            (ToolCallSplitter::Split{"", {ToolCall{"get_weather", R"({"city":"Paris"})", ""}}}));
+
+  // Llama 3: the call object alone, its arguments under "parameters".
+  const ToolCallGrammar llama = tool_call_grammar(ToolCallParser::LLAMA3_JSON, tools, "");
+  const std::string llama_weather = R"({"name": "get_weather", "parameters": {"city": "Paris"}})";
+  EXPECT_TRUE(takes(llama, llama_weather));
+  EXPECT_FALSE(takes(llama, R"({"name": "get_weather", "arguments": {"city": "Paris"}})"));
+  EXPECT_FALSE(takes(llama, weather));
+  EXPECT_FALSE(takes(tool_call_grammar(ToolCallParser::LLAMA3_JSON, tools, "now"), llama_weather));
+  EXPECT_EQ(ToolCallSplitter(ToolCallParser::LLAMA3_JSON).push(llama_weather, true),
             (ToolCallSplitter::Split{"", {ToolCall{"get_weather", R"({"city":"Paris"})", ""}}}));
 }
 

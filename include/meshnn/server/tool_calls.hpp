@@ -2,10 +2,14 @@
 // template writes into the prompt) calls one by writing a block the server then parses, with
 // vLLM's --tool-call-parser:
 //   HERMES: <tool_call>{"name": ..., "arguments": {...}}</tool_call>, the format of Hermes, Qwen2.5
-//           and Qwen3 (whitespace around the JSON allowed), one block per call.
-// Text outside the blocks stays the answer's content. A block whose JSON is not an object with a
-// string "name" and an object "arguments", or that the answer never closes, stays content as
-// written.
+//           and Qwen3 (whitespace around the JSON allowed), one block per call. Text outside the
+//           blocks stays the answer's content. A block whose JSON is not an object with a string
+//           "name" and an object "arguments", or that the answer never closes, stays content as
+//           written.
+//   LLAMA3_JSON: Llama 3.1-3.3's JSON tool calls: an answer that begins (after whitespace, and
+//           <|python_tag|> when it is written as text) with "{" is a call, or several separated by
+//           ";": {"name": ..., "parameters": {...}} ("arguments" read alike). Any other answer is
+//           content; so is one that begins with "{" but is not such calls, as written.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +19,8 @@
 
 namespace meshnn::server {
 
-enum class ToolCallParser { NONE, HERMES };
-// "hermes" (vLLM's name); throws meshnn::Error naming the ones there are.
+enum class ToolCallParser { NONE, HERMES, LLAMA3_JSON };
+// "hermes", "llama3_json" (vLLM's names); throws meshnn::Error naming the ones there are.
 ToolCallParser tool_call_parser_named(std::string_view name);
 
 struct ToolCall {
@@ -26,11 +30,12 @@ struct ToolCall {
   bool operator==(const ToolCall&) const = default;
 };
 
-// A call forced by tool_choice "required" or a named function: the answer is one block, its JSON
-// constrained (serving/json_grammar.hpp) to {"name": ..., "arguments": ...} of one of the tools (of
-// `name` only, when given), the arguments following that tool's parameters (any object when it has
-// none). `tools_json` is the request's tools list. The schema, and the block's opening and closing
-// tags as the grammar's prefix and suffix, for `parser` (not NONE).
+// A call forced by tool_choice "required" or a named function: the answer is one call in the
+// parser's format, its JSON constrained (serving/json_grammar.hpp) to {"name": ..., "arguments": ...}
+// (LLAMA3_JSON: "parameters") of one of the tools (of `name` only, when given), the arguments
+// following that tool's parameters (any object when it has none). `tools_json` is the request's
+// tools list. The schema, and the block's opening and closing tags (HERMES; none for LLAMA3_JSON)
+// as the grammar's prefix and suffix, for `parser` (not NONE).
 struct ToolCallGrammar {
   std::string schema, open, close;
 };
@@ -52,9 +57,14 @@ class ToolCallSplitter {
   Split push(std::string_view text, bool last = false);
 
  private:
+  Split push_hermes(bool last);
+  Split push_llama3_json(bool last);
+
   ToolCallParser parser_;
   bool in_block_ = false;
-  std::string held_;  // outside a block: a possible start of one; inside: the block so far, its tag included
+  // LLAMA3_JSON: whether the answer's start has shown it to be calls (held to the end) or content.
+  bool decided_ = false, calling_ = false;
+  std::string held_;  // HERMES outside a block: a possible start of one; inside: the block so far, its tag included
 };
 
 }  // namespace meshnn::server

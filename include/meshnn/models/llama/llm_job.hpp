@@ -66,7 +66,7 @@ struct LlmJobConfig {
   std::string port_file;          // gets the bound port (for --port 0)
   std::string served_model_name;  // empty: the weights file's name
   std::string reasoning_parser;   // "qwen3" or "deepseek_r1": chat answers' reasoning apart; empty: none
-  std::string tool_call_parser;   // "hermes": tool calls in chat answers to requests with tools; empty: none
+  std::string tool_call_parser;   // "hermes", "llama3_json": tool calls in chat answers to requests with tools; empty: none
   bool prefix_reuse = true;       // serving::GenerationOptions::reuse_prefixes
   // The rope_scaling to run with instead of the weights file's (config.json's object as JSON text,
   // e.g. YaRN to stretch Qwen3's context); empty: the file's.
