@@ -157,6 +157,11 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
                  "text feeds up to this many of the tokens that followed them beside its decode row, and keeps those "
                  "the model agrees with (0 = off)")
       ->transform(IntRange(0, 64));
+  bool no_jump_forward = false;
+  cli.add_flag("--no-jump-forward", no_jump_forward,
+               "structured output (--json-schema, response_format, forced tool calls): draw every token, instead of "
+               "writing at once what the grammar leaves no choice about (a key's rest, closing brackets) and feeding "
+               "it in the next pass");
   std::string generation_config = "auto";
   cli.add_option("--generation-config", generation_config,
                  "auto: the sampling options not given here (--sampling, --temperature, --top-k, --top-p, "
@@ -218,6 +223,7 @@ models::llama::LlmJobConfig parse(int argc, char** argv, int world_size) {
   c.stream = !no_stream;
   c.prefix_reuse = !no_prefix_reuse;
   c.warm_up = !no_warm_up;
+  c.jump_forward = !no_jump_forward;
   try {
     c.sampling.validate();
     c.penalties.validate();

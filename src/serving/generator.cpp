@@ -17,6 +17,7 @@
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/trace.hpp"
 #include "meshnn/distributed/distribute.hpp"
+#include "meshnn/serving/jump_forward.hpp"
 #include "meshnn/serving/prompt_lookup.hpp"
 
 namespace meshnn::serving {
@@ -95,6 +96,9 @@ struct Generator::State {
     std::vector<int32_t> stop_ids;  // what ends it: its own stop tokens, and the options' unless ignore_eos
     DraftSchedule drafts{0};        // draft_tokens: how many its next pass may feed
     std::optional<JsonCursor> cursor;  // request.grammar: where its answer stands in it
+    // jump_forward: the tokens at the end of the answer that its grammar wrote after the last drawn
+    // one, not yet in the cache; the next pass feeds them after the drawn one.
+    std::vector<int32_t> forced;
   };
   struct Active {
     size_t handle;
@@ -148,11 +152,14 @@ struct Generator::State {
   };
   std::vector<Drafted> drafted;
   std::vector<int64_t> kept_drafts, fed_drafts;
+  std::vector<int64_t> fed_forced;  // jump_forward: per decode row, the grammar's tokens fed this pass
   // One sampler per (mode, top_k): each keeps buffers sized for its exchange, so requests with
   // different parameters do not make each other's buffers again every pass.
   std::map<std::pair<SamplingMode, int64_t>, ShardedSampler> samplers;
-  // Requests with a grammar: this device's shard of the vocabulary by bytes, made for the first one.
+  // Requests with a grammar: this device's shard of the vocabulary by bytes, made for the first one;
+  // with jump_forward, the whole vocabulary by bytes too.
   std::optional<TokenMask> token_mask;
+  std::optional<ForcedTokens> forced_tokens;
 
   State(const CausalLm& m, KvCache& c, GenerationOptions o, FinishCallback f)
       : model(m), cache(c), options(std::move(o)), on_finish(std::move(f)) {
@@ -224,8 +231,10 @@ struct Generator::State {
     const Entry& e = entries.at(handle);
     std::vector<int32_t>& h = held[static_cast<size_t>(slot)];
     h.assign(e.request.prompt.begin(), e.request.prompt.begin() + prefilled);
+    // The answer's tokens but the last drawn one, and those its grammar wrote after it, are in the cache.
+    const auto unfed = static_cast<std::ptrdiff_t>(1 + e.forced.size());
     if (prefilled == static_cast<int64_t>(e.request.prompt.size()) && !e.output.tokens.empty())
-      h.insert(h.end(), e.output.tokens.begin(), e.output.tokens.end() - 1);
+      h.insert(h.end(), e.output.tokens.begin(), e.output.tokens.end() - unfed);
     released_at[static_cast<size_t>(slot)] = releases++;
   }
 
@@ -494,12 +503,30 @@ struct Generator::State {
         const bool fits = !stop && !bytes.empty() && e.cursor->feed(bytes);
         out.completed = (fits && e.cursor->complete()) || (stop && may_end);
         closed = !fits || out.completed;
+        if (!closed) write_forced(e);
+        closed = closed || out.completed;
       }
       ended[i] = static_cast<int64_t>(out.tokens.size()) >= e.request.max_new_tokens || ends(e, sampled[i]) || closed;
-      if (options.on_token)
-        options.on_token(handle_of_row[i], sampled[i], ended[i] != 0,
+      if (options.on_token) {
+        const size_t drawn = out.tokens.size() - 1 - e.forced.size();
+        options.on_token(handle_of_row[i], sampled[i], ended[i] != 0 && e.forced.empty(),
                          e.request.logprobs >= 0 ? &out.logprobs.back() : nullptr);
+        for (size_t t = drawn + 1; t < out.tokens.size(); ++t)
+          options.on_token(handle_of_row[i], out.tokens[t], ended[i] != 0 && t + 1 == out.tokens.size(), nullptr);
+      }
     }
+  }
+
+  // jump_forward: the tokens the grammar forces after the one just drawn join the answer (within
+  // max_new_tokens), e.forced holding them for the next pass; the value may complete with them.
+  void write_forced(Entry& e) {
+    if (!options.jump_forward || options.keep_logits || e.request.logprobs >= 0) return;
+    if (!forced_tokens) forced_tokens.emplace(options.token_bytes);
+    RequestOutput& out = e.output;
+    e.forced = forced_tokens->take(*e.cursor, e.request.max_new_tokens - static_cast<int64_t>(out.tokens.size()));
+    out.tokens.insert(out.tokens.end(), e.forced.begin(), e.forced.end());
+    out.completed = e.cursor->complete();
+    stats.forced_tokens += static_cast<int64_t>(e.forced.size());
   }
 
   void step() {
@@ -511,7 +538,8 @@ struct Generator::State {
     batch.clear();
     handle_of_row.clear();
     for (const Active& a : active) {
-      batch.tokens.push_back(entries.at(a.handle).output.tokens.back());
+      const Entry& e = entries.at(a.handle);
+      batch.tokens.push_back(e.output.tokens[e.output.tokens.size() - 1 - e.forced.size()]);
       batch.slots.push_back(a.slot);
       batch.positions.push_back(a.next_position);
       batch.logit_rows.push_back(static_cast<int64_t>(batch.tokens.size()) - 1);
@@ -542,6 +570,21 @@ struct Generator::State {
     if (batch.tokens.empty()) return;  // nothing admitted: every waiting request waits for its slot
     for (const Scored& r : scored) batch.logit_rows.push_back(r.row);
     const size_t prompt_rows = batch.tokens.size() - decode_rows;
+    // jump_forward: a request's forced tokens after its decode row; its next token is drawn from the
+    // last one's logits.
+    fed_forced.assign(decode_rows, 0);
+    for (size_t i = 0; i < decode_rows; ++i) {
+      Entry& e = entries.at(active[i].handle);
+      for (size_t j = 0; j < e.forced.size(); ++j) {
+        batch.tokens.push_back(e.forced[j]);
+        batch.slots.push_back(active[i].slot);
+        batch.positions.push_back(active[i].next_position + 1 + static_cast<int64_t>(j));
+      }
+      if (e.forced.empty()) continue;
+      batch.logit_rows[i] = static_cast<int64_t>(batch.tokens.size()) - 1;
+      fed_forced[i] = static_cast<int64_t>(e.forced.size());
+      e.forced.clear();
+    }
     // Draft rows last: their logit rows follow the sampled and the scored ones.
     drafted.clear();
     for (size_t i = 0; i < decode_rows; ++i) {
@@ -584,6 +627,7 @@ struct Generator::State {
     (decode_only ? stats.decode_seconds : stats.prefill_seconds) += seconds_since(pass_start);
     int64_t kept = 0;
     for (int64_t k : kept_drafts) kept += k;
+    for (int64_t k : fed_forced) kept += k;
     if (decode_only) {
       ++stats.decode_steps;
       stats.decode_tokens += static_cast<int64_t>(decode_rows) + kept;
@@ -599,7 +643,7 @@ struct Generator::State {
         finish(active[i].handle);
       } else {
         still.push_back(active[i]);
-        still.back().next_position += 1 + kept_drafts[i];
+        still.back().next_position += 1 + kept_drafts[i] + fed_forced[i];
       }
     }
     for (size_t k = 0; k < prompts_completed; ++k) {

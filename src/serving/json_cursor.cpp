@@ -70,6 +70,24 @@ bool JsonCursor::may_end() const {
   return f.phase == kLiteralMatch && grammar_->node(f.node).literals[f.lo].size() == f.matched;
 }
 
+std::string JsonCursor::forced_bytes(size_t max_bytes) const {
+  std::string forced;
+  JsonCursor at(*this), next(*this);
+  while (forced.size() < max_bytes && !at.complete() && !at.may_end()) {
+    int only = -1;
+    for (int byte = 0; byte < 256; ++byte) {
+      next.copy_from(at);
+      if (!next.feed(static_cast<uint8_t>(byte)) || next.spaced_) continue;
+      if (only >= 0) return forced;  // a choice
+      only = byte;
+    }
+    if (only < 0) return forced;
+    at.feed(static_cast<uint8_t>(only));
+    forced.push_back(static_cast<char>(only));
+  }
+  return forced;
+}
+
 bool JsonCursor::complete() const {
   return depth_ == 0 && prefix_at_ == grammar_->prefix().size() && suffix_at_ == grammar_->suffix().size();
 }

@@ -1,7 +1,7 @@
-// Structured output (serving/json_grammar.hpp, json_cursor.hpp, token_mask.hpp), checked against
-// references written apart from it: nlohmann-json's parser says what is JSON, a small validator
-// below says what a schema accepts, and the token mask is compared with feeding each token's bytes
-// to a cursor of its own.
+// Structured output (serving/json_grammar.hpp, json_cursor.hpp, token_mask.hpp, jump_forward.hpp),
+// checked against references written apart from it: nlohmann-json's parser says what is JSON, a
+// small validator below says what a schema accepts, the token mask is compared with feeding each
+// token's bytes to a cursor of its own, and forced bytes with random answers written on.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include "meshnn/core/error.hpp"
 #include "meshnn/serving/json_cursor.hpp"
 #include "meshnn/serving/json_grammar.hpp"
+#include "meshnn/serving/jump_forward.hpp"
 #include "meshnn/serving/token_mask.hpp"
 
 namespace meshnn::serving {
@@ -538,6 +539,120 @@ TEST(TokenMask, AllowsExactlyTheTokensACursorTakes) {
       }
     }
   }
+}
+
+// A random answer's rest from `c` with no whitespace byte at all (a compact answer, and strings
+// without spaces): one of the answers forced_bytes speaks for.
+std::string random_compact_rest(JsonCursor c, std::mt19937& rng) {
+  std::string out;
+  while (!c.complete() && out.size() < 20000) {
+    std::vector<uint8_t> allowed;
+    for (int b = 0; b < 256; ++b) {
+      JsonCursor t = c;
+      if (b != ' ' && b != '\n' && b != '\t' && b != '\r' && t.feed(static_cast<uint8_t>(b)))
+        allowed.push_back(static_cast<uint8_t>(b));
+    }
+    if (allowed.empty()) break;
+    // Close soon: '}', ']', '"' and ',' when they may come, more often as the answer grows.
+    std::vector<uint8_t> closing;
+    for (uint8_t b : allowed)
+      if (b == '}' || b == ']' || b == '"' || b == ',') closing.push_back(b);
+    const bool close = !closing.empty() && rng() % 100 < std::min<size_t>(90, out.size() / 2);
+    const uint8_t b = close ? closing[rng() % closing.size()] : allowed[rng() % allowed.size()];
+    c.feed(b);
+    out.push_back(static_cast<char>(b));
+  }
+  return out;
+}
+
+// Whatever a compact answer writes next from a cursor begins with the cursor's forced bytes, at
+// points of random answers of every schema (keys, literals, strings, numbers, between values).
+TEST(JsonCursor, ForcedBytesBeginEveryCompactAnswerFromThere) {
+  std::mt19937 rng(12);
+  int forced_points = 0;
+  for (const char* text : kSchemas) {
+    const auto g = JsonGrammar::from_schema(text, "<tool_call>", "</tool_call>");
+    for (int trial = 0; trial < 40; ++trial) {
+      const std::string answer = random_answer(*g, rng);
+      JsonCursor c(*g);
+      ASSERT_TRUE(c.feed(std::string_view(answer).substr(0, rng() % answer.size())));
+      const std::string forced = c.forced_bytes(1000);
+      forced_points += forced.empty() ? 0 : 1;
+      JsonCursor after = c;
+      EXPECT_TRUE(after.feed(forced)) << forced;
+      for (int k = 0; k < 8; ++k) {
+        const std::string rest = random_compact_rest(c, rng);
+        EXPECT_TRUE(rest.starts_with(forced)) << text << "\nforced '" << forced << "', an answer goes on '" << rest << "'";
+      }
+    }
+  }
+  EXPECT_GT(forced_points, 40);  // the property is not only met by empty ones
+}
+
+TEST(JsonCursor, ForcedBytesStopAtTheModelsChoices) {
+  const auto person = JsonGrammar::from_schema(
+      R"({"type": "object", "properties": {"name": {"type": "string"}, "kind": {"enum": ["yes", "no"]}},
+          "required": ["name", "kind"], "additionalProperties": false})");
+  auto forced_after = [](const JsonGrammar& g, std::string_view written) {
+    JsonCursor c(g);
+    EXPECT_TRUE(c.feed(written)) << written;
+    return c.forced_bytes(1000);
+  };
+  EXPECT_EQ(forced_after(*person, ""), "{\"");                     // then "name" or "kind"
+  EXPECT_EQ(forced_after(*person, "{\"n"), "ame\":\"");           // then the name's text
+  EXPECT_EQ(forced_after(*person, "{ \"na"), "me\":\"");          // whatever whitespace came before
+  EXPECT_EQ(forced_after(*person, "{\"name\":\"x\""), ",\"kind\":\"");  // "kind" is still due
+  EXPECT_EQ(forced_after(*person, "{\"name\":\"x\",\"kind\":\"y"), "es\"}");
+  EXPECT_EQ(forced_after(*person, "{\"name\":\"x\",\"kind\":\"yes\"}"), "");  // complete
+  EXPECT_EQ(forced_after(*person, "{\"name\":\"x"), "");  // the text goes on or closes
+  // A tool call: its tag up to the first key (either may come first); the name's rest and value,
+  // up to the arguments' first choice; then the closing tag.
+  const auto call = JsonGrammar::from_schema(
+      R"({"type": "object", "properties": {"name": {"const": "now"}, "arguments": {"type": "object"}},
+          "required": ["name", "arguments"], "additionalProperties": false})", "<tool_call>", "</tool_call>");
+  EXPECT_EQ(forced_after(*call, ""), "<tool_call>{\"");
+  EXPECT_EQ(forced_after(*call, "<tool_call>{\"n"), "ame\":\"now\",\"arguments\":{");
+  EXPECT_EQ(forced_after(*call, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}"), "}</tool_call>");
+  JsonCursor start(*call);
+  EXPECT_EQ(start.forced_bytes(3), "<to");
+  // Choices are written as they are; one that may end there stops it.
+  const auto yes = JsonGrammar::choice({"yes", "yes please"});
+  EXPECT_EQ(forced_after(*yes, ""), "yes");
+  EXPECT_EQ(forced_after(*yes, "yes "), "please");
+  EXPECT_EQ(forced_after(*JsonGrammar::choice({"yes", "no"}), ""), "");
+}
+
+// The forced bytes as tokens: each the longest piece that begins what is left, the highest id of
+// equal pieces; the cursor goes past them; at most the tokens asked for; none where no piece fits.
+TEST(ForcedTokens, SpellTheForcedBytesWithTheLongestPieces) {
+  auto bytes = std::make_shared<TokenBytes>(TokenBytes{"", "<", "<tool_call>", "{", "{\"", "\"", "name", "n", "a", "m",
+                                                        "e", "\":", "\":\"", ":", "o", "w", "now", "\",\"", ",",
+                                                        "arguments", "\"arguments", "r", "g", "u", "s", "t", "now"});
+  const auto call = JsonGrammar::from_schema(
+      R"({"type": "object", "properties": {"name": {"const": "now"}, "arguments": {"type": "object"}},
+          "required": ["name", "arguments"], "additionalProperties": false})", "<tool_call>", "</tool_call>");
+  const ForcedTokens speller(bytes);
+  JsonCursor start(*call);
+  EXPECT_EQ(speller.take(start, 100), (std::vector<int32_t>{2, 4}));  // <tool_call> {"
+  EXPECT_TRUE(start.feed("n"));
+  const std::vector<int32_t> tokens = speller.take(start, 100);
+  // a m e (no "ame" piece) ":" now (26, not 16) "," arguments (not "arguments: "," wrote its quote)
+  // ": {
+  EXPECT_EQ(tokens, (std::vector<int32_t>{8, 9, 10, 12, 26, 17, 19, 11, 3}));
+  std::string written = "<tool_call>{\"n";
+  for (int32_t t : tokens) written += (*bytes)[static_cast<size_t>(t)];
+  EXPECT_EQ(written, "<tool_call>{\"name\":\"now\",\"arguments\":{");
+  JsonCursor again(*call);
+  EXPECT_TRUE(again.feed(written));
+  EXPECT_EQ(again.forced_bytes(100), start.forced_bytes(100));  // the cursor went past them
+  JsonCursor limited(*call);
+  ASSERT_TRUE(limited.feed("<tool_call>{\"n"));
+  EXPECT_EQ(speller.take(limited, 2), (std::vector<int32_t>{8, 9}));
+  // No piece writes "}" here: nothing is spelled, and the cursor stays.
+  JsonCursor closing(*call);
+  ASSERT_TRUE(closing.feed(written + "}"));
+  EXPECT_TRUE(speller.take(closing, 10).empty());
+  EXPECT_EQ(closing.forced_bytes(100), "}</tool_call>");
 }
 
 }  // namespace

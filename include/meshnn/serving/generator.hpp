@@ -108,6 +108,13 @@ struct GenerationOptions {
   // What each token writes (text::TokenTexts): requests with a grammar need it. The same on every
   // device.
   std::shared_ptr<const TokenBytes> token_bytes;
+  // Jump-forward decoding (jump_forward.hpp) for requests with a grammar: after each token drawn,
+  // the bytes the grammar then forces (written compactly) join the answer at once as tokens, and
+  // the next pass feeds them beside the request's decode row, its next token drawn after the last
+  // of them. The answer's text is one the grammar takes, but its tokens may be cut otherwise than
+  // the model would cut them, and no pass is spent on a token the grammar dictates. Requests with
+  // log-probabilities, and every request with keep_logits, draw every token. Off: each token drawn.
+  bool jump_forward = false;
   // Called on every device as each token is sampled (index into `requests`, the token, whether it
   // ends the request, and its log-probabilities if the request asked for them, else nullptr), in
   // the order the tokens are made: for streaming text out.
@@ -140,6 +147,7 @@ struct GenerationStats {
   int64_t reused_prompt_tokens = 0;                // prompt tokens found in the cache (reuse_prefixes)
   int64_t shared_prompt_tokens = 0;  // of those, copied from another slot's cache (reuse_prefixes)
   int64_t drafted_tokens = 0, accepted_draft_tokens = 0;  // draft_tokens: rows fed, and those kept
+  int64_t forced_tokens = 0;  // jump_forward: tokens the grammars wrote without a draw
   double prefill_seconds = 0, decode_seconds = 0, sampling_seconds = 0;
   PhaseTimes prefill_times, decode_times;  // forward passes only (compute / communication)
 };

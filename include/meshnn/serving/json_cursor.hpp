@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "meshnn/serving/json_grammar.hpp"
@@ -33,6 +34,11 @@ class JsonCursor {
   // whole characters (but '"' and control characters) and whole escapes are taken, and leave the
   // cursor as it is.
   bool in_string_text() const;
+  // The bytes that come next whatever the answer goes on to say, written compactly (no whitespace
+  // between values, which is never required): they stop where two bytes could come (the model's
+  // choice), where the value is complete or a choice may end, or at `max_bytes`. Jump-forward
+  // decoding writes them without asking the model (generator.hpp).
+  std::string forced_bytes(size_t max_bytes) const;
 
   // This cursor becomes `other` (same grammar), copying only the frames in use.
   void copy_from(const JsonCursor& other);

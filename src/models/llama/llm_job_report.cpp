@@ -94,7 +94,8 @@ JobFigures gather_job_figures(const LoadedModel& loaded, const serving::KvCache&
        {"matmul weights MiB", static_cast<double>(model.matmul_weight_bytes()) / kMiB, false},
        {"generation s", generation.seconds, false},
        {"drafted", static_cast<double>(s.drafted_tokens), false},
-       {"drafts kept", static_cast<double>(s.accepted_draft_tokens), false}},
+       {"drafts kept", static_cast<double>(s.accepted_draft_tokens), false},
+       {"forced", static_cast<double>(s.forced_tokens), false}},
       comm);
   const RankTable& table = f.table;
   for (size_t r = 0; r < table.rows.size(); ++r)
@@ -106,6 +107,7 @@ JobFigures gather_job_figures(const LoadedModel& loaded, const serving::KvCache&
       f.reused_prompt_tokens += table.value(r, "reused tokens");
       f.drafted_tokens += table.value(r, "drafted");
       f.accepted_draft_tokens += table.value(r, "drafts kept");
+      f.forced_tokens += table.value(r, "forced");
     }
   return f;
 }
@@ -161,6 +163,9 @@ void print_report(const JobFigures& figures, const JobOutputs& outputs, const te
     std::printf("speculative decoding (prompt lookup): %.0f draft tokens fed, %.0f kept (%.0f%%)\n",
                 figures.drafted_tokens, figures.accepted_draft_tokens,
                 100.0 * figures.accepted_draft_tokens / figures.drafted_tokens);
+  if (figures.forced_tokens > 0)
+    std::printf("jump-forward: %.0f tokens written by the requests' grammars without a draw of their own\n",
+                figures.forced_tokens);
   std::printf("matmul weights read per decode step: %.1f MiB per device; whole generation %.3f s\n",
               table.max("matmul weights MiB"), table.max("generation s"));
   for (int64_t r = 0; r < std::min<int64_t>(outputs.n, 8); ++r)
@@ -248,7 +253,8 @@ void write_json_record(const LlmJobConfig& c, const LlamaConfig& config, int ran
       {"weights_mib", table.max("weights MiB")},
       {"kv_mib", table.max("KV MiB")},
       {"drafted_tokens", figures.drafted_tokens},
-      {"accepted_draft_tokens", figures.accepted_draft_tokens}};
+      {"accepted_draft_tokens", figures.accepted_draft_tokens},
+      {"forced_tokens", figures.forced_tokens}};
   std::ofstream out(c.json);
   out << record.dump() << '\n';
   if (!out.good()) throw Error(fmt::format("cannot write '{}'", c.json));

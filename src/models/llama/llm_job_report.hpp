@@ -33,6 +33,7 @@ struct JobFigures {
   double prefill_tokens = 0, prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
   double reused_prompt_tokens = 0;  // taken from the KV cache instead of prefilled (prefix reuse)
   double drafted_tokens = 0, accepted_draft_tokens = 0;  // --draft-tokens
+  double forced_tokens = 0;  // jump-forward: tokens the grammars wrote without a draw
 };
 
 // leader: this rank is device 0 of its replica. Collective over comm.

@@ -282,6 +282,7 @@ serving::GenerationOptions generation_options(const LlmJobConfig& c, const JobRe
   go.sampling = c.sampling;
   go.penalties = c.penalties;
   go.draft_tokens = c.draft_tokens;
+  go.jump_forward = c.jump_forward;
   if (!c.ignore_eos)
     for (int64_t id : job.stop_token_ids) go.stop_token_ids.push_back(static_cast<int32_t>(id));
   go.keep_logits = c.save_logits;

@@ -83,6 +83,7 @@ struct LlmJobConfig {
   // and repetition_penalty that `sampling_given` says the command line left alone.
   bool model_sampling_defaults = true;
   int64_t draft_tokens = 0;  // speculative decoding by prompt lookup (serving::GenerationOptions)
+  bool jump_forward = true;  // structured output writes what its grammar forces at once (serving::GenerationOptions)
   SamplingGiven sampling_given;
   bool ignore_eos = false;           // benchmarks: always produce max_new_tokens
   bool warm_up = true;               // one untimed prefill pass and decode step first (serving::warm_up)
