@@ -4,6 +4,7 @@
 // from the whole vocabulary by feeding each token's bytes to a cursor of its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <random>
 
@@ -139,6 +140,127 @@ TEST(Llama, StructuredOutputDrawsFromTheGrammarsTokens) {
       << "drawn as masked: " << drawn_as_masked << ", ended right: " << ended_right << ", completed: " << completed
       << ", the request without a grammar unchanged: " << beside << ", a choice ended on the stop token: "
       << ended_on_stop << " ('" << written << "')";
+}
+
+// What a grammar forces from `at`, found here by trying every byte: while exactly one byte other
+// than whitespace may come (and the value is not complete, nor a choice whole), it comes (the
+// schemas below write no whitespace in their keys and literals). Then spelled with the longest
+// pieces of `bytes` (the highest id of equal ones).
+std::vector<int32_t> expected_forced(serving::JsonCursor at, const serving::TokenBytes& bytes) {
+  std::string forced;
+  for (;;) {
+    if (at.complete() || at.may_end()) break;
+    int only = -1, count = 0;
+    for (int b = 0; b < 256; ++b) {
+      serving::JsonCursor t = at;
+      if (b == ' ' || b == '\n' || b == '\t' || b == '\r' || !t.feed(static_cast<uint8_t>(b))) continue;
+      ++count;
+      only = b;
+    }
+    if (count != 1) break;
+    at.feed(static_cast<uint8_t>(only));
+    forced.push_back(static_cast<char>(only));
+  }
+  std::vector<int32_t> tokens;
+  for (size_t at_byte = 0; at_byte < forced.size();) {
+    int32_t best = -1;
+    for (size_t id = 0; id < bytes.size(); ++id) {
+      const std::string& piece = bytes[id];
+      if (!piece.empty() && forced.compare(at_byte, piece.size(), piece) == 0 &&
+          (best < 0 || piece.size() >= bytes[static_cast<size_t>(best)].size()))
+        best = static_cast<int32_t>(id);
+    }
+    if (best < 0) break;
+    tokens.push_back(best);
+    at_byte += bytes[static_cast<size_t>(best)].size();
+  }
+  return tokens;
+}
+
+// Jump-forward: after each drawn token, the tokens the grammar forces (found and spelled above)
+// follow at once; every other token is the one the sampler picks, masked, from the model's logits
+// at that point, recomputed here by prefilling the prompt and the answer so far; the value closes;
+// fewer passes than tokens ran; a request without a grammar beside them is unchanged.
+TEST(Llama, JumpForwardWritesWhatTheGrammarForcesAndDrawsTheRest) {
+  const std::string file = model_file(false);
+  const LlamaConfig config = config_of(file);
+  const auto bytes = json_pieces(config.vocab_size);
+  std::vector<GenerationRequest> requests = ragged_requests(config.vocab_size, 40);
+  requests[0].grammar = serving::JsonGrammar::from_schema(
+      R"({"type": "object", "properties": {"data": {"type": "object", "properties": {"kind": {"enum": ["yes", "no"]}},
+          "required": ["kind"], "additionalProperties": false}}, "required": ["data"], "additionalProperties": false})");
+  requests[1].grammar = serving::JsonGrammar::from_schema(
+      R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}, "ok": {"type": "boolean"},
+          "kind": {"enum": ["yes", "no", 15]}}, "required": ["ok", "kind", "name"], "additionalProperties": false})");
+  requests[2].grammar = serving::JsonGrammar::choice({"okay", "nope"});
+  auto mesh = MeshDevice::open({1, world_size()});
+  const LlamaModel model = LlamaModel::load(file, config, mesh, LlamaOptions{DataType::FLOAT32, DataType::FLOAT32});
+  serving::KvCache cache = model.make_cache(4, 128, DataType::FLOAT32);
+  GenerationOptions go;
+  go.token_bytes = bytes;
+  go.stop_token_ids = {kStop};
+  go.jump_forward = true;
+  const GenerationResult result = serving::generate(model, cache, requests, go);
+  const GenerationResult free_run = serving::generate(model, cache, std::span(&requests[3], 1), go);
+
+  // Walk each answer: forced runs as expected_forced says, the drawn tokens to check by a replay.
+  bool forced_right = true, closed = true;
+  int64_t forced = 0;
+  std::vector<GenerationRequest> replays;
+  std::vector<std::pair<size_t, serving::JsonCursor>> drawn_at;  // (request, cursor before the drawn token)
+  for (size_t i = 0; i < 3; ++i) {
+    const std::vector<int32_t>& tokens = result.outputs[i].tokens;
+    serving::JsonCursor at(*requests[i].grammar);
+    for (size_t t = 0; t < tokens.size();) {
+      GenerationRequest replay = requests[i];
+      replay.id = static_cast<int64_t>(replays.size());
+      replay.grammar.reset();
+      replay.max_new_tokens = 1;
+      replay.prompt.insert(replay.prompt.end(), tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(t));
+      replays.push_back(std::move(replay));
+      drawn_at.emplace_back(i, at);
+      forced_right = forced_right && at.feed((*bytes)[static_cast<size_t>(tokens[t])]);
+      ++t;
+      for (int32_t want : expected_forced(at, *bytes)) {
+        if (t == tokens.size()) break;  // max_new_tokens
+        forced_right = forced_right && tokens[t] == want && at.feed((*bytes)[static_cast<size_t>(want)]);
+        ++t;
+        ++forced;
+      }
+      if (!forced_right) break;
+    }
+    closed = closed && at.complete() && result.outputs[i].completed;
+  }
+  GenerationOptions plain;
+  plain.keep_logits = true;
+  serving::KvCache replay_cache = model.make_cache(4, 128, DataType::FLOAT32);
+  const GenerationResult replayed = serving::generate(model, replay_cache, replays, plain);
+  // Each drawn token against the masked greedy choice at its point; a point where the two likeliest
+  // allowed tokens are nearer than rounding between a prefill and a decode pass is not judged.
+  int judged = 0, agreed = 0;
+  for (size_t k = 0; k < replays.size(); ++k) {
+    const auto& [i, at] = drawn_at[k];
+    const std::vector<float>& logits = replayed.outputs[k].logits;
+    std::vector<float> allowed;
+    for (size_t id = 0; id < logits.size(); ++id) {
+      serving::JsonCursor c = at;
+      if ((id == kStop && at.may_end()) || (id != kStop && !(*bytes)[id].empty() && c.feed((*bytes)[id])))
+        allowed.push_back(logits[id]);
+    }
+    std::sort(allowed.rbegin(), allowed.rend());
+    if (allowed.size() > 1 && allowed[0] - allowed[1] < 1e-3f) continue;
+    ++judged;
+    const size_t t = replays[k].prompt.size() - requests[i].prompt.size();
+    const int32_t want = expected_token(logits, *bytes, at, requests[i], std::span(result.outputs[i].tokens).first(t));
+    agreed += result.outputs[i].tokens[t] == want ? 1 : 0;
+  }
+  const bool fewer_passes = result.stats.forced_tokens == forced && forced > 0;
+  const bool beside = result.outputs[3].tokens == free_run.outputs[0].tokens;
+  EXPECT_TRUE(all_ranks_ok(forced_right && closed && judged >= static_cast<int>(replays.size()) - 2 && agreed == judged &&
+                           fewer_passes && beside))
+      << "forced tokens as the grammar says: " << forced_right << ", values closed: " << closed << ", drawn tokens "
+      << agreed << " of " << judged << " judged (" << replays.size() << " drawn), forced " << forced << " (stats "
+      << result.stats.forced_tokens << "), the request without a grammar unchanged: " << beside;
 }
 
 // A request with a grammar needs the token bytes; without them it is refused before any pass.
