@@ -17,7 +17,7 @@
    with h5py in meshnn's layout: meshnn-llm's tokens and logits, meshnn-mlp's output, on 1 and 2
    ranks; a file with one weight changed gives different logits (the comparison can fail). The
    job applies the llama3 and yarn rope_scalings (without them the logits differ; --rope-scaling gives
-   what the file's yarn gives) and refuses a longrope one, and
+   what the file's yarn gives) and refuses one it cannot apply, and
    adds Qwen2's biases and applies Qwen3's head norms (the same file read as Llama, biases or norms
    ignored, gives other logits).
 """
@@ -66,7 +66,7 @@ LLAMA = {
 }
 # Qwen's YaRN recipe on a small context: frequencies kept, ramped and divided over head_dim 16.
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
-LONGROPE = {"rope_type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8}
+UNUSABLE_SCALING = {"rope_type": "llama3", "factor": 8.0}  # without its frequency bands
 LLAMA_ATTRS = {
     "model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128,
@@ -235,7 +235,7 @@ def test_conversions():
             got = attr_value(f.attrs["sliding_window"]) if "sliding_window" in f.attrs else None
         check(r.returncode == 0 and got == window, f"{label}: sliding_window attribute {got}, expected {window}")
         shutil.rmtree(d)
-    for name, scaling in (("yarn", YARN), ("longrope", LONGROPE)):
+    for name, scaling in (("yarn", YARN), ("unusable_scaling", UNUSABLE_SCALING)):
         d = os.path.join(WORK, f"llama_{name}")
         cfg = dict(LLAMA, rope_scaling=scaling)
         models[f"llama_{name}"] = (d, hf.write_model_dir(d, cfg, hf.llama_shapes(cfg), lambda n: "BF16", seed=6,
@@ -244,9 +244,8 @@ def test_conversions():
         if name == "yarn":
             check(r.returncode == 0 and "rope_scaling" not in r.stderr, "a yarn rope_scaling converts without a note")
         else:
-            check(r.returncode == 0 and "rope_scaling type 'longrope' is not supported" in r.stderr
-                  and "will refuse" in r.stderr,
-                  "a rope_scaling type the job does not apply converts with a note saying the job will refuse it")
+            check(r.returncode == 0 and "has no 'low_freq_factor'" in r.stderr and "will refuse" in r.stderr,
+                  "a rope_scaling the job cannot apply converts with a note saying the job will refuse it")
 
     # Qwen2 as Qwen2.5-0.5B's config.json has it: tied embeddings, rope_theta 1e6, a sliding window
     # that is off (use_sliding_window false), so the file has none.
@@ -267,16 +266,19 @@ def test_conversions():
         check(r.returncode == 0 and "Phi3ForCausalLM" in r.stdout, f"phi3 {target or 'keep'} converts")
         check_converted(f"phi3 {target or 'keep'}", out, split, PHI3_ATTRS, target, model_dir=d if target is None else None)
     models["phi3"] = (d, split)
-    # Phi3Config reads a "su" or "yarn" rope_scaling as longrope: the file says longrope, so the job
-    # refuses it instead of applying YaRN to a model that was not trained with it.
+    # Phi3Config reads a "su" or "yarn" rope_scaling as longrope (the 128k models' early configs), and
+    # keeps its original context beside max_position_embeddings: the file's rope_scaling says
+    # longrope, with that original context in it.
     d = os.path.join(WORK, "phi3_su")
-    cfg = dict(PHI3, rope_scaling={"type": "yarn", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8})
+    cfg = dict(PHI3, original_max_position_embeddings=64,
+               rope_scaling={"type": "yarn", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8})
     hf.write_model_dir(d, cfg, hf.phi3_shapes(cfg), lambda n: "BF16", seed=9, tokenizer=False)
     r = convert(d, os.path.join(WORK, "phi3_su.h5"))
     with h5py.File(os.path.join(WORK, "phi3_su.h5"), "r") as f:
         scaling = json.loads(attr_value(f.attrs["rope_scaling"]))
-    check(r.returncode == 0 and scaling.get("type") == "longrope" and "will refuse" in r.stderr,
-          f"phi3: a 'yarn' rope_scaling is kept as Phi3Config reads it, longrope, with a note ({scaling.get('type')})")
+    check(r.returncode == 0 and scaling.get("type") == "longrope" and
+          scaling.get("original_max_position_embeddings") == 64 and "rope_scaling" not in r.stderr,
+          f"phi3: a 'yarn' rope_scaling is written as Phi3Config reads it, longrope over 64 positions ({scaling})")
 
     # Falcon in the original RefinedWeb dialect (n_layer, n_head), sharded, float32.
     d = os.path.join(WORK, "falcon_rw")
@@ -523,9 +525,9 @@ def test_jobs(models):
               f"meshnn-llm on {ranks} rank(s): the converted yarn rope_scaling changes the logits (the job applies it)")
         check(same_outputs(converted, llm_outputs(yarn_unscaled, ranks, "yarn_flag", extra=["--rope-scaling", json.dumps(YARN)])),
               f"meshnn-llm on {ranks} rank(s): --rope-scaling gives what the file's yarn rope_scaling gives")
-        check(llm_outputs(os.path.join(WORK, "llama_longrope.h5"), ranks, "longrope",
-                          expect_failure="rope_scaling type 'longrope'"),
-              f"meshnn-llm on {ranks} rank(s) refuses a longrope rope_scaling, naming it")
+        check(llm_outputs(os.path.join(WORK, "llama_unusable_scaling.h5"), ranks, "unusable_scaling",
+                          expect_failure="has no 'low_freq_factor'"),
+              f"meshnn-llm on {ranks} rank(s) refuses a rope_scaling it cannot apply, naming what is missing")
 
     # Qwen2 and Qwen3: converted = direct on 1 and 2 ranks; read as Llama (model_type "llama": the
     # bias or norm datasets are there but unused) the logits differ, so the job adds the biases and
@@ -558,6 +560,12 @@ def test_jobs(models):
     write_direct(unwindowed, split, {k: v for k, v in PHI3_ATTRS.items() if k != "sliding_window"})
     check(not same_outputs(llm_outputs(unwindowed, 1, "phi3_unwindowed"), llm_outputs(direct, 1, "phi3_direct")),
           "Phi-3's sliding window changes the logits (the job applies it)")
+    # Its longrope: 12 positions stay within the original 64, so the short factors (all 1) leave the
+    # frequencies alone, and only the attention factor, sqrt(1 + ln 4 / ln 64), changes the logits.
+    longrope = llm_outputs(os.path.join(WORK, "phi3_su.h5"), 1, "phi3_su")
+    check(longrope is not None and np.isfinite(longrope[1]).all() and
+          not same_outputs(longrope, llm_outputs(direct, 1, "phi3_direct")),
+          "a Phi-3 file with longrope runs, and its attention factor changes the logits")
 
     # Falcon: the MLP job reads transformer.h.1.mlp.* of the converted checkpoint.
     d, kept = models["falcon"]

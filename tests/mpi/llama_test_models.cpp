@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "meshnn/models/llama/synthetic.hpp"
 #include "meshnn/ops/pcc.hpp"
@@ -67,6 +68,17 @@ std::string yarn_file() {
   return f;
 }
 
+std::string longrope_file(int64_t original) {
+  return shared_tiny_file(fmt::format("longrope{}", original), 5, [&](LlamaConfig& c) {
+    // 7 rotary pairs (head_dim 14); the long factors stretch the low frequencies far more.
+    c.rope_scaling.type = RopeScaling::Type::LONGROPE;
+    c.rope_scaling.short_factor = {1.0, 1.0, 1.1, 1.2, 1.5, 2.0, 3.0};
+    c.rope_scaling.long_factor = {1.0, 1.5, 2.5, 4.0, 8.0, 16.0, 32.0};
+    c.rope_scaling.original_max_position_embeddings = original;
+    c.rope_scaling.attention_factor = std::sqrt(1.0 + std::log(256.0 / original) / std::log(double(original)));
+  });
+}
+
 std::string qwen2_file() {
   static const std::string f = shared_tiny_file("qwen2", 5, [](LlamaConfig& c) { c.qkv_bias = true; });
   return f;
@@ -113,10 +125,11 @@ std::vector<GenerationRequest> ragged_requests(int64_t vocab, int64_t new_tokens
 GenerationResult run_on(const std::string& file, const MeshDevicePtr& group, const LlamaOptions& options,
                         DataType kv_dtype, std::span<const GenerationRequest> requests, int64_t slots,
                         int64_t prefill_chunk, bool warm_up) {
-  const LlamaConfig config = config_of(file);
-  const LlamaModel model = LlamaModel::load(file, config, group, options);
+  LlamaConfig config = config_of(file);
   int64_t longest = 0;
   for (const auto& r : requests) longest = std::max<int64_t>(longest, r.prompt.size() + r.max_new_tokens);
+  select_rope_factors(config, longest);  // as the job does
+  const LlamaModel model = LlamaModel::load(file, config, group, options);
   serving::KvCache cache = model.make_cache(slots, longest, kv_dtype);
   GenerationOptions go;
   go.keep_logits = true;

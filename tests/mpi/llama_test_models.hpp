@@ -31,6 +31,10 @@ std::string long_context_file(bool rope_scaling, bool sliding_window);
 // The tiny preset with the untied file's weights and a YaRN rope_scaling (factor 4 over an original
 // context of 128, attention_factor 1.25): kept, ramped and divided frequencies, a raised context.
 std::string yarn_file();
+// The same weights with a longrope rope_scaling over an original context of `original` positions
+// (the preset's 256 being the stretched one): its short factors for sequences within it, its long
+// ones beyond.
+std::string longrope_file(int64_t original);
 // The tiny preset as Qwen2 writes it: the untied file's weights (same seed, same tensor ids) plus
 // q/k/v biases, so that the untied file is this model without its biases.
 std::string qwen2_file();

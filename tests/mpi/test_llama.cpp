@@ -22,10 +22,10 @@ using namespace test_models;  // the fixtures, and the names they use
 
 // Every mesh shape of this run's size, every mode: the float32 logits against float64 and the
 // greedy tokens against the single-device run.
-void check_every_mode(const std::string& file, const std::string& label) {
+void check_every_mode(const std::string& file, const std::string& label, std::vector<GenerationRequest> requests = {}) {
   const LlamaConfig config = config_of(file);
   LlamaOptions options{DataType::FLOAT32, DataType::FLOAT32};
-  const auto requests = ragged_requests(config.vocab_size, 6);
+  if (requests.empty()) requests = ragged_requests(config.vocab_size, 6);
   auto self = MeshDevice::open({1, 1}, Topology::RING, MPI_COMM_SELF);
   const GenerationResult single = run_on(file, self, options, DataType::FLOAT32, requests, 4, 512);
   const double single_pcc = min_pcc_vs_reference(file, requests, single, config.vocab_size);
@@ -53,6 +53,29 @@ TEST(Llama, TiedEmbeddingsMatchFloat64InEveryModeAndMesh) { check_every_mode(mod
 TEST(Llama, RopeScalingAndSlidingWindowMatchFloat64InEveryModeAndMesh) {
   check_every_mode(long_context_file(true, true), "llama3 rope_scaling, sliding window 20");
 }
+// longrope: sequences within the original 128 positions run on the short factors, as the
+// reference does for them; with an original of 24 and every sequence longer (prompts of 31 to 45),
+// on the long ones.
+TEST(Llama, LongropeMatchesFloat64InEveryModeAndMesh) {
+  check_every_mode(longrope_file(128), "longrope, short factors");
+  std::vector<GenerationRequest> longer = ragged_requests(config_of(longrope_file(24)).vocab_size, 6);
+  std::erase_if(longer, [](const GenerationRequest& r) { return r.prompt.size() < 24; });
+  ASSERT_EQ(longer.size(), 3u);
+  check_every_mode(longrope_file(24), "longrope, long factors", longer);
+}
+
+// The comparisons above can fail: the reference of the same weights without longrope is far from
+// the model with its long factors.
+TEST(Llama, LongropeChangesTheLogits) {
+  const std::string file = longrope_file(24);
+  std::vector<GenerationRequest> longer = ragged_requests(config_of(file).vocab_size, 6);
+  std::erase_if(longer, [](const GenerationRequest& r) { return r.prompt.size() < 24; });
+  auto self = MeshDevice::open({1, 1}, Topology::RING, MPI_COMM_SELF);
+  const GenerationResult r = run_on(file, self, {DataType::FLOAT32, DataType::FLOAT32}, DataType::FLOAT32, longer, 4, 512);
+  const double p = min_pcc_vs_reference(model_file(false), longer, r, config_of(file).vocab_size);
+  EXPECT_TRUE(all_ranks_ok(p < 0.999)) << "the reference without longrope still reaches PCC " << p;
+}
+
 TEST(Llama, YarnRopeScalingMatchesFloat64InEveryModeAndMesh) {
   ASSERT_EQ(config_of(yarn_file()).max_position_embeddings, 512);  // 128 * 4, beyond the preset's 256
   check_every_mode(yarn_file(), "yarn rope_scaling");

@@ -31,6 +31,10 @@ struct RefModel {
   double eps = 1e-6;
   std::vector<double> inv_freq;  // head_dim / 2 rotary frequencies after rope_scaling
   double rotary_scale = 1.0;     // what the rotation multiplies by (YaRN's attention factor)
+  // longrope: the frequencies of sequences longer than `long_after` positions (inv_freq holds the
+  // short factors'); empty for other types.
+  std::vector<double> inv_freq_long;
+  int64_t long_after = 0;
   int64_t window = 0;            // sliding_window; 0 = the whole context
   bool tied = false;
   bool qkv_bias = false;  // model_type "qwen2": Qwen2Attention's q/k/v Linear layers have biases
@@ -82,9 +86,23 @@ std::vector<double> yarn_frequencies(std::vector<double> inv_freq, const nlohman
   return inv_freq;
 }
 
-// The number cos and sin are multiplied by: YaRN's attention_factor, given or 0.1 ln(factor) + 1.
-double rotary_scale(const nlohmann::json& scaling) {
-  if (scaling.value("rope_type", scaling.value("type", std::string())) != "yarn") return 1.0;
+// Hugging Face's _compute_longrope_parameters, restated: frequency i divided by factor list[i].
+std::vector<double> longrope_frequencies(std::vector<double> inv_freq, const nlohmann::json& list) {
+  for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] /= list.at(i).get<double>();
+  return inv_freq;
+}
+
+// The number cos and sin are multiplied by: YaRN's attention_factor, given or 0.1 ln(factor) + 1;
+// longrope's, given or sqrt(1 + ln(s) / ln(original)) with s = max_position_embeddings / original.
+double rotary_scale(const nlohmann::json& scaling, int64_t max_position_embeddings) {
+  const std::string type = scaling.value("rope_type", scaling.value("type", std::string()));
+  if (type == "longrope") {
+    if (scaling.contains("attention_factor")) return scaling.at("attention_factor").get<double>();
+    const double original = scaling.at("original_max_position_embeddings").get<double>();
+    const double s = static_cast<double>(max_position_embeddings) / original;
+    return s <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(s) / std::log(original));
+  }
+  if (type != "yarn") return 1.0;
   if (scaling.contains("attention_factor")) return scaling.at("attention_factor").get<double>();
   const double factor = scaling.at("factor").get<double>();
   return factor <= 1.0 ? 1.0 : 0.1 * std::log(factor) + 1.0;
@@ -136,8 +154,15 @@ std::shared_ptr<const RefModel> load_model(const std::string& file) {
     m->inv_freq.push_back(1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(m->head_dim)));
   if (const auto it = attrs.find("rope_scaling"); it != attrs.end()) {
     const nlohmann::json scaling = nlohmann::json::parse(std::get<std::string>(it->second));
-    m->inv_freq = scaled_frequencies(m->inv_freq, scaling, theta, count(attrs, "max_position_embeddings", 2048, file));
-    m->rotary_scale = rotary_scale(scaling);
+    const int64_t max_positions = count(attrs, "max_position_embeddings", 2048, file);
+    if (scaling.value("rope_type", scaling.value("type", std::string())) == "longrope") {
+      m->inv_freq_long = longrope_frequencies(m->inv_freq, scaling.at("long_factor"));
+      m->inv_freq = longrope_frequencies(m->inv_freq, scaling.at("short_factor"));
+      m->long_after = scaling.at("original_max_position_embeddings").get<int64_t>();
+    } else {
+      m->inv_freq = scaled_frequencies(m->inv_freq, scaling, theta, max_positions);
+    }
+    m->rotary_scale = rotary_scale(scaling, max_positions);
   }
   m->window = static_cast<int64_t>(number(attrs, "sliding_window").value_or(0.0));
   m->tied = number(attrs, "tie_word_embeddings").value_or(0.0) != 0.0;
@@ -233,6 +258,10 @@ double silu(double x) { return x / (1.0 + std::exp(-x)); }
 std::vector<Vec> forward(const RefModel& m, std::span<const int32_t> tokens) {
   const size_t n = tokens.size();
   const int64_t hd = m.head_dim, group = m.heads / m.kv_heads;
+  // longrope: a sequence longer than the original context runs on the long factors at every
+  // position, as Hugging Face's does once it has recomputed its cache at the switch.
+  const std::vector<double>& inv_freq =
+      !m.inv_freq_long.empty() && static_cast<int64_t>(n) > m.long_after ? m.inv_freq_long : m.inv_freq;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   std::vector<Vec> x(n);
   for (size_t t = 0; t < n; ++t) {
@@ -253,8 +282,8 @@ std::vector<Vec> forward(const RefModel& m, std::span<const int32_t> tokens) {
         norm_each_head(q[t], l.q_norm, m.eps);
         norm_each_head(k[t], l.k_norm, m.eps);
       }
-      rope(q[t], m.inv_freq, m.rotary_scale, static_cast<int64_t>(t));
-      rope(k[t], m.inv_freq, m.rotary_scale, static_cast<int64_t>(t));
+      rope(q[t], inv_freq, m.rotary_scale, static_cast<int64_t>(t));
+      rope(k[t], inv_freq, m.rotary_scale, static_cast<int64_t>(t));
     }
     for (size_t t = 0; t < n; ++t) {
       Vec attn(static_cast<size_t>(m.heads * hd), 0.0);

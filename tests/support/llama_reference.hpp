@@ -15,7 +15,8 @@ namespace meshnn::testing {
 // stored). Semantics are LlamaForCausalLM's (Qwen2ForCausalLM's, with q/k/v biases, for model_type
 // "qwen2"; Qwen3ForCausalLM's, with an RMSNorm over each q and k head before RoPE, for "qwen3"):
 // RMSNorm with weight, rotate-half RoPE (inv_freq_i =
-// theta^(-2i/head_dim), then the attribute rope_scaling's linear or llama3 scaling), causal
+// theta^(-2i/head_dim), then the attribute rope_scaling's linear, llama3, yarn or longrope scaling;
+// longrope's long factors for a sequence longer than its original context), causal
 // grouped-query attention scaled by 1/sqrt(head_dim) (keys within the last sliding_window positions
 // when that attribute is there, as Mistral's), SwiGLU MLP, final norm, lm_head (the embedding when
 // tie_word_embeddings). Configuration from the root attributes with Hugging Face's defaults

@@ -4,6 +4,8 @@
 // documented in synthetic.hpp, not taken from synthetic_llama_tensors, so the manifest is checked too.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -264,6 +266,46 @@ TEST(LlamaRopeScaling, YarnFrequenciesAndAttentionFactorMatchHuggingFacesFormula
   EXPECT_EQ(back.truncate, deepseek.truncate);
 }
 
+// Phi-3.5-mini's longrope shape (head_dim 96, 48 factors per list, 131072 positions over an original
+// 4096) with made-up factors, against Hugging Face's _compute_longrope_parameters evaluated in
+// float64 with Python: frequency i over short_factor[i] or long_factor[i], and the attention factor
+// sqrt(1 + ln(131072 / 4096) / ln(4096)). select_rope_factors picks the long ones only for jobs whose
+// sequences may run past 4096 positions.
+TEST(LlamaRopeScaling, LongropeFrequenciesAndAttentionFactorMatchHuggingFacesFormula) {
+  using models::llama::RopeScaling;
+  LlamaConfig c = tiny();
+  c.hidden_size = 96 * 4;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 4;
+  c.head_dim = 96;
+  c.max_position_embeddings = 131072;
+  nlohmann::json scaling = {{"type", "longrope"}, {"original_max_position_embeddings", 4096}};
+  for (int i = 0; i < 48; ++i) {
+    scaling["short_factor"].push_back(1.0 + 0.01 * i);
+    scaling["long_factor"].push_back(1.0 + 0.5 * i);
+  }
+  c.rope_scaling = models::llama::rope_scaling_from_json(scaling.dump(), c.max_position_embeddings, "test");
+  ASSERT_EQ(c.rope_scaling.type, RopeScaling::Type::LONGROPE);
+  EXPECT_NEAR(c.rope_scaling.attention_factor, 1.1902380714238083, 1e-15);
+  c.validate("test");
+  const std::pair<int, double> short_expected[] = {{0, 1.0}, {10, 0.13343629705655174}, {47, 8.241684752575433e-05}};
+  const std::pair<int, double> long_expected[] = {{0, 1.0}, {10, 0.02446332112703449}, {47, 4.94501085154526e-06}};
+  models::llama::select_rope_factors(c, 4096);
+  EXPECT_FALSE(c.rope_scaling.use_long_factors);
+  std::vector<double> f = models::llama::rope_inverse_frequencies(c);
+  for (const auto& [i, want] : short_expected) EXPECT_NEAR(f[i] / want, 1.0, 1e-12) << "short " << i;
+  models::llama::select_rope_factors(c, 4097);
+  EXPECT_TRUE(c.rope_scaling.use_long_factors);
+  f = models::llama::rope_inverse_frequencies(c);
+  for (const auto& [i, want] : long_expected) EXPECT_NEAR(f[i] / want, 1.0, 1e-12) << "long " << i;
+  // Lists that do not fit the heads are an error naming both.
+  scaling["short_factor"].erase(0);
+  scaling["long_factor"].erase(0);
+  c.rope_scaling = models::llama::rope_scaling_from_json(scaling.dump(), c.max_position_embeddings, "test");
+  EXPECT_NE(testing::error_message_of([&] { c.validate("model.h5"); }).find("47 factors per list, but head_dim 96"),
+            std::string::npos);
+}
+
 // A YaRN rope_scaling stretches the context the model runs to original * factor (Qwen's cards add it
 // to config.json and leave max_position_embeddings alone), never shrinks it.
 TEST(LlamaRopeScaling, YarnRaisesTheContextToOriginalTimesFactor) {
@@ -278,7 +320,12 @@ TEST(LlamaRopeScaling, YarnRaisesTheContextToOriginalTimesFactor) {
 
 TEST(LlamaRopeScaling, WhatTheJobCannotApplyIsAClearError) {
   const std::pair<const char*, const char*> cases[] = {
-      {R"({"rope_type": "longrope", "factor": 4.0})", "rope_scaling type 'longrope' is not supported"},
+      {R"({"rope_type": "su", "factor": 4.0})", "rope_scaling type 'su' is not supported"},
+      {R"({"rope_type": "longrope", "long_factor": [1, 2]})", "has no 'short_factor' list"},
+      {R"({"rope_type": "longrope", "short_factor": [1, 0], "long_factor": [1, 2]})",
+       "'short_factor' must hold positive numbers"},
+      {R"({"rope_type": "longrope", "short_factor": [1], "long_factor": [1, 2]})",
+       "short_factor has 1 values and long_factor 2"},
       {R"({"rope_type": "yarn", "factor": 4.0, "beta_fast": 1, "beta_slow": 32})", "beta_slow 32 must be below beta_fast 1"},
       {R"({"rope_type": "yarn", "factor": 4.0, "truncate": "no"})", "'truncate' must be true or false"},
       {R"({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 100.5})", "must be an integer"},

@@ -52,6 +52,10 @@ void LlamaConfig::validate(const std::string& source) const {
                "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", source, num_attention_heads,
                num_key_value_heads);
   MESHNN_CHECK(head_dim % 2 == 0, "{}: head_dim {} must be even for rotary embeddings", source, head_dim);
+  for (const auto* factors : {&rope_scaling.short_factor, &rope_scaling.long_factor})
+    MESHNN_CHECK(rope_scaling.type != RopeScaling::Type::LONGROPE || static_cast<int64_t>(factors->size()) == head_dim / 2,
+                 "{}: rope_scaling longrope has {} factors per list, but head_dim {} has {} rotary pairs", source,
+                 factors->size(), head_dim, head_dim / 2);
   MESHNN_CHECK(rms_norm_eps > 0, "{}: rms_norm_eps must be > 0, got {}", source, rms_norm_eps);
   MESHNN_CHECK(rope_theta > 0, "{}: rope_theta must be > 0, got {}", source, rope_theta);
   MESHNN_CHECK(!sliding_window || *sliding_window > 0, "{}: sliding_window must be > 0, got {}", source,

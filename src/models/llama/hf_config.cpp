@@ -42,8 +42,8 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
                  "{}: use_sliding_window = true is not supported (meshnn runs {}'s attention over the whole context)",
                  c.file(), qwen2 ? "Qwen2" : "Qwen3");
   // Phi-3 is Mistral (a sliding window when the config names one) with q/k/v fused into qkv_proj
-  // and gate/up into gate_up_proj, which the file holds apart. Its rotary embedding may cover part
-  // of each head (Phi-4-mini), which meshnn's does not.
+  // and gate/up into gate_up_proj, which the file holds apart, and longrope for its 128k models. Its
+  // rotary embedding may cover part of each head (Phi-4-mini), which meshnn's does not.
   const bool phi3 = m.architecture == "Phi3ForCausalLM";
   if (phi3)
     MESHNN_CHECK(c.real("partial_rotary_factor", 1.0) == 1.0,
@@ -68,6 +68,9 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
     // file says what Hugging Face runs, so the job refuses it rather than apply YaRN.
     for (const char* key : {"rope_type", "type"})
       if (phi3 && scaling.contains(key) && (scaling[key] == "su" || scaling[key] == "yarn")) scaling[key] = "longrope";
+    // Phi3Config keeps longrope's original context beside max_position_embeddings, not in the object.
+    if (phi3 && !scaling.contains("original_max_position_embeddings") && c.has("original_max_position_embeddings"))
+      scaling["original_max_position_embeddings"] = c.positive("original_max_position_embeddings");
     a["rope_scaling"] = scaling.dump();
     // The job's own reading says whether it will run this file (a type it does not apply, a value
     // out of range); the conversion goes on, as the file keeps the config whole.

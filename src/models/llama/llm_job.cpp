@@ -310,12 +310,13 @@ int run_llm_job(const LlmJobConfig& given) {
   const bool root = mesh->device_id() == 0;
   const std::string file = weights_file(given, *mesh);
   const LlmJobConfig c = with_model_sampling(given, file, root);
-  const LlamaConfig config = model_config(c, file, mesh);
+  LlamaConfig config = model_config(c, file, mesh);
   // Rank 0's clock: the date a chat template prints is the same on every rank.
   const auto now = static_cast<std::time_t>(root_value(mesh->comm(), static_cast<int64_t>(std::time(nullptr))));
   const JobRequests job = prepare_requests(c, config, file, *mesh, now);
   const int64_t positions =
       c.interactive || c.serve ? conversation_positions(c, config) : positions_needed(job.requests, config);
+  select_rope_factors(config, positions);
   const Replicas replicas = make_replicas(c, mesh);
 
   const LoadedModel loaded = load_model(c, file, config, replicas.group);

@@ -476,9 +476,16 @@ std::string LlamaModel::describe() const {
       heads_.q_heads, heads_.kv_heads,
       heads_.kv_replicas > 1 ? fmt::format(" (each KV head replicated on {} devices)", heads_.kv_replicas) : "");
   const RopeScaling& scaling = config_.rope_scaling;
-  out += fmt::format("  {:<34} theta {}, {} positions{}\n", "rotary embeddings", config_.rope_theta,
-                     config_.max_position_embeddings,
-                     scaling.type == RopeScaling::Type::DEFAULT ? "" : ", rope_scaling " + rope_scaling_to_json(scaling));
+  std::string rope = fmt::format("theta {}, {} positions", config_.rope_theta, config_.max_position_embeddings);
+  if (scaling.type == RopeScaling::Type::LONGROPE)  // its factor lists would fill the screen
+    rope += fmt::format(", rope_scaling longrope (attention factor {:.6f}) with its {} factors: sequences {} the "
+                        "original {} positions",
+                        scaling.attention_factor, scaling.use_long_factors ? "long" : "short",
+                        scaling.use_long_factors ? "may run past" : "stay within",
+                        scaling.original_max_position_embeddings);
+  else if (scaling.type != RopeScaling::Type::DEFAULT)
+    rope += ", rope_scaling " + rope_scaling_to_json(scaling);
+  out += fmt::format("  {:<34} {}\n", "rotary embeddings", rope);
   for (const std::string& line : placements_) out += line + "\n";
   return out;
 }

@@ -1,5 +1,5 @@
 // rope_scaling as Hugging Face's rotary embedding initialisers apply it (linear, dynamic, llama3,
-// yarn).
+// yarn, longrope).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -52,6 +52,19 @@ double yarn_attention_factor(const json& j, double factor, const std::string& so
   return yarn_mscale(factor, 1.0);
 }
 
+// A list of positive numbers (longrope's factors).
+std::vector<double> positive_numbers(const json& j, const char* key, const std::string& source) {
+  MESHNN_CHECK(j.contains(key) && j.at(key).is_array() && !j.at(key).empty(),
+               "{}: rope_scaling {} has no '{}' list", source, j.dump(), key);
+  std::vector<double> values;
+  for (const json& v : j.at(key)) {
+    MESHNN_CHECK(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0,
+                 "{}: rope_scaling '{}' must hold positive numbers, got {}", source, key, v.dump());
+    values.push_back(v.get<double>());
+  }
+  return values;
+}
+
 }  // namespace
 
 int64_t RopeScaling::extended_context() const {
@@ -75,9 +88,33 @@ RopeScaling rope_scaling_from_json(const std::string& json_text, int64_t max_pos
   MESHNN_CHECK(type.is_string(), "{}: rope_scaling's type must be a string, got {}", source, type.dump());
   const std::string name = type.get<std::string>();
   if (name == "default") return s;
-  MESHNN_CHECK(name == "linear" || name == "dynamic" || name == "llama3" || name == "yarn",
-               "{}: rope_scaling type '{}' is not supported (meshnn applies default, linear, dynamic, llama3 and yarn)",
+  MESHNN_CHECK(name == "linear" || name == "dynamic" || name == "llama3" || name == "yarn" || name == "longrope",
+               "{}: rope_scaling type '{}' is not supported (meshnn applies default, linear, dynamic, llama3, yarn "
+               "and longrope)",
                source, name);
+  if (name == "longrope") {
+    // Phi-3's: the ratio of max_position_embeddings to the original context is the factor, when the
+    // original is given (meshnn-convert moves Phi-3's top-level original_max_position_embeddings in).
+    s.type = RopeScaling::Type::LONGROPE;
+    s.short_factor = positive_numbers(j, "short_factor", source);
+    s.long_factor = positive_numbers(j, "long_factor", source);
+    MESHNN_CHECK(s.short_factor.size() == s.long_factor.size(),
+                 "{}: rope_scaling short_factor has {} values and long_factor {}", source, s.short_factor.size(),
+                 s.long_factor.size());
+    const bool original_given = j.contains("original_max_position_embeddings") &&
+                                !j.at("original_max_position_embeddings").is_null();
+    s.original_max_position_embeddings =
+        whole_number(j, "original_max_position_embeddings", source, max_position_embeddings);
+    s.factor = original_given ? static_cast<double>(max_position_embeddings) /
+                                    static_cast<double>(s.original_max_position_embeddings)
+                              : positive_number(j, "factor", source, 1.0);
+    s.attention_factor =
+        j.contains("attention_factor") && !j.at("attention_factor").is_null() ? positive_number(j, "attention_factor", source)
+        : s.factor <= 1.0 ? 1.0
+                          : std::sqrt(1.0 + std::log(s.factor) /
+                                                std::log(static_cast<double>(s.original_max_position_embeddings)));
+    return s;
+  }
   s.factor = positive_number(j, "factor", source);
   MESHNN_CHECK(s.factor >= 1.0, "{}: rope_scaling factor must be >= 1, got {}", source, s.factor);
   if (name == "linear") {
@@ -140,6 +177,13 @@ std::string rope_scaling_to_json(const RopeScaling& s) {
            {"truncate", s.truncate},
            {"attention_factor", s.attention_factor}};
       break;
+    case RopeScaling::Type::LONGROPE:
+      j = {{"rope_type", "longrope"},
+           {"short_factor", s.short_factor},
+           {"long_factor", s.long_factor},
+           {"original_max_position_embeddings", s.original_max_position_embeddings},
+           {"attention_factor", s.attention_factor}};
+      break;
   }
   return j.dump();
 }
@@ -194,8 +238,18 @@ std::vector<double> rope_inverse_frequencies(const LlamaConfig& c) {
       }
       break;
     }
+    case RopeScaling::Type::LONGROPE: {
+      const std::vector<double>& divisors = s.use_long_factors ? s.long_factor : s.short_factor;
+      for (size_t i = 0; i < f.size(); ++i) f[i] /= divisors[i];
+      break;
+    }
   }
   return f;
+}
+
+void select_rope_factors(LlamaConfig& config, int64_t positions) {
+  RopeScaling& s = config.rope_scaling;
+  if (s.type == RopeScaling::Type::LONGROPE) s.use_long_factors = positions > s.original_max_position_embeddings;
 }
 
 }  // namespace meshnn::models::llama

@@ -26,14 +26,21 @@ namespace meshnn::models::llama {
 //            ramp blends the ones between (bounds rounded outwards unless truncate is false).
 //            cos and sin are multiplied by attention_factor (default 0.1 ln(factor) + 1, or the
 //            ratio of the mscale and mscale_all_dim forms), so attention logits grow by its square.
+//   LONGROPE: Phi-3's 128k models: frequency i divided by short_factor[i], or by long_factor[i] when
+//            sequences run past original_max_position_embeddings (Hugging Face switches to the long
+//            factors once a sequence does; meshnn chooses once per job, use_long_factors below);
+//            cos and sin multiplied by attention_factor (default sqrt(1 + ln(s) / ln(original)), s
+//            = max_position_embeddings / original).
 struct RopeScaling {
-  enum class Type { DEFAULT, LINEAR, DYNAMIC, LLAMA3, YARN };
+  enum class Type { DEFAULT, LINEAR, DYNAMIC, LLAMA3, YARN, LONGROPE };
   Type type = Type::DEFAULT;
   double factor = 1.0;
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // LLAMA3
-  int64_t original_max_position_embeddings = 0;          // LLAMA3, YARN (the pre-extension context)
+  int64_t original_max_position_embeddings = 0;          // LLAMA3, YARN, LONGROPE (the pre-extension context)
   double beta_fast = 32.0, beta_slow = 1.0;              // YARN
   bool truncate = true;                                  // YARN
+  std::vector<double> short_factor, long_factor;         // LONGROPE: head_dim / 2 each
+  bool use_long_factors = false;                         // LONGROPE: select_rope_factors sets it
   // What cos and sin are multiplied by; the file's own "attention_factor" (YARN) or the one its
   // type derives. 1 for every type but YARN.
   double attention_factor = 1.0;
@@ -92,6 +99,12 @@ std::string rope_scaling_to_json(const RopeScaling& scaling);
 
 // The head_dim / 2 rotary inverse frequencies: rope_theta^(-2i / head_dim), then rope_scaling.
 std::vector<double> rope_inverse_frequencies(const LlamaConfig& config);
+
+// LONGROPE: the long factors when a sequence of the job may be longer than
+// original_max_position_embeddings (`positions`: the most any sequence may fill), else the short
+// ones; so a job whose sequences all fit the original context runs as Hugging Face runs them, and
+// one that may go past it runs every sequence on the long factors. Nothing for other types.
+void select_rope_factors(LlamaConfig& config, int64_t positions);
 
 // state_dict names.
 std::string embed_tokens_key();                           // "model.embed_tokens.weight" [vocab, hidden]
