@@ -64,6 +64,22 @@ TEST(Llama, LongropeMatchesFloat64InEveryModeAndMesh) {
   check_every_mode(longrope_file(24), "longrope, long factors", longer);
 }
 
+// Rotary tables cut to the positions a job's cache holds (LlamaOptions::max_positions, rounded up
+// to a tile: 64 here) give the same logits, bit for bit, as the whole table of the model's 256.
+TEST(Llama, RotaryTablesCutToTheCacheGiveTheSameLogits) {
+  const std::string file = yarn_file();  // scaled frequencies and cos and sin
+  const auto requests = ragged_requests(config_of(file).vocab_size, 6);
+  auto self = MeshDevice::open({1, 1}, Topology::RING, MPI_COMM_SELF);
+  LlamaOptions whole{DataType::FLOAT32, DataType::FLOAT32}, cut = whole;
+  cut.max_positions = 40;
+  const GenerationResult a = run_on(file, self, whole, DataType::FLOAT32, requests, 4, 512);
+  const GenerationResult b = run_on(file, self, cut, DataType::FLOAT32, requests, 4, 512);
+  bool same = true;
+  for (size_t i = 0; i < requests.size(); ++i)
+    same = same && a.outputs[i].tokens == b.outputs[i].tokens && a.outputs[i].logits == b.outputs[i].logits;
+  EXPECT_TRUE(all_ranks_ok(same));
+}
+
 // The comparisons above can fail: the reference of the same weights without longrope is far from
 // the model with its long factors.
 TEST(Llama, LongropeChangesTheLogits) {

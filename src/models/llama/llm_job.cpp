@@ -101,10 +101,11 @@ int64_t positions_needed(const std::vector<serving::GenerationRequest>& requests
 
 // Each rank reads only its shards.
 LoadedModel load_model(const LlmJobConfig& c, const std::string& file, const LlamaConfig& config,
-                       const MeshDevicePtr& group) {
+                       const MeshDevicePtr& group, int64_t positions) {
   const size_t rss_before = current_rss_bytes();
   const auto start = Clock::now();
   LlamaOptions options = c.model;
+  options.max_positions = positions;  // the rotary tables for the positions the cache holds, no more
   options.sharding = c.mode == ParallelMode::TWO_D ? LlamaSharding::TWO_D : LlamaSharding::TENSOR_PARALLEL;
   if (options.planned_prefill && !c.calibration.empty()) options.cost = distributed::load_cost_model(c.calibration);
   LoadedModel loaded{LlamaModel::load(file, config, group, options)};
@@ -319,7 +320,7 @@ int run_llm_job(const LlmJobConfig& given) {
   select_rope_factors(config, positions);
   const Replicas replicas = make_replicas(c, mesh);
 
-  const LoadedModel loaded = load_model(c, file, config, replicas.group);
+  const LoadedModel loaded = load_model(c, file, config, replicas.group, positions);
   const std::vector<serving::GenerationRequest> mine = requests_of_replica(job.requests, replicas);
   serving::KvCache cache = make_cache(c, loaded.model, mine.size(), positions);
   const std::string prefill_plan = planned_prefill_description(c, job, loaded.model, replicas);

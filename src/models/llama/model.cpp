@@ -221,7 +221,11 @@ LlamaModel LlamaModel::load(const std::string& file, const LlamaConfig& config, 
   m.vocab_shard_.valid = std::clamp<int64_t>(vocab - m.vocab_shard_.offset, 0, chunk);
   // 2d: every mesh row holds the same logits, sharded over its columns; each row samples alone.
   if (two_d) m.vocab_group_ = group->create_submeshes({1, group->num_cols()}).mine;
-  m.rope_ = make_rotary_tables(rope_inverse_frequencies(config), config.max_position_embeddings,
+  MESHNN_CHECK(options.max_positions >= 0, "llama: max_positions must be >= 0, got {}", options.max_positions);
+  const int64_t positions = options.max_positions > 0
+                                ? std::min(round_up_to_tile(options.max_positions), config.max_position_embeddings)
+                                : config.max_position_embeddings;
+  m.rope_ = make_rotary_tables(rope_inverse_frequencies(config), positions,
                                config.rope_scaling.attention_factor);
   return m;
 }
@@ -476,7 +480,8 @@ std::string LlamaModel::describe() const {
       heads_.q_heads, heads_.kv_heads,
       heads_.kv_replicas > 1 ? fmt::format(" (each KV head replicated on {} devices)", heads_.kv_replicas) : "");
   const RopeScaling& scaling = config_.rope_scaling;
-  std::string rope = fmt::format("theta {}, {} positions", config_.rope_theta, config_.max_position_embeddings);
+  std::string rope = fmt::format("theta {}, tables of {} of the model's {} positions", config_.rope_theta,
+                                 rope_.cos.shape()[0], config_.max_position_embeddings);
   if (scaling.type == RopeScaling::Type::LONGROPE)  // its factor lists would fill the screen
     rope += fmt::format(", rope_scaling longrope (attention factor {:.6f}) with its {} factors: sequences {} the "
                         "original {} positions",

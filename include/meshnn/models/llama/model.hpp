@@ -53,6 +53,11 @@ struct LlamaOptions {
   // (1/32 of the tiles for one user) and allocates nothing after the first step.
   bool planned_prefill = true;
   distributed::CostModel cost;
+  // Positions the rotary tables cover: 0 for the config's max_position_embeddings, else this
+  // rounded up to whole tiles of 32 (as a KV cache of it is), at most max_position_embeddings. A job
+  // whose cache holds 8192 positions need not keep Llama 3.1's tables of 131072 (134 MB per device
+  // in float32). A position past the tables is an error of the rotary embedding.
+  int64_t max_positions = 0;
 };
 
 // How the heads split over a group of `devices` (pure; same on every rank).
