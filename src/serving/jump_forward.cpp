@@ -20,15 +20,14 @@ std::vector<int32_t> ForcedTokens::take(JsonCursor& cursor, int64_t max_tokens) 
   const std::string forced = cursor.forced_bytes(static_cast<size_t>(max_tokens) * longest_);
   std::string_view rest = forced;
   while (!rest.empty() && static_cast<int64_t>(tokens.size()) < max_tokens) {
-    int32_t id = -1;
     size_t length = std::min(rest.size(), longest_);
-    for (; length > 0 && id < 0; --length)
-      if (const auto it = id_of_.find(rest.substr(0, length)); it != id_of_.end()) id = it->second;
-    if (id < 0) break;
-    const size_t taken = length + 1;  // the loop stepped past it
-    cursor.feed(rest.substr(0, taken));
-    rest.remove_prefix(taken);
-    tokens.push_back(id);
+    auto it = id_of_.end();
+    for (; length > 0; --length)
+      if (it = id_of_.find(rest.substr(0, length)); it != id_of_.end()) break;
+    if (length == 0) break;
+    cursor.feed(rest.substr(0, length));
+    rest.remove_prefix(length);
+    tokens.push_back(it->second);
   }
   return tokens;
 }

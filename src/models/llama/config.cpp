@@ -1,9 +1,9 @@
 #include "meshnn/models/llama/config.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <fmt/ranges.h>
 
 #include "meshnn/core/error.hpp"
 

@@ -65,7 +65,7 @@ void read_hf_config(const HfConfigFile& c, HfModelConfig& m) {
                  c.at("rope_scaling").dump());
     nlohmann::json scaling = c.at("rope_scaling");
     // Phi3Config reads the types "su" and "yarn" as "longrope" (its early configs named it so): the
-    // file says what Hugging Face runs, so the job refuses it rather than apply YaRN.
+    // file says what Hugging Face runs, so the job applies longrope to them, not YaRN.
     for (const char* key : {"rope_type", "type"})
       if (phi3 && scaling.contains(key) && (scaling[key] == "su" || scaling[key] == "yarn")) scaling[key] = "longrope";
     // Phi3Config keeps longrope's original context beside max_position_embeddings, not in the object.
