@@ -869,11 +869,7 @@ def check_llama3_tool_calls(port, call):
           [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] ==
           [(WEATHER_CALL["name"], WEATHER_CALL["arguments"])],
           f"llama3_json: an answer that is the call object is its tool_call ({choice.get('message')})")
-    _, events = stream(port, "/v1/chat/completions", body)
-    deltas = [d for e in events[:-1] for c in e["choices"] for d in c["delta"].get("tool_calls", [])]
-    check([(d["function"]["name"], d["function"]["arguments"]) for d in deltas] ==
-          [(c["function"]["name"], c["function"]["arguments"]) for c in calls],
-          "llama3_json, streamed: the same call")
+    check_streamed_calls(port, body, calls, "llama3_json, streamed: the same call")
     status, text = post(port, "/v1/chat/completions", dict(body, logit_bias={}, max_tokens=6, temperature=0))
     choice = json.loads(text)["choices"][0] if status == 200 else {}
     content = choice.get("message", {}).get("content") or ""
@@ -962,6 +958,14 @@ def check_tool_calls(port, block, encode, template):
     check_forced_tool_calls(port, body, block)
 
 
+def check_streamed_calls(port, body, calls, label):
+    """The same request streamed: its deltas' tool_calls are `calls` (the whole answer's)."""
+    _, events = stream(port, "/v1/chat/completions", body)
+    deltas = [d for e in events[:-1] for c in e["choices"] for d in c["delta"].get("tool_calls", [])]
+    check([(d["function"]["name"], d["function"]["arguments"]) for d in deltas] ==
+          [(c["function"]["name"], c["function"]["arguments"]) for c in calls], label)
+
+
 def check_forced_tool_calls(port, body, block):
     """tool_choice "required": the answer is one call block, so the bias's block ends it (without,
     the model drew two). A named function: greedy from the start, the answer is a call of that
@@ -984,11 +988,7 @@ def check_forced_tool_calls(port, body, block):
           calls[0]["function"]["name"] == "get_time" and isinstance(arguments, dict) and set(arguments) == {"zone"} and
           arguments["zone"] in ("utc", "local"),
           f"tool_choice naming get_time: the answer is a call of it, its arguments as its parameters say ({calls})")
-    _, events = stream(port, "/v1/chat/completions", named)
-    deltas = [d for e in events[:-1] for c in e["choices"] for d in c["delta"].get("tool_calls", [])]
-    check([(d["function"]["name"], d["function"]["arguments"]) for d in deltas] ==
-          [(c["function"]["name"], c["function"]["arguments"]) for c in calls],
-          "tool_choice naming get_time, streamed: the same call")
+    check_streamed_calls(port, named, calls, "tool_choice naming get_time, streamed: the same call")
     for choice_field, needle in [("required", "there are no 'tools'"),
                                  ({"type": "function", "function": {"name": "nope"}}, "not among 'tools'")]:
         request = {"messages": body["messages"][:1], "tool_choice": choice_field}

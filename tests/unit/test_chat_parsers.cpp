@@ -105,12 +105,29 @@ TEST(Reasoning, ParsersByVllmsNames) {
 
 using Calls = ToolCallSplitter::Split;
 
+struct CallsCase {
+  std::string answer;
+  Calls want;
+};
+
+// Each answer splits as `want` whole, and streamed in every cut.
+void expect_splits(ToolCallParser parser, const std::vector<CallsCase>& cases) {
+  for (const CallsCase& c : cases) {
+    const Calls whole = ToolCallSplitter(parser).push(c.answer, true);
+    EXPECT_TRUE(whole == c.want) << c.answer << ": content '" << whole.content << "', " << whole.calls.size()
+                                 << " call(s)";
+    expect_every_cut_gives(
+        c.answer, [parser] { return ToolCallSplitter(parser); },
+        [](Calls& total, Calls piece) {
+          total.content += piece.content;
+          for (ToolCall& call : piece.calls) total.calls.push_back(std::move(call));
+        },
+        c.want);
+  }
+}
+
 TEST(ToolCalls, EveryCutOfAStreamGivesTheSplitOfTheWholeAnswer) {
-  struct Case {
-    std::string answer;
-    Calls want;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<CallsCase> cases = {
       {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
        {"", {{"get_weather", R"({"city":"Paris"})", ""}}}},
       {"Let me look.\n<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\n<tool_call>{\"name\": \"b\"}"
@@ -128,18 +145,7 @@ TEST(ToolCalls, EveryCutOfAStreamGivesTheSplitOfTheWholeAnswer) {
       {"<tool_call>{\"arguments\": {\"z\": 1, \"a\": \"é\"}, \"name\": \"f\"}</tool_call>",
        {"", {{"f", R"({"z":1,"a":"é"})", ""}}}},
   };
-  for (const Case& c : cases) {
-    const Calls whole = ToolCallSplitter(ToolCallParser::HERMES).push(c.answer, true);
-    EXPECT_TRUE(whole == c.want) << c.answer << ": content '" << whole.content << "', " << whole.calls.size()
-                                 << " call(s)";
-    expect_every_cut_gives(
-        c.answer, [] { return ToolCallSplitter(ToolCallParser::HERMES); },
-        [](Calls& total, Calls piece) {
-          total.content += piece.content;
-          for (ToolCall& call : piece.calls) total.calls.push_back(std::move(call));
-        },
-        c.want);
-  }
+  expect_splits(ToolCallParser::HERMES, cases);
   const Calls none = ToolCallSplitter(ToolCallParser::NONE).push(cases[0].answer);
   EXPECT_TRUE(none.calls.empty() && none.content == cases[0].answer);  // no parser: all content
   EXPECT_EQ(tool_call_parser_named("hermes"), ToolCallParser::HERMES);
@@ -150,11 +156,7 @@ TEST(ToolCalls, EveryCutOfAStreamGivesTheSplitOfTheWholeAnswer) {
 // Llama 3's calls: the whole answer, one object or several joined by ";", read at its end; any
 // other answer is content as written, and so is one that opens with "{" without being calls.
 TEST(ToolCalls, Llama3JsonAnswersAreCallsOrContentWhole) {
-  struct Case {
-    std::string answer;
-    Calls want;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<CallsCase> cases = {
       {R"({"name": "get_weather", "parameters": {"city": "Paris"}})", {"", {{"get_weather", R"({"city":"Paris"})", ""}}}},
       {"\n\n  {\"name\": \"now\", \"arguments\": {}} ", {"", {{"now", "{}", ""}}}},
       {R"(<|python_tag|>{"name": "now"}; {"name": "get_weather", "parameters": {"city": "a;b}{", "n": [1, {"x": 2}]}})",
@@ -172,18 +174,7 @@ TEST(ToolCalls, Llama3JsonAnswersAreCallsOrContentWhole) {
       {"  ", {"  ", {}}},
       {"", {"", {}}},
   };
-  for (const Case& c : cases) {
-    const Calls whole = ToolCallSplitter(ToolCallParser::LLAMA3_JSON).push(c.answer, true);
-    EXPECT_TRUE(whole == c.want) << c.answer << ": content '" << whole.content << "', " << whole.calls.size()
-                                 << " call(s)";
-    expect_every_cut_gives(
-        c.answer, [] { return ToolCallSplitter(ToolCallParser::LLAMA3_JSON); },
-        [](Calls& total, Calls piece) {
-          total.content += piece.content;
-          for (ToolCall& call : piece.calls) total.calls.push_back(std::move(call));
-        },
-        c.want);
-  }
+  expect_splits(ToolCallParser::LLAMA3_JSON, cases);
   // Streamed content goes out as it comes once the answer's start shows it is not a call.
   ToolCallSplitter s(ToolCallParser::LLAMA3_JSON);
   EXPECT_EQ(s.push("\n").content, "");
