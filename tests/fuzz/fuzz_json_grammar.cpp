@@ -2,7 +2,8 @@
 // clients send. The input is a JSON Schema, the byte 0x1E, then answer bytes. Compiling must end in
 // a grammar or meshnn::Error; the cursor then takes or refuses each byte, never crashing. Whatever
 // it takes whole and calls complete must be JSON (nlohmann-json reads it, numbers beyond double's
-// range aside): anything else aborts.
+// range aside), and the bytes it says are forced next (jump-forward) it must take: anything else
+// aborts.
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -33,6 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     ++taken;
   }
+  meshnn::serving::JsonCursor after = cursor;
+  if (!after.feed(cursor.forced_bytes(256))) std::abort();
   if (cursor.complete()) {
     try {
       (void)nlohmann::json::parse(answer.substr(0, taken));
