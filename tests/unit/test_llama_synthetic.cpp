@@ -306,6 +306,18 @@ TEST(LlamaRopeScaling, LongropeFrequenciesAndAttentionFactorMatchHuggingFacesFor
             std::string::npos);
 }
 
+// Every preset is a valid config, and each keeps what sets its model apart.
+TEST(LlamaSynthetic, PresetsAreValidAndKeepTheirModelsTraits) {
+  for (const std::string& name : models::llama::llama_preset_names())
+    EXPECT_NO_THROW(models::llama::llama_preset(name).validate(name)) << name;
+  const LlamaConfig phi3 = models::llama::llama_preset("phi3-mini");
+  EXPECT_EQ(phi3.sliding_window, std::optional<int64_t>(2047));
+  EXPECT_EQ(phi3.num_key_value_heads, phi3.num_attention_heads);
+  EXPECT_EQ(phi3.head_dim, 96);
+  EXPECT_TRUE(models::llama::llama_preset("qwen3-0.6b").qk_norm);
+  EXPECT_TRUE(models::llama::llama_preset("qwen2.5-0.5b").qkv_bias);
+}
+
 // A YaRN rope_scaling stretches the context the model runs to original * factor (Qwen's cards add it
 // to config.json and leave max_position_embeddings alone), never shrinks it.
 TEST(LlamaRopeScaling, YarnRaisesTheContextToOriginalTimesFactor) {

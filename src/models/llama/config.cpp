@@ -192,6 +192,19 @@ LlamaConfig llama_preset(const std::string& name) {
     c.qk_norm = true;
     c.bos_token_id = 151643;
     c.eos_token_id = 151645;
+  } else if (name == "phi3-mini") {
+    // Phi-3-mini-4k-instruct's config.json as meshnn-convert writes it: 32 heads and as many KV
+    // heads of 96, a sliding window of 2047 positions.
+    c.hidden_size = 3072;
+    c.intermediate_size = 8192;
+    c.num_hidden_layers = 32;
+    c.num_attention_heads = 32;
+    c.num_key_value_heads = 32;
+    c.vocab_size = 32064;
+    c.max_position_embeddings = 4096;
+    c.sliding_window = 2047;
+    c.bos_token_id = 1;
+    c.eos_token_id = 32000;
   } else if (name == "llama3-8b") {
     c.hidden_size = 4096;
     c.intermediate_size = 14336;
@@ -212,7 +225,7 @@ LlamaConfig llama_preset(const std::string& name) {
 }
 
 std::vector<std::string> llama_preset_names() {
-  return {"tiny", "tinyllama", "qwen2.5-0.5b", "qwen3-0.6b", "llama3-8b"};
+  return {"tiny", "tinyllama", "qwen2.5-0.5b", "qwen3-0.6b", "phi3-mini", "llama3-8b"};
 }
 
 }  // namespace meshnn::models::llama

@@ -115,8 +115,8 @@ std::string lm_head_key();                                // "lm_head.weight" [v
 // Named shapes from the presets of meshnn-make-weights: "tiny" (tests: 2 layers, hidden 112,
 // 8 heads / 2 KV heads of 14, intermediate 200, vocab 250), "tinyllama" (TinyLlama-1.1B),
 // "qwen2.5-0.5b" (Qwen2.5-0.5B: q/k/v biases), "qwen3-0.6b" (Qwen3-0.6B: per-head q/k norms,
-// head_dim 128 beside a hidden of 1024), "llama3-8b" (Llama-3-8B). Throws meshnn::Error for
-// another name.
+// head_dim 128 beside a hidden of 1024), "phi3-mini" (Phi-3-mini-4k: no grouping of KV heads, a
+// sliding window of 2047), "llama3-8b" (Llama-3-8B). Throws meshnn::Error for another name.
 LlamaConfig llama_preset(const std::string& name);
 std::vector<std::string> llama_preset_names();
 
