@@ -193,8 +193,9 @@ LlamaConfig llama_preset(const std::string& name) {
     c.bos_token_id = 151643;
     c.eos_token_id = 151645;
   } else if (name == "phi3-mini") {
-    // Phi-3-mini-4k-instruct's config.json as meshnn-convert writes it: 32 heads and as many KV
-    // heads of 96, a sliding window of 2047 positions.
+    // Phi-3-mini-4k-instruct's shapes: 32 heads and as many KV heads of 96, a sliding window of
+    // 2047 positions. Generated files say model_type "llama" with that window; a converted Phi-3
+    // says "phi3", which the job runs alike.
     c.hidden_size = 3072;
     c.intermediate_size = 8192;
     c.num_hidden_layers = 32;
