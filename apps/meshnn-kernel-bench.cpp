@@ -15,9 +15,10 @@
 // OpenBLAS runs with the same number of threads as our row (--openblas-threads N pins it, e.g. 1
 // for a single-threaded baseline everywhere). For each shape and weight format, every thread count
 // of ours and OpenBLAS run in alternation, round by round; each reports its best time. JSON
-// records carry openblas_threads. The bench sets OPENBLAS_THREAD_TIMEOUT=20 (unless it is set) and
-// restarts itself, so that OpenBLAS's threads stop spinning within a millisecond of a call instead
-// of taking a core from the runs after it (limit_openblas_spin).
+// records carry openblas_threads. The bench sets OPENBLAS_THREAD_TIMEOUT and glibc's huge-page
+// tunable (unless they are set) and restarts itself, so that OpenBLAS's threads stop spinning
+// within a millisecond of a call and the peers' operands get huge pages as ours do
+// (set_peer_environment).
 // oneDNN (with --act bfloat16, when built with it: apps/kernel_bench_onednn.cpp) runs with our
 // row's threads in the same alternation: activations bfloat16 [M,K] row-major, weights rounded to
 // bfloat16 and reordered once, outside the timed runs, to the layout the primitive chooses.
@@ -49,6 +50,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -321,7 +323,7 @@ struct FormatRuns {
     }
   }
   // Which runs leave threads spinning (best_times_alternating): oneDNN's (OpenMP) and OpenBLAS's
-  // (limit_openblas_spin).
+  // (set_peer_environment).
   std::vector<bool> spins_after() const {
     std::vector<bool> spins(fns.size(), false);
     for (size_t index : onednn)
@@ -452,26 +454,32 @@ int bench_main(int argc, char** argv) {
 
 }  // namespace
 
-#ifdef MESHNN_HAVE_OPENBLAS
-// OpenBLAS's worker threads spin for 2^28 cycles (about 0.1 s) after each call unless
-// OPENBLAS_THREAD_TIMEOUT says otherwise, longer than any pause between runs, and a spinning one
-// takes a core from the run after it: oneDNN's 2-thread rows ran at its 1-thread rate in most rounds
-// (docs/performance.md, session 33). OpenBLAS reads the variable once, when it is loaded, so the
-// bench sets it and starts itself again: 2^20 cycles, under a millisecond, which back-to-back calls
-// inside a timed run still find the threads awake through. A value the user set is kept.
-void limit_openblas_spin(char** argv) {
-  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr) return;
-  if (setenv("OPENBLAS_THREAD_TIMEOUT", "20", 1) != 0) return;
+// The environment the peers are measured in, set before they are loaded; both are read once, at
+// load time, so the bench sets what is missing and starts itself again. A value the user set is kept.
+// - OPENBLAS_THREAD_TIMEOUT=20: OpenBLAS's worker threads spin for 2^28 cycles (about 0.1 s)
+//   after each call by default, longer than any pause between runs, and a spinning one takes a
+//   core from the run after it: oneDNN's 2-thread rows ran at its 1-thread rate in most rounds
+//   (docs/performance.md, session 33). 2^20 cycles is under a millisecond, which back-to-back calls
+//   inside a timed run still find the threads awake through.
+// - GLIBC_TUNABLES=glibc.malloc.hugetlb=1: glibc marks its heap and its large mappings for
+//   transparent huge pages, as meshnn's allocator marks every tensor (core/memory.hpp). Without it
+//   the peers' operands sit in 4 KiB pages while ours sit in 2 MiB ones; on a virtual machine whose
+//   hypervisor shadows the page tables, OpenBLAS's and oneDNN's runs of 128x4544x18176 then ran at
+//   a quarter of their speed whenever the alternation held more than two of the large operands
+//   (oneDNN 90-280 GFLOP/s against 370-400 alone; docs/performance.md, session 43).
+void set_peer_environment(char** argv) {
+  bool changed = false;
+  for (const auto& [name, value] : {std::pair{"OPENBLAS_THREAD_TIMEOUT", "20"},
+                                    std::pair{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=1"}})
+    if (std::getenv(name) == nullptr && setenv(name, value, 1) == 0) changed = true;
+  if (!changed) return;
   execv("/proc/self/exe", argv);
-  fmt::print("# could not restart with OPENBLAS_THREAD_TIMEOUT set ({}): OpenBLAS's threads may spin into "
-             "the runs after it\n",
+  fmt::print("# could not restart with the peers' environment set ({}): OpenBLAS's threads may spin into "
+             "the runs after it, and the peers' operands sit in 4 KiB pages\n",
              std::strerror(errno));
 }
-#endif
 
 int main(int argc, char** argv) {
-#ifdef MESHNN_HAVE_OPENBLAS
-  limit_openblas_spin(argv);
-#endif
+  set_peer_environment(argv);
   return run_tool("meshnn-kernel-bench", argc, argv, bench_main);
 }
