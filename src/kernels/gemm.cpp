@@ -197,6 +197,27 @@ void pack_a_piece(const KernelSet& ks, int64_t m, const float* a, int64_t lda, i
 // k_valid on are the tiles' padding, which may hold anything: packed as zeros.
 constexpr int64_t tile_column_offset(int64_t k) { return k / 32 * kTileVolume + tile_element_index(0, k % 32); }
 
+// One micro-panel of A's pairs (the panel's rows from rows[0]), one 32-bit store a pair: the
+// portable packer, and the only one for sets that read A in rows (KernelSet::pack_bf16_a_panel).
+void pack_pair_panel(const PairPanel& panel, const uint16_t* const* rows, int64_t k_valid, int64_t k0,
+                     uint32_t* dst) {
+  for (int64_t k = k0; k < k0 + panel.kc; k += 16) {  // one face row of each row: 8 pairs
+    const int64_t valid = std::clamp<int64_t>(k_valid - k, 0, 16);
+    for (int i = 0; i < panel.mr; ++i) {
+      const uint16_t* src = rows[i] + tile_column_offset(k);
+      uint32_t pairs[8];
+      if (valid == 16) {
+        std::memcpy(pairs, src, sizeof pairs);
+      } else {
+        uint16_t values[16] = {};
+        std::memcpy(values, src, static_cast<size_t>(valid) * sizeof(uint16_t));
+        std::memcpy(pairs, values, sizeof pairs);
+      }
+      for (int w = 0; w < 8; ++w) dst[panel.index(i, (k - k0) / 2 + w)] = pairs[w];
+    }
+  }
+}
+
 void pack_bf16_tile_rows(const KernelSet& ks, const uint16_t* const* rows, int64_t k_valid, int64_t k0, int64_t mc,
                          int64_t kc, uint32_t* dst) {
   const int max_mr = ks.bf16_max_mr;
@@ -204,22 +225,10 @@ void pack_bf16_tile_rows(const KernelSet& ks, const uint16_t* const* rows, int64
   int64_t row = 0;
   for (int64_t p = 0; p < panels; ++p) {
     const int mr = micro_rows(mc, max_mr, p);
-    const PairPanel panel{ks.bf16_a_rows, mr, kc};
-    for (int64_t k = k0; k < k0 + kc; k += 16) {  // one face row of each row: 8 pairs
-      const int64_t valid = std::clamp<int64_t>(k_valid - k, 0, 16);
-      for (int i = 0; i < mr; ++i) {
-        const uint16_t* src = rows[row + i] + tile_column_offset(k);
-        uint32_t pairs[8];
-        if (valid == 16) {
-          std::memcpy(pairs, src, sizeof pairs);
-        } else {
-          uint16_t values[16] = {};
-          std::memcpy(values, src, static_cast<size_t>(valid) * sizeof(uint16_t));
-          std::memcpy(pairs, values, sizeof pairs);
-        }
-        for (int w = 0; w < 8; ++w) dst[panel.index(i, (k - k0) / 2 + w)] = pairs[w];
-      }
-    }
+    if (ks.pack_bf16_a_panel != nullptr)
+      ks.pack_bf16_a_panel(rows + row, mr, k_valid, k0, kc, dst);
+    else
+      pack_pair_panel({ks.bf16_a_rows, mr, kc}, rows + row, k_valid, k0, dst);
     dst += kc / 2 * mr;
     row += mr;
   }

@@ -9,6 +9,7 @@
 
 #include "avx512_decode.hpp"
 #include "bfp_rows_avx512bf16.hpp"
+#include "pack_pairs_avx512bf16.hpp"
 #include "meshnn/kernels/matmul_kernels.hpp"
 
 // (avx512_intrinsics.hpp, through bfp_rows_avx512bf16.hpp, turns off GCC 12's false
@@ -207,6 +208,7 @@ const KernelSet& avx512_bf16_kernel_set() {
     s.bf16_max_mr = 14;
     s.bf16_path = "avx512-bf16";
     s.decode_tile_bf16_pairs = decode_tile_bf16_pairs;
+    s.pack_bf16_a_panel = pack_bf16_a_panel_avx512;
     const bool vbmi = __builtin_cpu_supports("avx512vbmi");
     s.small_m_bf16 = vbmi ? small_m_bf16_vbmi : small_m_bf16<false>;
     s.small_m_bf16_bfloat4 = vbmi;

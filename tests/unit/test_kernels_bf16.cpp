@@ -33,6 +33,7 @@
 #include "meshnn/kernels/matmul_kernels.hpp"
 #include "meshnn/ops/matmul.hpp"
 #include "meshnn/tensor/tensor.hpp"
+#include "meshnn/tensor/tile_layout.hpp"
 #include "support/test_helpers.hpp"
 
 namespace meshnn {
@@ -517,6 +518,37 @@ TEST(Bf16Matmul, FirstCallOfAPanelDecodesItAsTheSeparateDecodeWould) {
         }
       }
   }
+}
+
+TEST(Bf16Matmul, PackerOfAPanelsGivesThePortablePairs) {
+  // avx512-bf16 packs A's micro-panels from the tiles with an in-register transpose
+  // (KernelSet::pack_bf16_a_panel); the portable packer moves the same pairs one at a time. Every
+  // row count of a micro-panel (1-14 and the split of larger blocks), K inside one face row, over
+  // a K block and over two row blocks, NaN in the tiles' padding: the same words everywhere.
+  if (!hardware_has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const kernels::KernelSet& hardware = kernels::avx512_bf16_kernel_set();
+  ASSERT_NE(hardware.pack_bf16_a_panel, nullptr);
+  kernels::KernelSet portable = hardware;
+  portable.pack_bf16_a_panel = nullptr;
+  std::vector<int64_t> row_counts;
+  for (int64_t m = 1; m <= 16; ++m) row_counts.push_back(m);
+  for (int64_t m : {29, 33, 128, 530}) row_counts.push_back(m);
+  for (int64_t m : row_counts)
+    for (int64_t k : {int64_t{7}, int64_t{16}, int64_t{47}, int64_t{600}, int64_t{1100}}) {
+      if (m * k > 128 * 1100) continue;
+      const Tensor a = Tensor::from_float(normal_values(m * k, static_cast<uint32_t>(m * 31 + k)), Shape{m, k},
+                                          DataType::BFLOAT16, Layout::TILE, std::numeric_limits<float>::quiet_NaN());
+      const int64_t kp = (k + 31) / 32 * 32, tile_cols = kp / 32;
+      std::vector<const uint16_t*> rows(static_cast<size_t>(m));
+      for (int64_t r = 0; r < m; ++r)
+        rows[r] = a.data<uint16_t>() + (r / 32 * tile_cols) * kTileVolume + tile_element_index(r % 32, 0);
+      std::vector<uint32_t> got(static_cast<size_t>(m * kp / 2), 0xDEADBEEFu), want(got.size(), 0x12345678u);
+      for (int64_t piece = 0; piece < kernels::gemm_pack_pieces(m, kp, true); ++piece) {
+        kernels::gemm_pack_a_piece_bf16_tiles(hardware, m, rows.data(), k, kp, piece, got.data());
+        kernels::gemm_pack_a_piece_bf16_tiles(portable, m, rows.data(), k, kp, piece, want.data());
+      }
+      EXPECT_EQ(got, want) << "M=" << m << " K=" << k;
+    }
 }
 
 TEST(Bf16Matmul, AmxHardwareAndEmulationGiveTheSameBits) {

@@ -88,6 +88,12 @@ struct KernelSet {
   // Decodes one tile (bfloat16, bfloat8_b or bfloat4_b: exact in bfloat16) into 16 rows of 32
   // bf16_pairs, row kk holding tile rows 2kk and 2kk + 1 (dst row stride 32).
   void (*decode_tile_bf16_pairs)(const std::byte* tile, DataType dtype, uint32_t* dst) = nullptr;
+  // One micro-panel of A for bf16_micro_kernel, [kc/2][mr] pairs, from bfloat16 activations where
+  // their tiles store them, or nullptr (gemm's portable packer): row i's part of its tile row
+  // starts at rows[i]; K columns [k0, k0 + kc), k0 and kc multiples of 32, those from k_valid on
+  // packed as zeros (the tiles' padding may hold anything). Not for bf16_a_rows sets.
+  void (*pack_bf16_a_panel)(const uint16_t* const* rows, int mr, int64_t k_valid, int64_t k0, int64_t kc,
+                            uint32_t* dst) = nullptr;
   // A's micro-panels for bf16_micro_kernel in rows, [mr][kc/2] pairs, instead of [kc/2][mr]: AMX
   // loads A a row of pairs at a time.
   bool bf16_a_rows = false;
