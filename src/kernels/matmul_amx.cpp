@@ -80,7 +80,7 @@ const KernelSet& amx_bf16_kernel_set() {
     s.bf16_micro_kernel_from_tiles = nullptr;  // A in rows: the vdpbf16ps set's first call does not apply
     s.bf16_max_mr = 32;
     s.bf16_a_rows = true;
-    s.pack_bf16_a_panel = nullptr;  // it packs [kc/2][mr], and for at most 16 rows
+    s.pack_bf16_a_panel = nullptr;  // the vdpbf16ps set's packer writes [kc/2][mr], at most 16 rows
     s.bf16_begin = HardwareTiles::begin;
     s.bf16_end = HardwareTiles::release;
     s.bf16_path = "amx-bf16";

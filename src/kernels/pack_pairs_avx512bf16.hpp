@@ -1,5 +1,5 @@
 // Internal to src/kernels: avx512-bf16's packer of A's micro-panels (pack_pairs_avx512bf16.cpp),
-// KernelSet::pack_bf16_a_panel's contract. Defined in a file compiled with AVX-512 flags: call it
+// KernelSet::pack_bf16_a_panel's contract, for 1 <= mr <= 16. Defined in a file compiled with AVX-512 flags: call it
 // only where the dispatcher found the instructions.
 #pragma once
 
