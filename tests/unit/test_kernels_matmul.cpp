@@ -257,6 +257,60 @@ TEST_P(KernelsMatmulIsa, PrefillBlockingAllLoopsWithThreads) {
   EXPECT_EQ(bad, 0);
 }
 
+TEST_P(KernelsMatmulIsa, ManyRowsLinearFoldedAcrossRowBlocks) {
+  // 3 batches of 250 rows sharing one weight fold into 750 rows: two row blocks of 375 (gemm.cpp),
+  // so batch 1 starts in one and ends in the other. Bias and activation on every row, in float32
+  // and bfloat16 output; the padding rows of each batch's last tile row (250..255) zeros in a
+  // fresh output; linear_into over an output that held other values gives the same values.
+  const int64_t B = 3, M = 250, K = 70, N = 90;
+  const Shape xs{B, M, K};
+  const Tensor x = Tensor::from_float(normal_values(xs.volume(), 71), xs, DataType::BFLOAT16, Layout::TILE);
+  const Tensor w = Tensor::from_float(normal_values(K * N, 72, 0.3f), Shape{K, N}, DataType::BFLOAT8_B, Layout::TILE);
+  const Tensor bias = Tensor::from_float(normal_values(N, 73), Shape{N}, DataType::BFLOAT16, Layout::ROW_MAJOR);
+  const std::vector<float> xq = x.to_float(), wq = w.to_float(), bq = bias.to_float();
+  IsaCap cap(GetParam());
+  for (DataType out : {DataType::FLOAT32, DataType::BFLOAT16}) {
+    SCOPED_TRACE(to_string(out));
+    {
+      Tensor junk(Shape{B, M, N}, out, Layout::TILE);
+      std::memset(junk.data<std::byte>(), 0xA5, junk.size_bytes());
+    }
+    MatmulOptions opt;
+    opt.output_dtype = out;
+    const Tensor y = linear(x, w, &bias, Activation::SILU, opt);
+    ASSERT_EQ(y.shape(), (Shape{B, M, N}));
+    const std::vector<float> got = y.to_float();
+    int64_t bad = 0;
+    for (int64_t r = 0; r < B * M; ++r)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = bq[n], sa = std::fabs(bq[n]);
+        for (int64_t k = 0; k < K; ++k) {
+          s += double(xq[r * K + k]) * wq[k * N + n];
+          sa += std::fabs(double(xq[r * K + k]) * wq[k * N + n]);
+        }
+        const double v = s / (1 + std::exp(-s));
+        // As in KernelsLinear.BiasAndActivationsAllOutputDtypes: |silu'| <= 1.1.
+        double tol = 1.13 * (K + 1) * std::ldexp(1.0, -24) * sa + 4 * std::ldexp(std::fabs(v), -24) + 1e-30;
+        if (out == DataType::BFLOAT16) tol += std::ldexp(std::fabs(v), -8);
+        if (std::fabs(got[r * N + n] - v) > tol) ++bad;
+      }
+    EXPECT_EQ(bad, 0);
+    const Tensor stored_afresh = Tensor::from_float(got, y.shape(), out, Layout::TILE);
+    ASSERT_EQ(y.size_bytes(), stored_afresh.size_bytes());
+    EXPECT_EQ(std::memcmp(y.data<std::byte>(), stored_afresh.data<std::byte>(), y.size_bytes()), 0)
+        << "a byte of the output (padding rows included) differs from the same values stored afresh";
+
+    // Into an output that holds another product of the same tiles (256 rows a batch).
+    const Shape xs2{B, 256, K};
+    const Tensor x2 = Tensor::from_float(normal_values(xs2.volume(), 74), xs2, DataType::BFLOAT16, Layout::TILE);
+    Tensor reused;
+    linear_into(x2, w, &bias, Activation::SILU, reused, opt);
+    linear_into(x, w, &bias, Activation::SILU, reused, opt);
+    EXPECT_EQ(reused.shape(), y.shape());
+    EXPECT_EQ(reused.to_float(), got);
+  }
+}
+
 TEST_P(KernelsMatmulIsa, ActivationPaddingNeverLeaksIn) {
   // The padding of a (columns K..Kp) may hold anything, here NaN; the kernels must not use it.
   const Shape as{5, 40}, bs{40, 20};
