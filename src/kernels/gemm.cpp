@@ -251,7 +251,8 @@ bool c_rows_crowd_l1(int64_t ldc, int rows) {
 
 template <class P>
 void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const typename P::Element* packed_a,
-                  const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
+                  const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc,
+                  const CRowsDone* rows_done) {
   using Element = typename P::Element;
   constexpr int64_t kPerElement = P::kValuesPerElement;
   constexpr int64_t kKc = P::kKc;
@@ -338,6 +339,7 @@ void gemm_blocked(const KernelSet& ks, int64_t m, const float* a, int64_t lda, c
               P::kernel_decoding(ks, mr, kc, ap, stored, panel, c_rows, ldcb, k0 > 0);
             else
               P::kernel(ks, mr, kc, ap, panel, c_rows, ldcb, k0 > 0);
+            if (rows_done != nullptr && k0 + kc == kp) (*rows_done)(c_rows, ldcb, row, mr, nt);
             ap += kc * mr / kPerElement;
             row += mr;
           }
@@ -380,20 +382,24 @@ void gemm_pack_a_piece_bf16_tiles(const KernelSet& ks, int64_t m, const uint16_t
 }
 
 void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const float* packed_a,
-                 const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
+                 const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc,
+                 const CRowsDone* rows_done) {
   if (m <= 0 || nt_end <= nt_begin) return;
   if (!gemm_packs_a(ks, m, b_transposed)) {
     ks.small_m(static_cast<int>(m), a, lda, b, nt_begin, nt_end, c, ldc);
+    if (rows_done != nullptr)
+      for (int64_t nt = nt_begin; nt < nt_end; ++nt) (*rows_done)(c + nt * 32, ldc, 0, static_cast<int>(m), nt);
     return;
   }
-  gemm_blocked<Float32Products>(ks, m, a, lda, packed_a, b, b_transposed, nt_begin, nt_end, c, ldc);
+  gemm_blocked<Float32Products>(ks, m, a, lda, packed_a, b, b_transposed, nt_begin, nt_end, c, ldc, rows_done);
 }
 
 void gemm_tile_b_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const uint32_t* packed_a,
-                      const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc) {
+                      const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc,
+                      const CRowsDone* rows_done) {
   if (m <= 0 || nt_end <= nt_begin) return;
   if (ks.bf16_begin != nullptr) ks.bf16_begin();
-  gemm_blocked<Bf16Products>(ks, m, a, lda, packed_a, b, false, nt_begin, nt_end, c, ldc);
+  gemm_blocked<Bf16Products>(ks, m, a, lda, packed_a, b, false, nt_begin, nt_end, c, ldc, rows_done);
   if (ks.bf16_end != nullptr) ks.bf16_end();
 }
 

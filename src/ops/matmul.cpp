@@ -165,36 +165,64 @@ void epilogue_tile_row(const MatmulPlan& p, const float* crow, int64_t nt, int64
   for (int64_t col = cols; col < 32; ++col) face_row[col < 16 ? col : col + 240] = 0.0f;
 }
 
+// Whether the output's rows can be written one at a time: float32 and bfloat16 (a block-float
+// face row shares its exponent with 15 others, so those go a whole tile at a time).
+bool rows_encode_alone(DataType dtype) { return dtype == DataType::FLOAT32 || dtype == DataType::BFLOAT16; }
+
+// One row's 32 values of tile column nt (cols valid) into row r of its output tile, float32 or
+// bfloat16, with bias and activation; the invalid columns get 0.
+void write_output_row(const MatmulPlan& p, std::byte* tile, int64_t r, const float* crow, int64_t nt, int64_t cols) {
+  if (p.out->dtype() == DataType::FLOAT32) {
+    epilogue_tile_row(p, crow, nt, cols, reinterpret_cast<float*>(tile) + tile_element_index(r, 0));
+    return;
+  }
+  alignas(64) float row[32];
+  epilogue_run(p, crow, nt * 32, cols, row);
+  for (int64_t col = cols; col < 32; ++col) row[col] = 0.0f;
+  for (int64_t half = 0; half < 2; ++half) {
+    uint16_t* d = reinterpret_cast<uint16_t*>(tile) + tile_element_index(r, 16 * half);
+    for (int i = 0; i < 16; ++i) d[i] = float_to_bfloat16(row[16 * half + i]);
+  }
+}
+
+// The output tile that row `row` of a group (its batches' rows one after another) falls in, at
+// tile column nt.
+std::byte* output_tile(const MatmulPlan& p, int64_t group, int64_t row, int64_t nt) {
+  const int64_t batches_in_group = p.rows_per_group / p.m, out_batch = group * batches_in_group + row / p.m;
+  const int64_t tile = (out_batch * p.out_mt + row % p.m / 32) * (p.np / 32) + nt;
+  return p.out->data<std::byte>() + static_cast<size_t>(tile) * tile_bytes(p.out->dtype());
+}
+
 // epilogue() for rows_only: each valid row's 32 values go straight to its two face rows.
 void epilogue_rows(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_end) {
-  const bool f32 = p.out->dtype() == DataType::FLOAT32;
-  const int64_t out_nt = p.np / 32;
-  const int64_t batches_in_group = p.rows_per_group / p.m;
-  const size_t bytes = tile_bytes(p.out->dtype());
-  for (int64_t bi = 0; bi < batches_in_group; ++bi) {
-    const int64_t out_batch = group * batches_in_group + bi;
-    const float* c = p.c_rows + (group * p.rows_per_group + bi * p.m) * p.np;
-    for (int64_t mt = 0; mt < p.out_mt; ++mt)
-      for (int64_t nt = nt_begin; nt < nt_end; ++nt) {
-        const int64_t rows = std::min<int64_t>(32, p.m - mt * 32), cols = std::min<int64_t>(32, p.n - nt * 32);
-        std::byte* tile =
-            p.out->data<std::byte>() + static_cast<size_t>((out_batch * p.out_mt + mt) * out_nt + nt) * bytes;
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* crow = c + (mt * 32 + r) * p.np + nt * 32;
-          if (f32) {
-            epilogue_tile_row(p, crow, nt, cols, reinterpret_cast<float*>(tile) + tile_element_index(r, 0));
-            continue;
-          }
-          alignas(64) float row[32];
-          epilogue_run(p, crow, nt * 32, cols, row);
-          for (int64_t col = cols; col < 32; ++col) row[col] = 0.0f;
-          for (int64_t half = 0; half < 2; ++half) {
-            uint16_t* d = reinterpret_cast<uint16_t*>(tile) + tile_element_index(r, 16 * half);
-            for (int i = 0; i < 16; ++i) d[i] = float_to_bfloat16(row[16 * half + i]);
-          }
-        }
-      }
-  }
+  const float* c = p.c_rows + group * p.rows_per_group * p.np;
+  for (int64_t nt = nt_begin; nt < nt_end; ++nt)
+    for (int64_t row = 0; row < p.rows_per_group; ++row)
+      write_output_row(p, output_tile(p, group, row, nt), row % p.m % 32, c + row * p.np + nt * 32, nt,
+                       std::min<int64_t>(32, p.n - nt * 32));
+}
+
+// The blocked kernels' kernels::CRowsDone, for float32 and bfloat16 output: rows [row, row + rows)
+// of one group at tile column nt, their values at c (row stride ldc), into the output.
+void epilogue_panel(const MatmulPlan& p, int64_t group, const float* c, int64_t ldc, int64_t row, int rows,
+                    int64_t nt) {
+  const int64_t cols = std::min<int64_t>(32, p.n - nt * 32);
+  for (int64_t i = 0; i < rows; ++i)
+    write_output_row(p, output_tile(p, group, row + i, nt), (row + i) % p.m % 32, c + i * ldc, nt, cols);
+}
+
+// Zeros in the padding rows of each batch's last output tile row (rows m .. its end), at tile
+// columns [nt_begin, nt_end): what epilogue_panel leaves, which writes only the valid rows.
+void zero_padding_rows(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_end) {
+  if (p.m % 32 == 0) return;
+  const size_t value_bytes = p.out->dtype() == DataType::FLOAT32 ? sizeof(float) : sizeof(uint16_t);
+  for (int64_t last = p.m - 1; last < p.rows_per_group; last += p.m)
+    for (int64_t nt = nt_begin; nt < nt_end; ++nt) {
+      std::byte* tile = output_tile(p, group, last, nt);
+      for (int64_t r = p.m % 32; r < 32; ++r)
+        for (int64_t half = 0; half < 2; ++half)
+          std::memset(tile + static_cast<size_t>(tile_element_index(r, 16 * half)) * value_bytes, 0, 16 * value_bytes);
+    }
 }
 
 // Bias, activation and encoding of output tiles (mt over all output batches' tile rows) for the
@@ -202,7 +230,7 @@ void epilogue_rows(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t
 // go through one tile of floats in face order.
 void epilogue(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_end) {
   const DataType dtype = p.out->dtype();
-  if (p.rows_only && (dtype == DataType::FLOAT32 || dtype == DataType::BFLOAT16)) {
+  if (p.rows_only && rows_encode_alone(dtype)) {
     epilogue_rows(p, group, nt_begin, nt_end);
     return;
   }
@@ -425,12 +453,31 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
                                    b.dtype(), b_window ? p.kp / 32 : b.padded_shape()[-2] / 32, b_tile_cols};
       float* c = p.c_rows + g * p.rows_per_group * p.np;
       const float* a_rows = p.a_rows ? p.a_rows + g * p.rows_per_group * p.kp : nullptr;
-      // On the blocked paths with one block of rows, each C block (the kernels' tile columns per
-      // block) goes through the epilogue while it is still in L2, not after all of this item's
-      // columns: +1-4% on 128-row bf16 products (docs/performance.md). With more row blocks the
-      // kernels' own loop order (A's blocks outermost) is kept, so that B is not decoded once per
-      // C block; the small-M paths' C is a few rows, nothing to gain.
       const bool blocked = p.bf16 || p.a_packed != nullptr;
+      // On the blocked paths, float32 and bfloat16 output is written a micro-kernel call's rows at
+      // a time, as soon as they are final (kernels::CRowsDone): the stores drain behind the next
+      // products instead of making a pass of their own after them, +0.5-2% against an epilogue
+      // per C block (docs/performance.md, session 44).
+      if (blocked && rows_encode_alone(p.out->dtype())) {
+        auto write_rows = [&](const float* rows_c, int64_t ldc, int64_t row, int rows, int64_t nt) {
+          epilogue_panel(p, g, rows_c, ldc, row, rows, nt);
+        };
+        const kernels::CRowsDone rows_done(write_rows);
+        if (p.bf16)
+          kernels::gemm_tile_b_bf16(*p.ks, p.rows_per_group, a_rows, p.kp, p.a_pairs + g * p.rows_per_group * p.kp / 2,
+                                    bm, nt_begin, nt_end, c, p.np, &rows_done);
+        else
+          kernels::gemm_tile_b(*p.ks, p.rows_per_group, a_rows, p.kp, p.a_packed + g * p.rows_per_group * p.kp, bm,
+                               transpose_b, nt_begin, nt_end, c, p.np, &rows_done);
+        if (!p.rows_only) zero_padding_rows(p, g, nt_begin, nt_end);
+        continue;
+      }
+      // Block-float output, a whole tile at a time: with one block of rows, each C block (the
+      // kernels' tile columns per block) goes through the epilogue while it is still in L2, not
+      // after all of this item's columns (+1-4% on 128-row bf16 products, docs/performance.md,
+      // session 25). With more row blocks the kernels' own loop order (A's blocks outermost) is
+      // kept, so that A is not read from memory once per C block; the small-M paths' C is a few
+      // rows, nothing to gain.
       const int64_t step = blocked && kernels::gemm_row_blocks(p.rows_per_group) == 1 ? kernels::gemm_c_block_tiles()
                                                                                      : nt_end;
       for (int64_t s = nt_begin; s < nt_end; s += step) {

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "meshnn/core/cpu_features.hpp"
+#include "meshnn/core/function_ref.hpp"
 #include "meshnn/core/types.hpp"
 
 namespace meshnn::kernels {
@@ -175,14 +176,24 @@ float block_float_scale(int exponent, int mantissa_bits);
 // 256-entry tables (index: shared exponent byte) for W = 7 and W = 3.
 const float* block_float_scale_table(DataType dtype);
 
+// C's rows [row, row + rows) of tile column nt are final: their 32 values each at c, row stride
+// ldc (in C, or in the block of C the blocked loop accumulates elsewhere, which is copied into C
+// later). Heard as soon as the micro-kernel call that adds their last K block returns, the values
+// still in L1: an epilogue that writes them out then has its stores drain behind the next
+// products, where a pass after the kernels wrote the output with nothing to hide it behind.
+using CRowsDone = FunctionRef<void(const float* c, int64_t ldc, int64_t row, int rows, int64_t nt)>;
+
 // C = A * B for the tile columns [nt_begin, nt_end) of B (C and A as in small_m: A row-major
 // [m][Kp] with zeros beyond K, C row-major with stride ldc, written in full for those columns).
 // B may be stored transposed (`b_transposed`: the tiles hold B^T, i.e. tile_rows counts N).
 // Chooses the small-M path or runs the micro-kernel over decoded B panels with A packed into
 // micro-panels: by the caller (packed_a from gemm_pack_a_piece, shared by threads that split N)
 // or, when packed_a is nullptr, by this call into a per-thread buffer.
+// rows_done, where given, hears of every row of every tile column of the call once, as soon as
+// those values of C are final (see CRowsDone).
 void gemm_tile_b(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const float* packed_a,
-                 const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc);
+                 const TileMatrix& b, bool b_transposed, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc,
+                 const CRowsDone* rows_done = nullptr);
 
 // Whether gemm_tile_b uses packed A for this M (else it reads A's rows directly).
 bool gemm_packs_a(const KernelSet& ks, int64_t m, bool b_transposed);
@@ -199,7 +210,8 @@ void gemm_pack_a_piece(const KernelSet& ks, int64_t m, const float* a, int64_t l
 // (from gemm_pack_a_piece_bf16) or nullptr.
 // Requires ks.bf16_micro_kernel.
 void gemm_tile_b_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, const uint32_t* packed_a,
-                      const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc);
+                      const TileMatrix& b, int64_t nt_begin, int64_t nt_end, float* c, int64_t ldc,
+                      const CRowsDone* rows_done = nullptr);
 void gemm_pack_a_piece_bf16(const KernelSet& ks, int64_t m, const float* a, int64_t lda, int64_t kp, int64_t piece,
                             uint32_t* packed);
 // The same piece packed straight from bfloat16 tiles, without A's rows in float32 first: row i's
