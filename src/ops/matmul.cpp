@@ -165,8 +165,8 @@ void epilogue_tile_row(const MatmulPlan& p, const float* crow, int64_t nt, int64
   for (int64_t col = cols; col < 32; ++col) face_row[col < 16 ? col : col + 240] = 0.0f;
 }
 
-// Whether the output's rows can be written one at a time: float32 and bfloat16 (a block-float
-// face row shares its exponent with 15 others, so those go a whole tile at a time).
+// Whether the output's rows are written one at a time (write_output_row): float32 and bfloat16.
+// Block-float tiles are encoded whole (encode_storage), a tile of floats at a time.
 bool rows_encode_alone(DataType dtype) { return dtype == DataType::FLOAT32 || dtype == DataType::BFLOAT16; }
 
 // One row's 32 values of tile column nt (cols valid) into row r of its output tile, float32 or
