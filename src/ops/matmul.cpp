@@ -196,10 +196,15 @@ std::byte* output_tile(const MatmulPlan& p, int64_t group, int64_t row, int64_t 
 // epilogue() for rows_only: each valid row's 32 values go straight to its two face rows.
 void epilogue_rows(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_end) {
   const float* c = p.c_rows + group * p.rows_per_group * p.np;
-  for (int64_t nt = nt_begin; nt < nt_end; ++nt)
-    for (int64_t row = 0; row < p.rows_per_group; ++row)
-      write_output_row(p, output_tile(p, group, row, nt), row % p.m % 32, c + row * p.np + nt * 32, nt,
-                       std::min<int64_t>(32, p.n - nt * 32));
+  // Tile by tile: each batch's tile rows, each tile column, the tile's rows.
+  for (int64_t first = 0; first < p.rows_per_group;) {
+    const int64_t end = std::min(first - first % p.m + p.m, first - first % p.m % 32 + 32);
+    for (int64_t nt = nt_begin; nt < nt_end; ++nt)
+      for (int64_t row = first; row < end; ++row)
+        write_output_row(p, output_tile(p, group, row, nt), row % p.m % 32, c + row * p.np + nt * 32, nt,
+                         std::min<int64_t>(32, p.n - nt * 32));
+    first = end;
+  }
 }
 
 // The blocked kernels' kernels::CRowsDone, for float32 and bfloat16 output: rows [row, row + rows)
