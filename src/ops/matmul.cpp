@@ -193,18 +193,30 @@ std::byte* output_tile(const MatmulPlan& p, int64_t group, int64_t row, int64_t 
   return p.out->data<std::byte>() + static_cast<size_t>(tile) * tile_bytes(p.out->dtype());
 }
 
-// epilogue() for rows_only: each valid row's 32 values go straight to its two face rows.
-void epilogue_rows(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_end) {
-  const float* c = p.c_rows + group * p.rows_per_group * p.np;
-  // Tile by tile: each batch's tile rows, each tile column, the tile's rows.
-  for (int64_t first = 0; first < p.rows_per_group;) {
-    const int64_t end = std::min(first - first % p.m + p.m, first - first % p.m % 32 + 32);
-    for (int64_t nt = nt_begin; nt < nt_end; ++nt)
-      for (int64_t row = first; row < end; ++row)
-        write_output_row(p, output_tile(p, group, row, nt), row % p.m % 32, c + row * p.np + nt * 32, nt,
-                         std::min<int64_t>(32, p.n - nt * 32));
+// fn(first, end, tiles) for each run [first, end) of the rows [r0, r1) of a group that fall in one
+// output tile row (one batch's 32-row stretch); tiles is that tile row's tile column 0, and row
+// `first` is row first % m % 32 of its tiles. The tile is found once per run, not per row.
+template <class F>
+void for_each_tile_row_run(const MatmulPlan& p, int64_t group, int64_t r0, int64_t r1, F&& fn) {
+  for (int64_t first = r0; first < r1;) {
+    const int64_t in_batch = first % p.m;
+    const int64_t end = std::min({r1, first - in_batch + p.m, first - in_batch % 32 + 32});
+    fn(first, end, output_tile(p, group, first, 0));
     first = end;
   }
+}
+
+// epilogue() for rows_only: each valid row's 32 values go straight to its two face rows, tile by
+// tile (each batch's tile rows, each tile column, the tile's rows).
+void epilogue_rows(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t nt_end) {
+  const float* c = p.c_rows + group * p.rows_per_group * p.np;
+  const size_t bytes = tile_bytes(p.out->dtype());
+  for_each_tile_row_run(p, group, 0, p.rows_per_group, [&](int64_t first, int64_t end, std::byte* tiles) {
+    for (int64_t nt = nt_begin; nt < nt_end; ++nt)
+      for (int64_t row = first; row < end; ++row)
+        write_output_row(p, tiles + nt * bytes, first % p.m % 32 + (row - first), c + row * p.np + nt * 32, nt,
+                         std::min<int64_t>(32, p.n - nt * 32));
+  });
 }
 
 // The blocked kernels' kernels::CRowsDone, for float32 and bfloat16 output: rows [row, row + rows)
@@ -212,8 +224,11 @@ void epilogue_rows(const MatmulPlan& p, int64_t group, int64_t nt_begin, int64_t
 void epilogue_panel(const MatmulPlan& p, int64_t group, const float* c, int64_t ldc, int64_t row, int rows,
                     int64_t nt) {
   const int64_t cols = std::min<int64_t>(32, p.n - nt * 32);
-  for (int64_t i = 0; i < rows; ++i)
-    write_output_row(p, output_tile(p, group, row + i, nt), (row + i) % p.m % 32, c + i * ldc, nt, cols);
+  const size_t bytes = tile_bytes(p.out->dtype());
+  for_each_tile_row_run(p, group, row, row + rows, [&](int64_t first, int64_t end, std::byte* tiles) {
+    for (int64_t r = first; r < end; ++r)
+      write_output_row(p, tiles + nt * bytes, first % p.m % 32 + (r - first), c + (r - row) * ldc, nt, cols);
+  });
 }
 
 // Zeros in the padding rows of each batch's last output tile row (rows m .. its end), at tile
@@ -463,41 +478,34 @@ void run_matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpo
       // a time, as soon as they are final (kernels::CRowsDone): the stores drain behind the next
       // products instead of making a pass of their own after them, +0.5-2% against an epilogue
       // per C block (docs/performance.md, session 44).
-      if (blocked && rows_encode_alone(p.out->dtype())) {
-        auto write_rows = [&](const float* rows_c, int64_t ldc, int64_t row, int rows, int64_t nt) {
-          epilogue_panel(p, g, rows_c, ldc, row, rows, nt);
-        };
-        const kernels::CRowsDone rows_done(write_rows);
-        if (p.bf16)
-          kernels::gemm_tile_b_bf16(*p.ks, p.rows_per_group, a_rows, p.kp, p.a_pairs + g * p.rows_per_group * p.kp / 2,
-                                    bm, nt_begin, nt_end, c, p.np, &rows_done);
-        else
-          kernels::gemm_tile_b(*p.ks, p.rows_per_group, a_rows, p.kp, p.a_packed + g * p.rows_per_group * p.kp, bm,
-                               transpose_b, nt_begin, nt_end, c, p.np, &rows_done);
-        if (!p.rows_only) zero_padding_rows(p, g, nt_begin, nt_end);
-        continue;
-      }
-      // Block-float output, a whole tile at a time: with one block of rows, each C block (the
-      // kernels' tile columns per block) goes through the epilogue while it is still in L2, not
-      // after all of this item's columns (+1-4% on 128-row bf16 products, docs/performance.md,
-      // session 25). With more row blocks the kernels' own loop order (A's blocks outermost) is
-      // kept, so that A is not read from memory once per C block; the small-M paths' C is a few
-      // rows, nothing to gain.
-      const int64_t step = blocked && kernels::gemm_row_blocks(p.rows_per_group) == 1 ? kernels::gemm_c_block_tiles()
-                                                                                     : nt_end;
+      const bool rows_as_final = blocked && rows_encode_alone(p.out->dtype());
+      auto write_rows = [&](const float* rows_c, int64_t ldc, int64_t row, int rows, int64_t nt) {
+        epilogue_panel(p, g, rows_c, ldc, row, rows, nt);
+      };
+      const kernels::CRowsDone write_rows_ref(write_rows);
+      const kernels::CRowsDone* rows_done = rows_as_final ? &write_rows_ref : nullptr;
+      // Otherwise (block-float output, a whole tile at a time), with one block of rows, each C
+      // block (the kernels' tile columns per block) goes through the epilogue while it is still in
+      // L2, not after all of this item's columns (+1-4% on 128-row bf16 products,
+      // docs/performance.md, session 25). With more row blocks the kernels' own loop order (A's
+      // blocks outermost) is kept, so that A is not read from memory once per C block; the small-M
+      // paths' C is a few rows, nothing to gain.
+      const bool per_c_block = blocked && !rows_as_final && kernels::gemm_row_blocks(p.rows_per_group) == 1;
+      const int64_t step = per_c_block ? kernels::gemm_c_block_tiles() : nt_end;
       for (int64_t s = nt_begin; s < nt_end; s += step) {
         const int64_t e = std::min(nt_end, s + step);
         if (p.small_m_bf16)
           p.ks->small_m_bf16(static_cast<int>(p.rows_per_group), a_rows, p.kp, bm, s, e, c, p.np);
         else if (p.bf16)
           kernels::gemm_tile_b_bf16(*p.ks, p.rows_per_group, a_rows, p.kp,
-                                    p.a_pairs + g * p.rows_per_group * p.kp / 2, bm, s, e, c, p.np);
+                                    p.a_pairs + g * p.rows_per_group * p.kp / 2, bm, s, e, c, p.np, rows_done);
         else
           kernels::gemm_tile_b(*p.ks, p.rows_per_group, a_rows, p.kp,
                                p.a_packed ? p.a_packed + g * p.rows_per_group * p.kp : nullptr, bm, transpose_b, s, e,
-                               c, p.np);
-        epilogue(p, g, s, e);
+                               c, p.np, rows_done);
+        if (!rows_as_final) epilogue(p, g, s, e);
       }
+      if (rows_as_final && !p.rows_only) zero_padding_rows(p, g, nt_begin, nt_end);
     }
   };
   run(items, flops, work);
