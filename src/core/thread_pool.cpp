@@ -22,7 +22,7 @@ void pin_current_thread(int cpu) {
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads, std::vector<int> cpu_ids, std::chrono::microseconds spin)
-    : num_threads_(num_threads), spin_(spin) {
+    : num_threads_(num_threads), cpu_ids_(cpu_ids), spin_(spin) {
   MESHNN_CHECK(num_threads >= 1, "a thread pool needs at least one thread, got {}", num_threads);
   MESHNN_CHECK(cpu_ids.empty() || static_cast<int>(cpu_ids.size()) == num_threads,
                "thread pool of {} threads given {} cpu ids", num_threads, cpu_ids.size());
@@ -96,11 +96,32 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
+void ThreadPool::leave_workers_cores() const {
+  const int cpu = sched_getcpu();
+  bool on_a_worker_core = false;
+  for (size_t i = 1; i < cpu_ids_.size(); ++i) on_a_worker_core = on_a_worker_core || cpu_ids_[i] == cpu;
+  if (!on_a_worker_core) return;
+  // Allowed worker 0's core alone, the thread moves there before the call returns; its own cpu set
+  // back, it stays there until the scheduler has a reason to move it.
+  cpu_set_t own, first;
+  if (pthread_getaffinity_np(pthread_self(), sizeof own, &own) != 0) return;
+  CPU_ZERO(&first);
+  CPU_SET(cpu_ids_[0], &first);
+  if (pthread_setaffinity_np(pthread_self(), sizeof first, &first) == 0)
+    pthread_setaffinity_np(pthread_self(), sizeof own, &own);
+}
+
 void ThreadPool::run_on_all(FunctionRef<void(int)> fn) {
   if (num_threads_ == 1) {
     fn(0);
     return;
   }
+  // The calling thread is worker 0 but not pinned (it keeps the rank's whole core set). Left on the
+  // core of a pinned worker, the two would share that core for the whole job while worker 0's own
+  // core idled: the scheduler moves a running thread only after milliseconds, and a 128-row
+  // prefill product on 2 threads ran at the 1-thread rate in a third of the kernel bench's rounds
+  // (docs/performance.md, session 45). A check of the current cpu costs nanoseconds.
+  leave_workers_cores();
   {
     std::lock_guard lock(mutex_);
     job_ = &fn;

@@ -1,11 +1,14 @@
 // The rank's worker threads: every index visited once, ranges contiguous, errors propagated;
 // with workers that poll between jobs (the Runtime's) as with workers that sleep at once.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "meshnn/core/error.hpp"
 #include "meshnn/core/thread_pool.hpp"
@@ -63,6 +66,40 @@ TEST_P(ThreadPoolSpin, JobsAfterShortAndLongGapsAndDestructionInEitherState) {
     }
     EXPECT_EQ(total, 200 * 1 + 2 * (199 * 200 / 2)) << "gap " << gap_us << " us";
   }
+}
+
+// The calling thread is worker 0 but keeps its whole cpu set; found on the core of a pinned worker
+// when a job starts, it moves to worker 0's core rather than share one core with that worker for
+// the whole job. The test starts the caller on worker 1's core and asks, inside the job, where it
+// runs. Its cpu set is what it was before, so the scheduler may move it again before it asks (on a
+// machine busy with other tests): most rounds, not all, must find it on worker 0's core. Without
+// the move, the caller stays where it started in practically every round.
+TEST(ThreadPool, CallerOnAPinnedWorkersCoreMovesToWorkerZerosCore) {
+  cpu_set_t own;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof own, &own), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu)
+    if (CPU_ISSET(cpu, &own)) cpus.push_back(cpu);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two cpus to run on";
+  ThreadPool pool(2, cpus, std::chrono::microseconds{0});
+  constexpr int kRounds = 10;
+  int moved = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    cpu_set_t worker_core;
+    CPU_ZERO(&worker_core);
+    CPU_SET(cpus[1], &worker_core);
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof worker_core, &worker_core), 0);
+    ASSERT_EQ(sched_getcpu(), cpus[1]);
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof own, &own), 0);
+    int caller_cpu = -1, worker_cpu = -1;
+    pool.run_on_all([&](int t) { (t == 0 ? caller_cpu : worker_cpu) = sched_getcpu(); });
+    moved += caller_cpu == cpus[0] ? 1 : 0;
+    EXPECT_EQ(worker_cpu, cpus[1]) << "round " << round;
+    cpu_set_t after;
+    ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
+    EXPECT_TRUE(CPU_EQUAL(&after, &own)) << "the caller's cpu set must be as it was";
+  }
+  EXPECT_GE(moved, kRounds * 7 / 10) << "rounds whose job found the caller on worker 0's core, of " << kRounds;
 }
 
 INSTANTIATE_TEST_SUITE_P(Waits, ThreadPoolSpin, ::testing::Values(0, 200),

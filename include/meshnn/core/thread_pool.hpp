@@ -50,7 +50,11 @@ class ThreadPool {
   template <class Done>
   bool spin_until(Done done) const;
 
+  // Moves the calling thread off a core that another worker is pinned to (see run_on_all).
+  void leave_workers_cores() const;
+
   int num_threads_;
+  std::vector<int> cpu_ids_;
   std::chrono::microseconds spin_;
   std::vector<std::thread> workers_;
   // generation_ and pending_ are read without the mutex by polling threads and written under it,
