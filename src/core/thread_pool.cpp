@@ -117,9 +117,9 @@ void ThreadPool::run_on_all(FunctionRef<void(int)> fn) {
     return;
   }
   // The calling thread is worker 0 but not pinned (it keeps the rank's whole core set). Left on the
-  // core of a pinned worker, the two would share that core for the whole job while worker 0's own
-  // core idled: the scheduler moves a running thread only after milliseconds, and a 128-row
-  // prefill product on 2 threads ran at the 1-thread rate in a third of the kernel bench's rounds
+  // core of a pinned worker, the two can share that core for the whole job while worker 0's own
+  // core idles: the scheduler did not move the caller within a product, and a 128-row prefill
+  // product on 2 threads ran at the 1-thread rate in a third of the kernel bench's rounds
   // (docs/performance.md, session 45). A check of the current cpu costs nanoseconds.
   leave_workers_cores();
   {
