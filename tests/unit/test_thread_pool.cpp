@@ -1,5 +1,6 @@
 // The rank's worker threads: every index visited once, ranges contiguous, errors propagated;
-// with workers that poll between jobs (the Runtime's) as with workers that sleep at once.
+// with workers that poll between jobs (the Runtime's) as with workers that sleep at once; and the
+// calling thread moved off a pinned worker's core before a job.
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>

@@ -22,6 +22,8 @@ inline constexpr std::chrono::microseconds kWorkerPollTime{200};
 class ThreadPool {
  public:
   // num_threads >= 1. cpu_ids (optional, size num_threads): the OS cpu each worker is pinned to.
+  // The calling thread, worker 0, is not pinned; a job that finds it on another worker's cpu moves
+  // it to cpu_ids[0] first, and leaves its cpu set as it was.
   // spin: how long a worker waiting for the next job, and the caller waiting for the workers to
   // finish, poll before they sleep on a condition variable. Waking a sleeping thread took 40-80 us
   // on the 2-core VM (docs/performance.md), more than many decode-step ops take; polling costs a
