@@ -101,14 +101,12 @@ void ThreadPool::leave_workers_cores() const {
   bool on_a_worker_core = false;
   for (size_t i = 1; i < cpu_ids_.size(); ++i) on_a_worker_core = on_a_worker_core || cpu_ids_[i] == cpu;
   if (!on_a_worker_core) return;
-  // Allowed worker 0's core alone, the thread moves there before the call returns; its own cpu set
+  // Pinned to worker 0's core, the thread moves there before the call returns; its own cpu set
   // back, it stays there until the scheduler has a reason to move it.
-  cpu_set_t own, first;
+  cpu_set_t own;
   if (pthread_getaffinity_np(pthread_self(), sizeof own, &own) != 0) return;
-  CPU_ZERO(&first);
-  CPU_SET(cpu_ids_[0], &first);
-  if (pthread_setaffinity_np(pthread_self(), sizeof first, &first) == 0)
-    pthread_setaffinity_np(pthread_self(), sizeof own, &own);
+  pin_current_thread(cpu_ids_[0]);
+  pthread_setaffinity_np(pthread_self(), sizeof own, &own);
 }
 
 void ThreadPool::run_on_all(FunctionRef<void(int)> fn) {
