@@ -1,20 +1,33 @@
 // The kernel sets, by instruction set (which one runs is core/cpu_features' choice).
-#include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <string_view>
+#include <cstdio>
 
 #include "meshnn/kernels/matmul_kernels.hpp"
 
 namespace meshnn::kernels {
 
+const KernelSet& kernel_set_if_exact(const KernelSet& candidate, const KernelSet& fallback) {
+  if (bf16_micro_kernel_exact(candidate)) return candidate;
+  std::fprintf(stderr,
+               "meshnn: warning: the %s micro-kernel gave wrong results in its self-check on this CPU; bfloat16 "
+               "matmuls take %s instead (setting MESHNN_KERNELS to it silences this)\n",
+               candidate.bf16_path, fallback.bf16_path);
+  return fallback;
+}
+
+namespace {
+
+const KernelSet& checked_amx_bf16_kernel_set() {
+  static const KernelSet& set = kernel_set_if_exact(amx_bf16_kernel_set(), avx512_bf16_kernel_set());
+  return set;
+}
+
+}  // namespace
 
 const KernelSet& kernel_set(Isa isa) {
   switch (isa) {
     case Isa::AMX_BF16:
-      return amx_bf16_kernel_set();
+      return checked_amx_bf16_kernel_set();
     case Isa::AVX512_BF16:
       return avx512_bf16_kernel_set();
     case Isa::AVX512:

@@ -27,6 +27,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "meshnn/core/thread_pool.hpp"
@@ -554,6 +555,70 @@ TEST(Bf16Matmul, PackerOfAPanelsGivesThePortablePairs) {
 TEST(Bf16Matmul, AmxHardwareAndEmulationGiveTheSameBits) {
   if (!hardware_has_amx()) GTEST_SKIP() << "this CPU (or its OS) offers no AMX-BF16; the emulation's rules are tested above";
   expect_hardware_bits(kAmxBf16, kAmxEmulated);
+}
+
+// The check that the AMX set passes on a CPU before kernel_set hands it out.
+TEST(Bf16SelfCheck, AcceptsEveryCorrectKernel) {
+  EXPECT_TRUE(kernels::bf16_micro_kernel_exact(kernels::emulated_bf16_kernel_set()));
+  EXPECT_TRUE(kernels::bf16_micro_kernel_exact(kernels::emulated_amx_kernel_set()));
+  if (hardware_has_bf16()) {
+    EXPECT_TRUE(kernels::bf16_micro_kernel_exact(kernels::avx512_bf16_kernel_set()));
+  }
+  if (hardware_has_amx()) {
+    EXPECT_TRUE(kernels::bf16_micro_kernel_exact(kernels::amx_bf16_kernel_set()));
+  }
+}
+
+// Faults a tile kernel could have on real hardware, made from the emulated one.
+void amx_emulated(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+  kernels::emulated_amx_kernel_set().bf16_micro_kernel(mr, kc, a, b, c, ldc, accumulate);
+}
+void second_tile_row_lost(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool acc) {
+  amx_emulated(std::min(mr, 16), kc, a, b, c, ldc, acc);
+}
+void c_never_loaded(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool) {
+  amx_emulated(mr, kc, a, b, c, ldc, false);
+}
+void one_k_step_only(int mr, int64_t, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool acc) {
+  amx_emulated(mr, 32, a, b, c, ldc, acc);
+}
+void last_value_off(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool acc) {
+  amx_emulated(mr, kc, a, b, c, ldc, acc);
+  c[(mr - 1) * ldc + 31] += 1.0f;
+}
+void writes_past_column_31(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool acc) {
+  amx_emulated(mr, kc, a, b, c, ldc, acc);
+  c[32] = 0.0f;
+}
+
+TEST(Bf16SelfCheck, RejectsKernelsWithTileFaults) {
+  using Kernel = decltype(kernels::KernelSet::bf16_micro_kernel);
+  const std::pair<const char*, Kernel> faults[] = {{"second tile row lost", second_tile_row_lost},
+                                                    {"C never loaded", c_never_loaded},
+                                                    {"one K step only", one_k_step_only},
+                                                    {"last value off by one", last_value_off},
+                                                    {"writes past column 31", writes_past_column_31}};
+  kernels::KernelSet faulty = kernels::emulated_amx_kernel_set();
+  faulty.bf16_micro_kernel = amx_emulated;
+  ASSERT_TRUE(kernels::bf16_micro_kernel_exact(faulty));  // the wrapper itself is sound
+  for (const auto& [name, kernel] : faults) {
+    faulty.bf16_micro_kernel = kernel;
+    EXPECT_FALSE(kernels::bf16_micro_kernel_exact(faulty)) << name;
+  }
+}
+
+TEST(Bf16SelfCheck, AFailingSetIsReplacedWithAWarning) {
+  const kernels::KernelSet& fallback = kernels::emulated_bf16_kernel_set();
+  kernels::KernelSet faulty = kernels::emulated_amx_kernel_set();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(&kernels::kernel_set_if_exact(faulty, fallback), &faulty);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  faulty.bf16_micro_kernel = second_tile_row_lost;
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(&kernels::kernel_set_if_exact(faulty, fallback), &fallback);
+  const std::string warning = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(warning.find("amx-emulated micro-kernel gave wrong results"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("take bf16-emulated instead"), std::string::npos) << warning;
 }
 
 TEST(Bf16Matmul, PathChoice) {

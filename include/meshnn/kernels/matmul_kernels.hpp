@@ -151,7 +151,20 @@ float dpbf16_lane(float acc, uint32_t a_pair, uint32_t b_pair);
 // operands and C) count as zero and denormal results are flushed, as in dpbf16_lane.
 void tdpbf16ps_row(float* c, int n_cols, const uint32_t* a_row, int k_pairs, const uint32_t* b, int64_t b_stride);
 
+// The set for isa. For AMX_BF16 that is amx_bf16_kernel_set() once its micro-kernel has passed
+// bf16_micro_kernel_exact on this CPU (checked once per process); if it fails, a warning goes to
+// stderr and avx512-bf16's set serves instead, so a tile path that misbehaves on some CPU costs
+// speed, not wrong results. (The AMX path is otherwise tested against its emulation, which follows
+// the SDM's pseudo-code; this check holds on real tiles whatever order they add in.)
 const KernelSet& kernel_set(Isa isa);
+// Whether set's bf16_micro_kernel gives exact results on this CPU at each tile shape, both
+// accumulate modes and K blocks of 32 and 96 values: small integer operands (exact in bfloat16,
+// every sum exact in float32 in any order), compared bit for bit with integer arithmetic, and C's
+// neighbouring row and columns checked untouched (kernels/bf16_self_check.cpp).
+bool bf16_micro_kernel_exact(const KernelSet& set);
+// candidate if it passes bf16_micro_kernel_exact, else fallback, with a warning on stderr that
+// names both paths (how kernel_set treats the AMX set).
+const KernelSet& kernel_set_if_exact(const KernelSet& candidate, const KernelSet& fallback);
 
 // Per-ISA tables (defined in the matching source files).
 const KernelSet& portable_kernel_set();
