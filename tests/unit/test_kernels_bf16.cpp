@@ -570,24 +570,24 @@ TEST(Bf16SelfCheck, AcceptsEveryCorrectKernel) {
 }
 
 // Faults a tile kernel could have on real hardware, made from the emulated one.
-void amx_emulated(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
+void emulated_amx_kernel(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool accumulate) {
   kernels::emulated_amx_kernel_set().bf16_micro_kernel(mr, kc, a, b, c, ldc, accumulate);
 }
 void second_tile_row_lost(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool acc) {
-  amx_emulated(std::min(mr, 16), kc, a, b, c, ldc, acc);
+  emulated_amx_kernel(std::min(mr, 16), kc, a, b, c, ldc, acc);
 }
 void c_never_loaded(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool) {
-  amx_emulated(mr, kc, a, b, c, ldc, false);
+  emulated_amx_kernel(mr, kc, a, b, c, ldc, false);
 }
 void one_k_step_only(int mr, int64_t, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool acc) {
-  amx_emulated(mr, 32, a, b, c, ldc, acc);
+  emulated_amx_kernel(mr, 32, a, b, c, ldc, acc);
 }
 void last_value_off(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool acc) {
-  amx_emulated(mr, kc, a, b, c, ldc, acc);
+  emulated_amx_kernel(mr, kc, a, b, c, ldc, acc);
   c[(mr - 1) * ldc + 31] += 1.0f;
 }
 void writes_past_column_31(int mr, int64_t kc, const uint32_t* a, const uint32_t* b, float* c, int64_t ldc, bool acc) {
-  amx_emulated(mr, kc, a, b, c, ldc, acc);
+  emulated_amx_kernel(mr, kc, a, b, c, ldc, acc);
   c[32] = 0.0f;
 }
 
@@ -599,7 +599,7 @@ TEST(Bf16SelfCheck, RejectsKernelsWithTileFaults) {
                                                     {"last value off by one", last_value_off},
                                                     {"writes past column 31", writes_past_column_31}};
   kernels::KernelSet faulty = kernels::emulated_amx_kernel_set();
-  faulty.bf16_micro_kernel = amx_emulated;
+  faulty.bf16_micro_kernel = emulated_amx_kernel;
   ASSERT_TRUE(kernels::bf16_micro_kernel_exact(faulty));  // the wrapper itself is sound
   for (const auto& [name, kernel] : faults) {
     faulty.bf16_micro_kernel = kernel;
