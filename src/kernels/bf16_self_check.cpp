@@ -6,10 +6,11 @@
 // not depend on rounding rules that only the hardware itself can confirm.
 #include <cmath>
 #include <cstdint>
-#include <cstring>
+#include <random>
 #include <vector>
 
 #include "meshnn/kernels/matmul_kernels.hpp"
+#include "meshnn/tensor/bfloat16.hpp"
 
 namespace meshnn::kernels {
 
@@ -19,21 +20,13 @@ constexpr int kCols = 32;        // a micro-kernel's C: mr rows by 32 columns
 constexpr int64_t kLdc = 40;     // C's row stride: columns 32-39 are guards the kernel must not touch
 constexpr float kGuard = -7777.0f;
 
-// bfloat16 of a small integer: float32's top half is exact for |v| <= 256.
-uint16_t bf16_of(int v) {
-  const float f = static_cast<float>(v);
-  uint32_t bits = 0;
-  std::memcpy(&bits, &f, sizeof bits);
-  return static_cast<uint16_t>(bits >> 16);
-}
+// bfloat16 of a small integer (exact: |v| <= 256 needs 8 significant bits).
+uint16_t bf16_of(int v) { return float_to_bfloat16(static_cast<float>(v)); }
 
-// Values in [-4, 4] from a fixed linear congruential sequence (the same on every rank and run).
+// Values in [-4, 4] from a fixed-seed engine: the same on every rank and run.
 struct SmallInts {
-  uint32_t state;
-  int next() {
-    state = state * 1664525u + 1013904223u;
-    return static_cast<int>((state >> 16) % 9) - 4;
-  }
+  std::minstd_rand engine{20261207u};
+  int next() { return static_cast<int>(engine() % 9) - 4; }
 };
 
 bool one_call_exact(const KernelSet& set, int mr, int64_t kc, bool accumulate, SmallInts& values) {
@@ -79,7 +72,7 @@ bool one_call_exact(const KernelSet& set, int mr, int64_t kc, bool accumulate, S
 
 bool bf16_micro_kernel_exact(const KernelSet& set) {
   if (set.bf16_micro_kernel == nullptr || set.bf16_max_mr < 1) return false;
-  SmallInts values{20261207u};
+  SmallInts values;
   // Row counts that take each tile shape AMX configures (one partial tile row, one full, a full
   // and a partial, two full) and the set's largest; K blocks of one and three 32-value steps.
   for (const int rows : {1, 5, 16, 17, 20, 32, set.bf16_max_mr}) {
